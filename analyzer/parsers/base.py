@@ -1,0 +1,75 @@
+"""The contract every parser follows.
+
+A parser is a pure function from one capture member's text to named polars tables plus
+warnings. It never opens files, reads the clock or the environment: the pipeline hands it
+the decoded text and the member's path (used only for `source` columns and warnings).
+
+Each parser module exposes one ``SPEC = ParserSpec(...)``:
+
+- ``kind``: stable kebab-case name shown in the inventory (``mpstat-text``, ``proc-softirqs``).
+- ``detect(head, name) -> float``: confidence 0..1 that this member is of this kind, from the
+  first bytes (``head`` is at most ``DETECT_HEAD_BYTES``, decoded). ``name`` is the member's
+  base name, a hint only: content must be enough on its own (> 0.5) for the usual layouts.
+- ``parse(text, ctx) -> ParseResult`` with ``ctx`` a ``ParseContext`` (member path for
+  ``source`` columns, the time zone to apply to zone-less times).
+
+Table names and their columns are listed in ``analyzer/tables.py``; parsers only produce
+tables declared there, so that derive/rules code can rely on names and dtypes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import polars as pl
+
+DETECT_HEAD_BYTES = 8192
+
+
+@dataclass(frozen=True)
+class ParseWarning:
+    """Something a parser skipped or could not interpret: where, and why."""
+
+    line: int | None
+    reason: str
+
+    def as_text(self) -> str:
+        return f"line {self.line}: {self.reason}" if self.line is not None else self.reason
+
+
+@dataclass
+class ParseResult:
+    """What one parser produced from one member.
+
+    ``tables`` maps a table name from ``analyzer/tables.py`` to its rows from this member.
+    ``records`` is the count a person would expect (intervals, snapshots, statements...).
+    ``notes`` are facts worth showing in the inventory that are not problems
+    (e.g. "times have no zone; read as UTC").
+    """
+
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+    records: int = 0
+    warnings: list[ParseWarning] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    time_range: tuple[object, object] | None = None
+
+
+@dataclass(frozen=True)
+class ParseContext:
+    """What a parser may know besides the text: where it came from and the zone for naive times."""
+
+    source: str
+    tz: str = "UTC"
+
+
+class ParseError(ValueError):
+    """The member looked like this kind but cannot be read at all; message names the reason."""
+
+
+@dataclass(frozen=True)
+class ParserSpec:
+    kind: str
+    description: str
+    detect: Callable[[str, str], float]
+    parse: Callable[[str, ParseContext], ParseResult]
