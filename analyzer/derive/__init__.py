@@ -1,0 +1,40 @@
+"""Derive: parsed tables -> derived tables and JSON-ready metrics. Pure; reads nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from dbdiag.derive import cpu
+
+
+@dataclass(frozen=True)
+class Derived:
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def derive_all(tables: dict[str, pl.DataFrame]) -> Derived:
+    per_cpu = cpu.per_cpu_summary(tables)
+    irq_delta, irq_sources = cpu.irq_delta(tables)
+    _, softirq_sources = cpu.softirq_count_delta(tables)
+    derived_tables = {"per_cpu": per_cpu, "cpu_nodes": cpu.cpu_nodes(tables)}
+    if irq_delta is not None:
+        derived_tables["irq_delta"] = irq_delta
+    metrics: dict[str, Any] = {}
+    if per_cpu.height:
+        metrics["cpu"] = {
+            "cpus": per_cpu.height,
+            "nodes": per_cpu["node"].drop_nulls().n_unique(),
+            "softirq_snapshots": softirq_sources,
+            "interrupt_snapshots": irq_sources,
+            "per_cpu": _rounded_rows(per_cpu),
+        }
+    return Derived(tables=derived_tables, metrics=metrics)
+
+
+def _rounded_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    floats = [name for name, dtype in frame.schema.items() if dtype.is_float()]
+    return frame.with_columns(pl.col(floats).round(2)).to_dicts()

@@ -1,0 +1,206 @@
+"""Command line: ``dbdiag analyze | demo | rules | explain``. Thin: argument handling, files, exit codes.
+
+Exit codes: 0 done; 1 a finding at or above ``--fail-on``; 2 unusable input or usage error
+(also when nothing in the capture could be recognised); 3 partial capture (some inputs
+unreadable). When several apply, the order is 2, then 1, then 3.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from datetime import datetime, timezone
+from enum import Enum
+from importlib import resources
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dbdiag import __version__
+from dbdiag.capture import CaptureError, read_capture
+from dbdiag.findings import Severity
+from dbdiag.pipeline import Analysis, Options, analyze_capture
+from dbdiag.report import build_document, render
+from dbdiag.rules import RULES, rule_by_id
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_UNUSABLE = 2
+EXIT_PARTIAL = 3
+
+DEMO_ARCHIVE = "bank-core-demo.tar.gz"
+DEFAULT_REPORT_STEM = "dbdiag-report"
+DEMO_REPORT_STEM = "dbdiag-demo-report"
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="dbdiag: turn a capture from a slow database server into findings a DBA can act on.",
+)
+
+
+class Format(str, Enum):
+    html = "html"
+    json = "json"
+    md = "md"
+
+
+class FailOn(str, Enum):
+    warning = "warning"
+    critical = "critical"
+
+
+def _say(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def _fail(message: str, code: int = EXIT_UNUSABLE) -> None:
+    _say(f"dbdiag: error: {message}")
+    raise typer.Exit(code)
+
+
+def _output_paths(output: Optional[Path], formats: list[Format], default_stem: str) -> dict[Format, Path | None]:
+    """One path per format; ``-o -`` means standard output (one format only)."""
+    if output is not None and str(output) == "-":
+        if len(formats) != 1:
+            _fail("-o - (standard output) takes exactly one --format")
+        return {formats[0]: None}
+    if output is None:
+        return {fmt: Path(f"{default_stem}.{fmt.value}") for fmt in formats}
+    if len(formats) == 1:
+        return {formats[0]: output}
+    return {fmt: output.with_suffix(f".{fmt.value}") for fmt in formats}
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write next to the target and rename, so a crash never leaves half a report."""
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        _fail(f"{path}: output directory {directory} does not exist")
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except OSError as error:
+        Path(temporary).unlink(missing_ok=True)
+        _fail(f"{path}: cannot write report: {error.strerror or error}")
+
+
+def _exit_code(analysis: Analysis, document: dict, fail_on: Optional[FailOn]) -> int:
+    if not analysis.recognised:
+        return EXIT_UNUSABLE
+    if fail_on is not None:
+        floor = Severity(fail_on.value).rank
+        if any(Severity(f["severity"]).rank >= floor for f in document["findings"]):
+            return EXIT_FINDINGS
+    if document["capture"]["partial"]:
+        return EXIT_PARTIAL
+    return EXIT_OK
+
+
+def _progress_printer():
+    if not sys.stderr.isatty() or os.environ.get("NO_COLOR"):
+        return None
+    return lambda path: _say(f"reading {path}")
+
+
+def _run(capture_path: Path, output: Optional[Path], formats: list[Format], fail_on: Optional[FailOn], tz: Optional[str], default_stem: str) -> int:
+    formats = list(dict.fromkeys(formats or [Format.html]))
+    targets = _output_paths(output, formats, default_stem)
+    try:
+        capture = read_capture(capture_path)
+    except CaptureError as error:
+        _fail(str(error))
+    try:
+        analysis = analyze_capture(capture, Options(tz=tz), progress=_progress_printer())
+    except ValueError as error:  # an unknown --tz zone
+        _fail(str(error))
+    document = build_document(analysis, generated_at=datetime.now(timezone.utc).replace(microsecond=0))
+    for fmt, path in targets.items():
+        text = render(document, fmt.value)
+        if path is None:
+            sys.stdout.write(text)
+        else:
+            _write_atomically(path, text)
+            _say(f"wrote {path}")
+    counts = document["verdict"]["findings_by_severity"]
+    _say(
+        f"{capture_path}: {len(analysis.recognised)} of {len(capture.members)} member(s) read; "
+        f"{counts['critical']} critical, {counts['warning']} warning, {counts['info']} info finding(s)"
+    )
+    if not analysis.recognised:
+        _say(f"dbdiag: error: {capture_path}: nothing in this capture is in a format dbdiag reads (see the inventory)")
+    elif document["capture"]["partial"]:
+        _say(f"dbdiag: partial capture: {'; '.join(document['capture']['partial_reasons'][:3])}")
+    return _exit_code(analysis, document, fail_on)
+
+
+FORMAT_HELP = "Report format; repeat for several (html, json, md). Default html."
+OUTPUT_HELP = "Report path; with several formats, the suffix is replaced per format; '-' for stdout."
+FAIL_ON_HELP = "Exit 1 when a finding of this severity or worse fired."
+TZ_HELP = "Time zone of zone-less times in the capture (default: the capture manifest's, else UTC)."
+
+
+@app.command()
+def analyze(
+    capture: Path = typer.Argument(..., help="Capture: .tar.gz/.tgz/.tar/.tar.xz/.tar.bz2, .zip, a directory, or one file."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help=OUTPUT_HELP),
+    format: list[Format] = typer.Option([], "--format", "-f", help=FORMAT_HELP),
+    fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help=FAIL_ON_HELP),
+    tz: Optional[str] = typer.Option(None, "--tz", help=TZ_HELP),
+) -> None:
+    """Analyze a capture and write the report."""
+    raise typer.Exit(_run(capture, output, format, fail_on, tz, DEFAULT_REPORT_STEM))
+
+
+@app.command()
+def demo(
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help=OUTPUT_HELP),
+    format: list[Format] = typer.Option([], "--format", "-f", help=FORMAT_HELP),
+    fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help=FAIL_ON_HELP),
+    tz: Optional[str] = typer.Option(None, "--tz", help=TZ_HELP),
+) -> None:
+    """Analyze the bundled demo capture (a 128-CPU, 16-node bank core server) and write dbdiag-demo-report.html."""
+    archive = resources.files("dbdiag.demo_capture").joinpath(DEMO_ARCHIVE)
+    with resources.as_file(archive) as path:
+        if not path.is_file():
+            _fail(f"{path}: the demo capture is missing from this installation")
+        raise typer.Exit(_run(path, output, format, fail_on, tz, DEMO_REPORT_STEM))
+
+
+@app.command("rules")
+def list_rules() -> None:
+    """List the rules dbdiag runs, with the inputs each needs."""
+    for rule in RULES:
+        needs = "; ".join(" or ".join(group) for group in rule.requires)
+        typer.echo(f"{rule.id:<28} {rule.area:<8} {rule.title}  [needs: {needs}]")
+
+
+@app.command()
+def explain(rule_id: str = typer.Argument(..., help="A rule id, e.g. softirq-concentration.")) -> None:
+    """Print a rule's documentation: what it detects, why, how, remediation, references."""
+    rule = rule_by_id(rule_id)
+    if rule is None:
+        _fail(f"unknown rule {rule_id!r}; 'dbdiag rules' lists them")
+    typer.echo(f"{rule.id}: {rule.title}\n")
+    typer.echo(rule.doc.strip())
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"dbdiag {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _main_options(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """dbdiag: turn a capture from a slow database server into findings a DBA can act on."""
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,128 @@
+"""Per-CPU picture of the capture: utilisation, softirq time and softirq/IRQ counts, with NUMA node.
+
+Output ``per_cpu`` (one row per CPU):
+    cpu, node, intervals, usr_pct, sys_pct, irq_pct, soft_pct, busy_pct,
+    net_rx_per_s, net_tx_per_s, block_per_s          (mpstat -I SCPU means)
+    net_rx_count, net_tx_count, block_count          (/proc/softirqs first-to-last growth)
+Output ``irq_delta`` (one row per IRQ line and CPU with growth > 0):
+    irq, device, chip, cpu, node, delta
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from dbdiag import tables as t
+from dbdiag.derive.snapshots import first_to_last_delta
+
+NETWORK_SOFTIRQS = ("NET_RX", "NET_TX", "BLOCK")
+
+
+def cpu_nodes(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """cpu -> node (and socket, core): the first source that knows a CPU's node wins."""
+    topology = tables.get(t.TOPOLOGY)
+    if topology is None or topology.height == 0:
+        return pl.DataFrame(schema={"cpu": pl.Int32, "node": pl.Int32, "socket": pl.Int32, "core": pl.Int32})
+    return (
+        topology.sort(pl.col("node").is_null())
+        .group_by("cpu", maintain_order=True)
+        .agg(pl.col("node").drop_nulls().first(), pl.col("socket").drop_nulls().first(), pl.col("core").drop_nulls().first())
+        .sort("cpu")
+    )
+
+
+def _utilisation(tables: dict[str, pl.DataFrame]) -> pl.DataFrame | None:
+    util = tables.get(t.CPU_UTIL)
+    if util is None or util.height == 0:
+        return None
+    # The same run is often captured twice (mpstat text and JSON): one row per (time, cpu).
+    per_cpu = util.filter(pl.col("cpu") >= 0).unique(subset=["ts", "cpu"], keep="first")
+    return per_cpu.group_by("cpu").agg(
+        pl.len().alias("intervals"),
+        pl.col("usr_pct").mean(),
+        pl.col("sys_pct").mean(),
+        pl.col("irq_pct").mean(),
+        pl.col("soft_pct").mean(),
+        (100.0 - pl.col("idle_pct")).mean().alias("busy_pct"),
+    )
+
+
+def _softirq_rates(tables: dict[str, pl.DataFrame]) -> pl.DataFrame | None:
+    rates = tables.get(t.SOFTIRQ_RATE)
+    if rates is None or rates.height == 0:
+        return None
+    rates = rates.filter(pl.col("cpu") >= 0, pl.col("softirq").is_in(NETWORK_SOFTIRQS))
+    if rates.height == 0:
+        return None
+    return (
+        rates.unique(subset=["ts", "cpu", "softirq"], keep="first")
+        .group_by("cpu")
+        .agg(
+            pl.col("per_s").filter(pl.col("softirq") == name).mean().alias(f"{name.lower()}_per_s")
+            for name in NETWORK_SOFTIRQS
+        )
+    )
+
+
+def softirq_count_delta(tables: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame | None, list[str]]:
+    counts = tables.get(t.SOFTIRQ_COUNT)
+    if counts is None or counts.height == 0:
+        return None, []
+    delta, sources = first_to_last_delta(counts, ["cpu", "softirq"])
+    if delta.height == 0:
+        return None, []
+    wide = delta.filter(pl.col("softirq").is_in(NETWORK_SOFTIRQS)).group_by("cpu").agg(
+        pl.col("delta").filter(pl.col("softirq") == name).sum().alias(f"{name.lower()}_count")
+        for name in NETWORK_SOFTIRQS
+    )
+    return wide, sources
+
+
+def per_cpu_summary(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """Join every per-CPU view that the capture has; CPUs known to any source appear once."""
+    parts = [
+        frame
+        for frame in (_utilisation(tables), _softirq_rates(tables), softirq_count_delta(tables)[0])
+        if frame is not None
+    ]
+    if not parts:
+        return pl.DataFrame(schema={"cpu": pl.Int32, "node": pl.Int32})
+    summary = parts[0]
+    for part in parts[1:]:
+        summary = summary.join(part, on="cpu", how="full", coalesce=True)
+    nodes = cpu_nodes(tables).select("cpu", "node")
+    return summary.join(nodes, on="cpu", how="left").sort("cpu")
+
+
+def irq_delta(tables: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame | None, list[str]]:
+    """Growth of each IRQ line per CPU between the first and last /proc/interrupts snapshot."""
+    counts = tables.get(t.IRQ_COUNT)
+    if counts is None or counts.height == 0:
+        return None, []
+    delta, sources = first_to_last_delta(counts.with_columns(pl.col("device").fill_null("")), ["irq", "device", "cpu"])
+    if delta.height == 0:
+        return None, []
+    chips = counts.select("irq", "chip").unique(subset=["irq"], keep="first")
+    nodes = cpu_nodes(tables).select("cpu", "node")
+    frame = (
+        delta.join(chips, on="irq", how="left")
+        .join(nodes, on="cpu", how="left")
+        .filter(pl.col("delta") > 0)
+        .sort("irq", "cpu")
+    )
+    return frame, sources
+
+
+_QUEUE_SUFFIX = re.compile(r"[-_.]?(?:TxRx|Tx-Rx|rx|tx|input|output|comp|queue|fp|q)[-_.]?\d+(?=$|@)", re.IGNORECASE)
+
+
+def device_family(device: str) -> str:
+    """The device behind a per-queue IRQ name, so that a NIC's queues count as one device.
+
+    >>> [device_family(d) for d in ("virtio0-input.0", "hns3-0000:7d:00.0-TxRx-3", "eth0-TxRx-0",
+    ...  "mlx5_comp3@pci:0000:3b:00.0", "nvme0q3", "ens5-Tx-Rx-2", "i8042")]
+    ['virtio0', 'hns3-0000:7d:00.0', 'eth0', 'mlx5@pci:0000:3b:00.0', 'nvme0', 'ens5', 'i8042']
+    """
+    return _QUEUE_SUFFIX.sub("", device.strip()) or device.strip()

@@ -1,0 +1,173 @@
+"""The whole analysis, stage after stage, as in DESIGN.md:
+
+capture -> members -> detect -> parse -> merge tables -> derive -> rules -> Analysis
+
+The report stage (``report.py``) renders an ``Analysis``; nothing here writes files.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import polars as pl
+
+from dbdiag import tables as t
+from dbdiag.capture import Capture, Limits, Member, read_capture
+from dbdiag.derive import Derived, derive_all
+from dbdiag.detect import detect
+from dbdiag.engine import run_rules
+from dbdiag.findings import RuleOutcome
+from dbdiag.parsers import PARSERS, manifest
+from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
+from dbdiag.rules import RULES
+from dbdiag.rules.base import Rule, RuleInput
+
+DEFAULT_TZ = "UTC"
+
+
+@dataclass(frozen=True)
+class Options:
+    tz: str | None = None  # zone for zone-less times; None = the manifest's, else UTC
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass
+class InputRecord:
+    """One line of the inventory: a member, what it was read as, and what came of it."""
+
+    path: str
+    size_bytes: int
+    kind: str | None = None
+    records: int = 0
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    skipped: str | None = None
+    error: str | None = None
+    time_range: tuple[Any, Any] | None = None
+
+    @property
+    def status(self) -> str:
+        if self.skipped:
+            return "skipped"
+        if self.error:
+            return "unreadable"
+        return "read" if self.kind else "not recognised"
+
+
+@dataclass
+class Analysis:
+    capture: Capture
+    inputs: list[InputRecord]
+    tables: dict[str, pl.DataFrame]
+    derived: Derived
+    outcomes: list[RuleOutcome]
+    tz: str
+    tz_origin: str
+
+    @property
+    def recognised(self) -> list[InputRecord]:
+        return [record for record in self.inputs if record.kind and not record.error]
+
+    @property
+    def partial_reasons(self) -> list[str]:
+        reasons = [self.capture.partial] if self.capture.partial else []
+        reasons += [f"{r.path}: {r.error}" for r in self.inputs if r.error]
+        reasons += [f"{r.path}: {r.skipped}" for r in self.inputs if r.skipped and _is_limit_skip(r.skipped)]
+        return reasons
+
+
+def _is_limit_skip(reason: str) -> bool:
+    """Skips for safety caps or corrupt data mean data was lost; links and devices do not."""
+    return any(word in reason for word in ("cap", "ratio", "corrupt", "truncated", "more members"))
+
+
+def decode(data: bytes) -> str:
+    """UTF-8 that cannot fail; CRLF becomes LF (lone CR stays: it may sit inside SQL literals)."""
+    return data.decode("utf-8", "backslashreplace").replace("\r\n", "\n")
+
+
+def parse_member(member: Member, spec: ParserSpec, tz: str) -> tuple[ParseResult | None, str | None]:
+    try:
+        return spec.parse(decode(member.data or b""), ParseContext(source=member.path, tz=tz)), None
+    except ParseError as error:
+        return None, str(error)
+    except Exception as error:  # noqa: BLE001 - one bad member must not stop the capture
+        return None, f"parser {spec.kind} failed: {type(error).__name__}: {error}"
+
+
+def _resolve_tz(members: list[tuple[Member, ParserSpec]], requested: str | None) -> tuple[str, str]:
+    if requested:
+        return requested, "--tz"
+    for member, spec in members:
+        if spec.kind == manifest.SPEC.kind:
+            result, _ = parse_member(member, spec, DEFAULT_TZ)
+            zone = manifest.manifest_tz(result) if result else None
+            if zone:
+                return zone, f"manifest {member.path}"
+    return DEFAULT_TZ, "default (no --tz, no manifest)"
+
+
+def _check_tz(zone: str) -> None:
+    try:
+        zoneinfo.ZoneInfo(zone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as error:
+        raise ValueError(f"unknown time zone {zone!r}") from error
+
+
+def merge_tables(results: list[ParseResult]) -> dict[str, pl.DataFrame]:
+    """Concatenate each named table over all members, in capture order, in its declared schema."""
+    merged: dict[str, list[pl.DataFrame]] = {}
+    for result in results:
+        for name, frame in result.tables.items():
+            merged.setdefault(name, []).append(t.conform(name, frame) if name in t.SCHEMAS else frame)
+    return {name: pl.concat(frames, how="diagonal_relaxed") for name, frames in merged.items()}
+
+
+def analyze_capture(
+    capture: Capture,
+    options: Options = Options(),
+    parsers: tuple[ParserSpec, ...] = PARSERS,
+    rules: tuple[Rule, ...] = RULES,
+    progress: Callable[[str], None] | None = None,
+) -> Analysis:
+    inputs: list[InputRecord] = []
+    to_parse: list[tuple[Member, ParserSpec, InputRecord]] = []
+    for member in capture.members:
+        record = InputRecord(path=member.path, size_bytes=member.size, skipped=member.skipped)
+        inputs.append(record)
+        if member.skipped or member.data is None:
+            continue
+        detection = detect(member.data, member.path.rsplit("/", 1)[-1], parsers)
+        if detection.spec is None:
+            record.notes.append(detection.reason or "not recognised")
+            continue
+        record.kind = detection.spec.kind
+        to_parse.append((member, detection.spec, record))
+
+    zone, zone_origin = _resolve_tz([(m, s) for m, s, _ in to_parse], options.tz)
+    _check_tz(zone)
+    results: list[ParseResult] = []
+    for member, spec, record in to_parse:
+        if progress:
+            progress(member.path)
+        result, error = parse_member(member, spec, zone)
+        if result is None:
+            record.error = error
+            continue
+        record.records = result.records
+        record.warnings = [w.as_text() for w in result.warnings]
+        record.notes += result.notes
+        record.time_range = result.time_range
+        results.append(result)
+
+    tables = merge_tables(results)
+    derived = derive_all(tables)
+    outcomes = run_rules(rules, RuleInput(tables=tables, derived=derived.tables, metrics=derived.metrics))
+    return Analysis(capture, inputs, tables, derived, outcomes, zone, zone_origin)
+
+
+def analyze(path: Path, options: Options = Options(), progress: Callable[[str], None] | None = None) -> Analysis:
+    return analyze_capture(read_capture(path, options.limits), options, progress=progress)

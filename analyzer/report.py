@@ -1,0 +1,229 @@
+"""Report: an ``Analysis`` -> the findings JSON (the contract), then HTML and Markdown from templates.
+
+The JSON document is built first; HTML and Markdown are rendered from it plus chart geometry,
+so the three formats always carry the same numbers. Templates do the markup; this module
+only arranges data (and computes bar positions, which jinja would make unreadable).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from dbdiag import __version__
+from dbdiag.findings import Chart, Finding, Severity, Status, sort_findings
+from dbdiag.pipeline import Analysis
+
+SCHEMA_VERSION = 1
+FORMATS = ("html", "json", "md")
+
+CHART_WIDTH_PX = 1160
+CHART_HEIGHT_PX = 260
+CHART_MARGIN_LEFT_PX = 48
+CHART_MARGIN_BOTTOM_PX = 44
+BAR_GAP_PX = 1
+GROUP_GAP_PX = 10
+
+
+def findings_of(analysis: Analysis) -> list[Finding]:
+    return sort_findings([f for outcome in analysis.outcomes for f in outcome.findings])
+
+
+def _json_safe(value: Any) -> Any:
+    """Plain JSON values: NaN/inf become null, tuples lists, datetimes ISO strings."""
+    if isinstance(value, float):
+        return None if math.isnan(value) or math.isinf(value) else value
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def _verdict(analysis: Analysis, findings: list[Finding]) -> dict[str, Any]:
+    counts = {s.value: sum(1 for f in findings if f.severity is s) for s in Severity}
+    statuses = {s.value: sum(1 for o in analysis.outcomes if o.status is s) for s in Status}
+    if not analysis.recognised:
+        headline = "Nothing in this capture could be read: no input was recognised."
+    elif findings:
+        top = findings[0]
+        headline = f"{top.severity.value.capitalize()}: {top.title}"
+    else:
+        headline = (
+            f"No problem found in what was read: {statuses['passed']} rule(s) passed, "
+            f"{statuses['skipped']} skipped for missing inputs."
+        )
+    return {"headline": headline, "findings_by_severity": counts, "rules_by_status": statuses}
+
+
+def build_document(analysis: Analysis, generated_at: datetime | None = None) -> dict[str, Any]:
+    """The findings JSON (DESIGN.md contract, schema in ``dbdiag/schema/findings.schema.json``)."""
+    findings = findings_of(analysis)
+    capture = analysis.capture
+    document = {
+        "schema_version": SCHEMA_VERSION,
+        "dbdiag_version": __version__,
+        "generated_at": generated_at.isoformat() if generated_at else None,
+        "capture": {
+            "source": capture.source,
+            "container": capture.container,
+            "members": len(capture.members),
+            "partial": bool(analysis.partial_reasons),
+            "partial_reasons": analysis.partial_reasons,
+            "tz": analysis.tz,
+            "tz_origin": analysis.tz_origin,
+        },
+        "verdict": _verdict(analysis, findings),
+        "inputs": [
+            {
+                "path": r.path,
+                "kind": r.kind,
+                "status": r.status,
+                "size_bytes": r.size_bytes,
+                "records": r.records,
+                "warnings": r.warnings,
+                "notes": r.notes,
+                "skipped": r.skipped,
+                "error": r.error,
+                "time_range": [str(v) for v in r.time_range] if r.time_range else None,
+            }
+            for r in analysis.inputs
+        ],
+        "rules": [o.to_json() for o in analysis.outcomes],
+        "findings": [f.to_json() for f in findings],
+        "metrics": analysis.derived.metrics,
+    }
+    return _json_safe(document)
+
+
+def render_json(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def chart_geometry(chart: dict[str, Any]) -> dict[str, Any]:
+    """Bar rectangles for a grouped bar chart (dict form of ``findings.Chart``), in SVG pixels."""
+    groups = chart["groups"]
+    bar_count = sum(len(g["bars"]) for g in groups) or 1
+    plot_width = CHART_WIDTH_PX - CHART_MARGIN_LEFT_PX - GROUP_GAP_PX * max(len(groups) - 1, 0)
+    bar_width = max(plot_width / bar_count - BAR_GAP_PX, 1.0)
+    values = [b["value"] for g in groups for b in g["bars"]] + [chart.get("threshold") or 0.0]
+    top = _nice_ceiling(max(values) if values else 1.0)
+    plot_height = CHART_HEIGHT_PX - CHART_MARGIN_BOTTOM_PX - 10
+    x = float(CHART_MARGIN_LEFT_PX)
+    out_groups = []
+    for group in groups:
+        start = x
+        bars = []
+        for bar in group["bars"]:
+            height = plot_height * (bar["value"] / top) if top else 0.0
+            bars.append({**bar, "x": round(x, 1), "w": round(bar_width, 1), "h": round(height, 1), "y": round(10 + plot_height - height, 1)})
+            x += bar_width + BAR_GAP_PX
+        out_groups.append({"label": group["label"], "bars": bars, "x0": round(start, 1), "x1": round(x - BAR_GAP_PX, 1)})
+        x += GROUP_GAP_PX
+    ticks = [{"value": top * i / 4, "y": round(10 + plot_height - plot_height * i / 4, 1)} for i in range(5)]
+    threshold = chart.get("threshold")
+    return {
+        "title": chart["title"],
+        "unit": chart["unit"],
+        "width": CHART_WIDTH_PX,
+        "height": CHART_HEIGHT_PX,
+        "left": CHART_MARGIN_LEFT_PX,
+        "plot_bottom": 10 + plot_height,
+        "groups": out_groups,
+        "ticks": ticks,
+        "show_bar_labels": bar_count <= 32,
+        "threshold": threshold,
+        "threshold_y": round(10 + plot_height - plot_height * threshold / top, 1) if threshold else None,
+        "threshold_label": chart.get("threshold_label"),
+    }
+
+
+def _nice_ceiling(value: float) -> float:
+    if value <= 0:
+        return 1.0
+    magnitude = 10 ** math.floor(math.log10(value))
+    for step in (1, 2, 2.5, 5, 10):
+        if value <= step * magnitude:
+            return step * magnitude
+    return 10 * magnitude
+
+
+def _overview_charts(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The per-CPU softirq chart for every capture that has per-CPU data, unless a finding shows it."""
+    per_cpu = document["metrics"].get("cpu", {}).get("per_cpu", [])
+    if not per_cpu or not any(row.get("soft_pct") is not None for row in per_cpu):
+        return []
+    shown = {c["title"] for f in document["findings"] for c in f["charts"]}
+    title = "Per-CPU softirq time (%soft), grouped by NUMA node"
+    if title in shown:
+        return []
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in sorted(per_cpu, key=lambda r: (r.get("node") is None, r.get("node") or 0, r["cpu"])):
+        label = f"node {row['node']}" if row.get("node") is not None else "node ?"
+        groups.setdefault(label, []).append({"label": f"CPU {row['cpu']}", "value": row.get("soft_pct") or 0.0, "highlight": False})
+    chart = {"title": title, "unit": "%", "groups": [{"label": k, "bars": v} for k, v in groups.items()], "threshold": None}
+    return [chart_geometry(chart)]
+
+
+def build_view(document: dict[str, Any]) -> dict[str, Any]:
+    """What the templates see: the document plus chart geometry and grouped rule outcomes."""
+    findings = [{**f, "chart_views": [chart_geometry(c) for c in f["charts"]]} for f in document["findings"]]
+    rules_by_status: dict[str, list[dict[str, Any]]] = {s.value: [] for s in Status}
+    for rule in document["rules"]:
+        rules_by_status[rule["status"]].append(rule)
+    return {
+        **document,
+        "findings": findings,
+        "rules_by_status": rules_by_status,
+        "overview_charts": _overview_charts(document),
+    }
+
+
+def _template_env() -> Environment:
+    # Autoescape every HTML template (SQL and log text are hostile input); Markdown gets
+    # its own escaping filter instead, since HTML entities would garble a pasted ticket.
+    env = Environment(
+        loader=PackageLoader("dbdiag.report_templates", "."),
+        autoescape=lambda name: not (name or "").endswith(".md.j2"),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["md"] = _markdown_cell
+    env.filters["num"] = _number
+    return env
+
+
+def _markdown_cell(value: Any) -> str:
+    text = _number(value)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+
+
+def _number(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.2f}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def render_html(document: dict[str, Any]) -> str:
+    return _template_env().get_template("report.html.j2").render(view=build_view(document))
+
+
+def render_markdown(document: dict[str, Any]) -> str:
+    return _template_env().get_template("report.md.j2").render(view=build_view(document))
+
+
+def render(document: dict[str, Any], fmt: str) -> str:
+    return {"html": render_html, "json": render_json, "md": render_markdown}[fmt](document)
