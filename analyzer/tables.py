@@ -65,6 +65,7 @@ IRQ_RATE_SCHEMA = {
 SOFTIRQ_COUNT = "softirq_count"
 SOFTIRQ_COUNT_SCHEMA = {
     "snapshot": pl.Int32,
+    "ts": UTC_TIME,  # time line written before the snapshot (pt-stalk "TS <epoch>", date, ISO), else null
     "cpu": pl.Int32,
     "softirq": pl.String,
     "count": pl.Int64,
@@ -75,6 +76,7 @@ SOFTIRQ_COUNT_SCHEMA = {
 IRQ_COUNT = "irq_count"
 IRQ_COUNT_SCHEMA = {
     "snapshot": pl.Int32,
+    "ts": UTC_TIME,  # time line written before the snapshot (pt-stalk "TS <epoch>", date, ISO), else null
     "irq": pl.String,  # "25", "NMI", "LOC", "IPI0" ...
     "cpu": pl.Int32,
     "count": pl.Int64,

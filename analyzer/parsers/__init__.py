@@ -1,0 +1,26 @@
+"""The parser registry: every input format dbdiag reads. Adding one = a module with ``SPEC`` + a line here."""
+
+from __future__ import annotations
+
+from dbdiag.parsers import (
+    lscpu,
+    manifest,
+    mpstat_json,
+    mpstat_text,
+    numactl,
+    proc_interrupts,
+    proc_softirqs,
+    sadf,
+)
+from dbdiag.parsers.base import ParserSpec
+
+PARSERS: tuple[ParserSpec, ...] = (
+    manifest.SPEC,
+    mpstat_text.SPEC,
+    mpstat_json.SPEC,
+    sadf.SPEC,
+    proc_softirqs.SPEC,
+    proc_interrupts.SPEC,
+    lscpu.SPEC,
+    numactl.SPEC,
+)

@@ -1,0 +1,461 @@
+"""mpstat text output (``mpstat -P ALL 1``, ``mpstat -A``, ``-I SCPU``, ``-N``, ``-T``, ``-U``).
+
+Also reads the CPU table of ``sar -u [ALL] -P ALL`` text, which has the same shape.
+
+Sample input (sysstat 12, 24 h clock; 12 h ``03:14:20 PM`` and epoch ``-U`` times also read)::
+
+    Linux 6.1.0-57-amd64 (db-numa-01) \t2026-11-29 \t_x86_64_\t(4 CPU)
+
+    19:51:19     CPU    %usr   %nice    %sys %iowait    %irq   %soft  %steal  %guest  %gnice   %idle
+    19:51:20     all    1.75    0.00    0.25    0.00    0.00    0.00    0.00    0.00    0.00   98.00
+    19:51:20       0    3.00    0.00    0.00    0.00    0.00    0.00    0.00    0.00    0.00   97.00
+
+    19:51:19     CPU       HI/s    TIMER/s   NET_TX/s   NET_RX/s    BLOCK/s IRQ_POLL/s  TASKLET/s ...
+    19:51:20       0       0.00       2.97       0.00       0.00       0.00       0.00       0.00 ...
+
+    Average:     CPU    %usr   %nice    %sys %iowait    %irq   %soft  %steal  %guest  %gnice   %idle
+    Average:     all    3.57    0.00   19.10    0.00    0.00   16.52    0.00    0.00    0.00   60.81
+
+Output tables (see ``dbdiag.tables``):
+
+- ``cpu_util``: ts, cpu (``all`` -> -1), usr_pct, nice_pct, sys_pct, iowait_pct, irq_pct, soft_pct,
+  steal_pct, guest_pct, gnice_pct, idle_pct, source. Columns are found by header name, so old
+  column sets (no %gnice, ``%user``/``%system``) give nulls for what they lack.
+- ``node_util`` (``-N``, header ``NODE``): ts, node, the same percent columns, source.
+- ``softirq_rate`` (``-I SCPU``): ts, cpu, softirq (``NET_RX``...), per_s, source.
+- ``irq_rate`` (``-I CPU``): ts, cpu, irq (``25``, ``LOC``...), per_s, source.
+- ``topology`` (``-T``: CORE SOCK NODE columns): cpu, core, socket, node, source; one row per cpu.
+- ``host_fact`` from the banner: hostname, os, kernel, arch, cpu_count.
+
+``Average:`` blocks are skipped (they would count every interval twice); the ``-I SUM`` table
+(``intr/s``) is not kept (irq_rate has the per-IRQ rates). Data rows carry the interval's end
+time; the banner gives the date, and a time lower than the previous one by more than 12 h
+means the run crossed midnight. Times have no zone: they are read in ``ctx.tz`` (said in a
+note) and stored as UTC; ``-U`` epoch seconds are UTC already.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from zoneinfo import ZoneInfo
+
+import polars as pl
+
+from dbdiag import tables as T
+from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+
+MAX_WARNINGS = 50
+HALF_DAY_S = 12 * 3600
+
+BANNER_RE = (
+    r"^(?P<os>Linux)\s+(?P<kernel>\S+)\s+\((?P<host>[^)]*)\)\s+(?P<bdate>\S+)"
+    r"(?:\s+_(?P<arch>\S+)_)?(?:\s+\((?P<ncpu>\d+)\s+CPU\))?"
+)
+# The time column: 24 h or ISO ``19:51:20``, 12 h ``03:14:20 PM``, ``-U`` epoch seconds, or a
+# summary label. ``rest`` is everything after it.
+TIMED_RE = (
+    r"^(?:(?P<hh>\d{1,2}):(?P<mi>\d{2}):(?P<ss>\d{2})(?:\s*(?P<ampm>[AaPp][Mm]))?"
+    r"|(?P<epoch>\d{9,11})|(?P<summary>Average:|Summary:))\s+(?P<rest>\S.*)$"
+)
+NUMBER_TOKEN_RE = r"(?:^|\s)[-+]?\d+(?:[.,]\d+)?(?:\s|$)"
+
+# Header name -> column, for mpstat, sar and sadf/JSON key spellings alike.
+PCT_COLUMNS = {
+    "usr_pct": ("%usr", "%user", "usr", "user"),
+    "nice_pct": ("%nice", "nice"),
+    "sys_pct": ("%sys", "%system", "sys", "system"),
+    "iowait_pct": ("%iowait", "iowait"),
+    "irq_pct": ("%irq", "irq"),
+    "soft_pct": ("%soft", "soft"),
+    "steal_pct": ("%steal", "steal"),
+    "guest_pct": ("%guest", "guest"),
+    "gnice_pct": ("%gnice", "gnice"),
+    "idle_pct": ("%idle", "idle"),
+}
+SYSTEM_INCLUDES_IRQ_NOTE = "CPU table has %system (sar -u): irq and softirq time are inside sys_pct, not split out"
+
+SOFTIRQ_NAME_RE = re.compile(r"[A-Z][A-Z_]*")
+# Per-IRQ column names: numbers, old ``i025`` spelling, or kernel abbreviations (LOC, NMI, IPI0, Err).
+# Lower-case names (sar's softnet ``total/s dropd/s``) are other tables.
+IRQ_NAME_RE = re.compile(r"\d+|i\d{3}|[A-Z][A-Za-z0-9_]*")
+
+
+# ---- helpers shared with mpstat_json and sadf -------------------------------------------------
+
+
+def parse_sysstat_date(text: str | None) -> date | None:
+    """The banner date: ``11/29/26``, ``01/02/2020``, ``2026-11-29``, ``29.11.2026`` (locale %x)."""
+    m = re.fullmatch(r"(\d{1,4})([/.\-])(\d{1,2})\2(\d{1,4})", (text or "").strip())
+    if not m:
+        return None
+    first, sep, second, third = m.group(1), m.group(2), int(m.group(3)), int(m.group(4))
+    if len(first) == 4:
+        year, month, day = int(first), second, third
+    elif sep == ".":
+        day, month, year = int(first), second, third
+    else:
+        month, day, year = int(first), second, third
+        if month > 12 >= day:  # en_GB and similar print DD/MM/YY
+            month, day = day, month
+    if year < 100:
+        year += 2000 if year < 70 else 1900
+    try:
+        return date(year, month, day)
+    except ValueError:
+        return None
+
+
+def clock_seconds(hh: pl.Expr, mi: pl.Expr, ss: pl.Expr, ampm: pl.Expr) -> pl.Expr:
+    """Seconds since midnight from text clock fields (12 h when ``ampm`` is set); null if invalid."""
+    h, m, s = (e.cast(pl.Int32, strict=False) for e in (hh, mi, ss))
+    pm = ampm.str.to_uppercase() == "PM"
+    am = ampm.str.to_uppercase() == "AM"
+    h24 = pl.when(pm & (h < 12)).then(h + 12).when(am & (h == 12)).then(0).otherwise(h)
+    valid = (h24 < 24) & (m < 60) & (s < 60) & (ampm.is_null() | ((h >= 1) & (h <= 12)))
+    return pl.when(valid).then(h24 * 3600 + m * 60 + s)
+
+
+def midnight_wraps(tod: pl.Expr) -> pl.Expr:
+    """Running count of midnights passed: a time more than 12 h lower than the previous one.
+
+    Small steps back (a clock adjustment) are not a new day. Use with ``.over(...)``.
+    """
+    wrapped = (tod.shift(1) - tod) > HALF_DAY_S
+    return wrapped.fill_null(False).cast(pl.Int32).cum_sum()
+
+
+def check_tz(tz: str) -> tuple[str, ParseWarning | None]:
+    """``tz`` if it names a zone, else UTC with a warning."""
+    try:
+        ZoneInfo(tz)
+        return tz, None
+    except (ValueError, KeyError, OSError):
+        return "UTC", ParseWarning(None, f"unknown time zone {tz!r}; zone-less times read as UTC")
+
+
+def local_to_utc(naive: pl.Expr, tz: str) -> pl.Expr:
+    """Zone-less wall time read in ``tz`` -> Datetime(us, UTC); times in a DST gap become null."""
+    return (
+        naive.cast(pl.Datetime("us"))
+        .dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
+        .dt.convert_time_zone("UTC")
+    )
+
+
+def zone_note(tz: str) -> str:
+    return f"times have no zone; read as {tz} (--tz)"
+
+
+def cap_warnings(warnings: list[ParseWarning]) -> list[ParseWarning]:
+    """At most MAX_WARNINGS, in line order, and one more saying how many were left out."""
+    ordered = sorted(warnings, key=lambda w: (w.line is None, w.line or 0))
+    if len(ordered) <= MAX_WARNINGS:
+        return ordered
+    rest = len(ordered) - MAX_WARNINGS
+    return ordered[:MAX_WARNINGS] + [ParseWarning(None, f"{rest} more warnings not shown")]
+
+
+def host_facts(rows: list[dict[str, object]], source: str) -> pl.DataFrame:
+    """host_fact rows from dicts of {key: value}; empty values dropped, duplicates once."""
+    pairs = [(k, str(v)) for row in rows for k, v in row.items() if v not in (None, "")]
+    frame = pl.DataFrame(pairs, schema={"key": pl.String, "value": pl.String}, orient="row")
+    return T.conform(T.HOST_FACT, frame.unique(maintain_order=True).with_columns(source=pl.lit(source)))
+
+
+def to_float(expr: pl.Expr) -> pl.Expr:
+    """Text number -> Float64 (decimal comma accepted, as some locales print it); null if not one."""
+    return expr.str.replace(",", ".", literal=True).cast(pl.Float64, strict=False)
+
+
+def cpu_number(expr: pl.Expr) -> pl.Expr:
+    """``all`` (or sadf's ``-1``) -> -1, a number -> itself, anything else -> null."""
+    return pl.when(expr == "all").then(pl.lit(-1, pl.Int32)).otherwise(expr.cast(pl.Int32, strict=False))
+
+
+# ---- detection --------------------------------------------------------------------------------
+
+
+def classify_header(names: list[str]) -> str:
+    """Which table a header row starts: cpu, node, softirq, irq, sum, restart or other."""
+    if names[:2] == ["LINUX", "RESTART"]:
+        return "restart"
+    if len(names) < 2:
+        return "other"
+    key, rest = names[0], names[1:]
+    if key in ("CPU", "NODE") and "%idle" in rest and ({"%usr", "%user"} & set(rest)):
+        return "cpu" if key == "CPU" else "node"
+    if key != "CPU" or not all(n.endswith("/s") and len(n) > 2 for n in rest):
+        return "other"
+    bare = [n[:-2] for n in rest]
+    if bare == ["intr"]:
+        return "sum"
+    if {"TIMER", "NET_RX"} <= set(bare) and all(SOFTIRQ_NAME_RE.fullmatch(b) for b in bare):
+        return "softirq"
+    if all(IRQ_NAME_RE.fullmatch(b) for b in bare):
+        return "irq"
+    return "other"
+
+
+def detect(head: str, name: str) -> float:
+    lines = head.lstrip("\ufeff").split("\n")[:300]
+    first = next((ln for ln in lines if ln.strip()), "")
+    banner = re.match(BANNER_RE, first) is not None
+    timed = re.compile(TIMED_RE)
+    tables = set()
+    for line in lines:
+        m = timed.match(line.rstrip())
+        if m and not m.group("summary") and not re.search(NUMBER_TOKEN_RE, m.group("rest")):
+            tables.add(classify_header(m.group("rest").split()))
+    tables -= {"other", "restart"}
+    hinted = any(h in name.lower() for h in ("mpstat", "sar"))
+    if banner and tables:
+        return 0.95
+    if tables:
+        return 0.75
+    if banner:
+        return 0.55 if hinted else 0.3
+    return 0.0
+
+
+# ---- parsing ----------------------------------------------------------------------------------
+
+
+def _lines(text: str) -> pl.DataFrame:
+    """One row per line with what the line is: banner fields, time fields, header/data/summary."""
+    df = pl.DataFrame({"text": text.lstrip("\ufeff").split("\n")}, schema={"text": pl.String})
+    df = df.with_row_index("line", offset=1)
+    df = df.with_columns(pl.col("line").cast(pl.Int64), pl.col("text").str.strip_chars_end())
+    df = df.with_columns(
+        pl.col("text").str.extract_groups(BANNER_RE).alias("banner"),
+        pl.col("text").str.extract_groups(TIMED_RE).alias("timed"),
+    ).unnest("banner", "timed")
+    is_banner = pl.col("kernel").is_not_null()
+    is_timed = pl.col("rest").is_not_null() & ~is_banner
+    is_summary = is_timed & pl.col("summary").is_not_null()
+    is_header = is_timed & ~is_summary & ~pl.col("rest").str.contains(NUMBER_TOKEN_RE)
+    return df.with_columns(
+        seg=is_banner.cum_sum(),
+        # a table runs from its header to the next header, banner or summary line
+        block=(is_banner | is_summary | is_header).cum_sum(),
+        kind=pl.when(is_banner).then(pl.lit("banner"))
+        .when(is_summary).then(pl.lit("summary"))
+        .when(is_header).then(pl.lit("header"))
+        .when(is_timed).then(pl.lit("data"))
+        .when(pl.col("text") == "").then(pl.lit("blank"))
+        .otherwise(pl.lit("unknown")),
+        tod=clock_seconds(pl.col("hh"), pl.col("mi"), pl.col("ss"), pl.col("ampm")),
+        epoch_s=pl.col("epoch").cast(pl.Int64, strict=False),
+    )
+
+
+def _cells(rows: pl.DataFrame, names: list[str]) -> tuple[pl.DataFrame, list[ParseWarning]]:
+    """Rows under one header -> string cells ``c0..cN`` (c0 is the CPU/NODE key), plus warnings.
+
+    mpstat -T leaves CORE/SOCK/NODE blank on the ``all`` row: such rows are 3 fields short and
+    their numbers belong to the right-hand columns.
+    """
+    n = len(names)
+    topo = names[1:4] == ["CORE", "SOCK", "NODE"]
+    rows = rows.with_columns(toks=pl.col("rest").str.extract_all(r"\S+"))
+    rows = rows.with_columns(ntok=pl.col("toks").list.len())
+    short = (pl.col("ntok") == n - 3) & (pl.col("toks").list.first() == "all") if topo else pl.lit(False)
+    rows = rows.with_columns(short=short)
+    fits = (pl.col("ntok") == n) | pl.col("short")
+    warnings = [
+        ParseWarning(line, f"{ntok} fields where the {names[0]} header above has {n}; row skipped")
+        for line, ntok in rows.filter(~fits).select("line", "ntok").iter_rows()
+    ]
+    cells = []
+    for i in range(n):
+        index = pl.when(pl.col("short") & (i >= 4)).then(i - 3).when(pl.col("short") & (i >= 1)).then(None).otherwise(i)
+        cells.append(pl.col("toks").list.get(index, null_on_oob=True).alias(f"c{i}"))
+    good = rows.filter(fits).select("line", "ts", *cells)
+    good = good.with_columns(key=cpu_number(pl.col("c0")))
+    warnings += [
+        ParseWarning(line, f"{names[0]} {key!r} is not a number; row skipped")
+        for line, key in good.filter(pl.col("key").is_null()).select("line", "c0").iter_rows()
+    ]
+    return good.filter(pl.col("key").is_not_null()), warnings
+
+
+def _bad_numbers(cells: pl.DataFrame, columns: dict[str, str]) -> list[ParseWarning]:
+    """Warnings for cells that are present but are not numbers (``columns``: cell -> header name)."""
+    warnings = []
+    for cell, header in columns.items():
+        bad = cells.filter(pl.col(cell).is_not_null() & to_float(pl.col(cell)).is_null())
+        for line, value in bad.select("line", cell).iter_rows():
+            warnings.append(ParseWarning(line, f"{header} value {value!r} is not a number; left empty"))
+    return warnings
+
+
+def _util(cells: pl.DataFrame, names: list[str], key_name: str, source: str) -> pl.DataFrame:
+    found = {}
+    for column, spellings in PCT_COLUMNS.items():
+        index = next((names.index(s) for s in spellings if s in names), None)
+        if index is not None:
+            found[column] = to_float(pl.col(f"c{index}"))
+    frame = cells.select("ts", pl.col("key").alias(key_name), **found, source=pl.lit(source))
+    return T.conform(T.CPU_UTIL if key_name == "cpu" else T.NODE_UTIL, frame)
+
+
+def _long(cells: pl.DataFrame, names: list[str], name_column: str, source: str, table: str) -> pl.DataFrame:
+    labels = [n[:-2] for n in names[1:]]
+    if name_column == "irq":  # old sysstat spelt IRQ 25 as i025
+        labels = [str(int(x[1:])) if re.fullmatch(r"i\d{3}", x) else x for x in labels]
+    frame = cells.select(
+        "ts",
+        pl.col("key").alias("cpu"),
+        pl.lit(labels, dtype=pl.List(pl.String)).alias(name_column),
+        pl.concat_list([to_float(pl.col(f"c{i}")) for i in range(1, len(names))]).alias("per_s"),
+        source=pl.lit(source),
+    ).explode([name_column, "per_s"])
+    return T.conform(table, frame)
+
+
+def _topology(cells: pl.DataFrame, names: list[str], source: str) -> pl.DataFrame:
+    frame = cells.filter(pl.col("key") >= 0).select(
+        pl.col("key").alias("cpu"),
+        core=pl.col("c1").cast(pl.Int32, strict=False),
+        socket=pl.col("c2").cast(pl.Int32, strict=False),
+        node=pl.col("c3").cast(pl.Int32, strict=False),
+        source=pl.lit(source),
+    )
+    return T.conform(T.TOPOLOGY, frame)
+
+
+def _timestamps(data: pl.DataFrame, dates: pl.DataFrame, tz: str) -> pl.DataFrame:
+    """Add ``ts`` (UTC) and ``wraps`` (midnights passed) to data rows."""
+    data = data.join(dates, on="seg", how="left")
+    data = data.with_columns(wraps=midnight_wraps(pl.col("tod")).over(["seg", "cls"]))
+    day = pl.col("date").fill_null(date(1970, 1, 1)).cast(pl.Datetime("us"))
+    naive = day + pl.duration(days=pl.col("wraps"), seconds=pl.col("tod"))
+    from_epoch = pl.from_epoch(pl.col("epoch_s"), time_unit="s").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+    return data.with_columns(ts=pl.coalesce(from_epoch, local_to_utc(naive, tz)).cast(T.UTC_TIME))
+
+
+def parse(text: str, ctx: ParseContext) -> ParseResult:
+    if not text.strip():
+        raise ParseError("empty file")
+    df = _lines(text)
+    kinds = dict(df.group_by("kind").len().iter_rows())
+    if not kinds.get("header") and not kinds.get("banner"):
+        raise ParseError("no mpstat banner or table header found")
+
+    tz, tz_warning = check_tz(ctx.tz)
+    warnings: list[ParseWarning] = [tz_warning] if tz_warning else []
+    notes: list[str] = []
+    warnings += [
+        ParseWarning(line, "unrecognised line (no time column); skipped")
+        for (line,) in df.filter(pl.col("kind") == "unknown").select("line").iter_rows()
+    ]
+
+    headers = df.filter(pl.col("kind") == "header").select(
+        "block", header=pl.col("rest"), header_tod=pl.col("tod"), header_epoch=pl.col("epoch_s")
+    )
+    classes = {h: classify_header(h.split()) for h in headers["header"].unique().to_list()}
+    headers = headers.with_columns(cls=pl.col("header").replace_strict(classes, default="other", return_dtype=pl.String))
+    data = df.filter(pl.col("kind") == "data").join(headers, on="block", how="left")
+    orphans = data.filter(pl.col("header").is_null())
+    for (line,) in orphans.select("line").iter_rows():
+        warnings.append(ParseWarning(line, "data row without a table header above it; skipped"))
+    data = data.filter(pl.col("cls").is_in(["cpu", "node", "softirq", "irq"]))
+
+    banners = df.filter(pl.col("kind") == "banner")
+    seg_dates = {seg: parse_sysstat_date(d) for seg, d in banners.select("seg", "bdate").iter_rows()}
+    dates = pl.DataFrame(
+        {"seg": list(seg_dates), "date": list(seg_dates.values())}, schema={"seg": df["seg"].dtype, "date": pl.Date}
+    )
+    if data.filter(pl.col("epoch_s").is_null()).height:
+        undated = data.filter(pl.col("epoch_s").is_null()).join(dates.drop_nulls(), on="seg", how="anti")
+        if undated.height:
+            first = undated["line"][0]
+            why = "no 'Linux ... (N CPU)' banner" if not banners.height else "the banner date cannot be read"
+            warnings.append(ParseWarning(first, f"{why}; {undated.height} rows dated 1970-01-01"))
+        notes.append(zone_note(tz))
+    data = _timestamps(data, dates, tz)
+    for line, clock_ok in data.filter(pl.col("ts").is_null()).select("line", pl.col("tod").is_not_null()).iter_rows():
+        why = f"time does not exist in {tz} (DST change)" if clock_ok else "unreadable time"
+        warnings.append(ParseWarning(line, f"{why}; row skipped"))
+    data = data.filter(pl.col("ts").is_not_null())
+
+    out: dict[str, list[pl.DataFrame]] = {}
+    for header, cls in classes.items():
+        rows = data.filter(pl.col("header") == header)
+        if cls not in ("cpu", "node", "softirq", "irq") or not rows.height:
+            continue
+        names = header.split()
+        cells, row_warnings = _cells(rows, names)
+        warnings += row_warnings
+        numeric = {f"c{i}": name for i, name in enumerate(names) if i and name not in ("CORE", "SOCK", "NODE")}
+        warnings += _bad_numbers(cells, numeric)
+        if cls in ("cpu", "node"):
+            out.setdefault(T.CPU_UTIL if cls == "cpu" else T.NODE_UTIL, []).append(_util(cells, names, cls, ctx.source))
+            if "%system" in names and "%irq" not in names:
+                notes.append(SYSTEM_INCLUDES_IRQ_NOTE)
+            if cls == "cpu" and names[1:4] == ["CORE", "SOCK", "NODE"]:
+                out.setdefault(T.TOPOLOGY, []).append(_topology(cells, names, ctx.source))
+        elif cls == "softirq":
+            out.setdefault(T.SOFTIRQ_RATE, []).append(_long(cells, names, "softirq", ctx.source, T.SOFTIRQ_RATE))
+        else:
+            out.setdefault(T.IRQ_RATE, []).append(_long(cells, names, "irq", ctx.source, T.IRQ_RATE))
+
+    tables = {name: pl.concat(frames, how="vertical") for name, frames in out.items()}
+    if not tables:
+        found = sorted(set(classes.values()) - {"other", "restart"})
+        detail = f" (only {', '.join(found)} tables)" if found else ""
+        raise ParseError(f"no CPU, node, softirq or IRQ data rows could be read{detail}")
+    if T.TOPOLOGY in tables:
+        tables[T.TOPOLOGY], topo_note = _dedupe_topology(tables[T.TOPOLOGY])
+        notes += topo_note
+    tables[T.HOST_FACT] = host_facts(
+        [
+            {"hostname": h, "os": o, "kernel": k, "arch": a, "cpu_count": n}
+            for h, o, k, a, n in banners.select("host", "os", "kernel", "arch", "ncpu").iter_rows()
+        ],
+        ctx.source,
+    )
+
+    notes += _summary_notes(df, data, classes)
+    all_ts = pl.concat([t.select("ts") for name, t in tables.items() if "ts" in t.columns])["ts"]
+    return ParseResult(
+        tables=tables,
+        records=all_ts.n_unique(),
+        warnings=cap_warnings(warnings),
+        notes=list(dict.fromkeys(notes)),
+        time_range=(all_ts.min(), all_ts.max()),
+    )
+
+
+def _dedupe_topology(topo: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    changed = topo.unique().group_by("cpu").len().filter(pl.col("len") > 1)["cpu"].sort().to_list()
+    note = [f"topology of CPU {', '.join(map(str, changed))} changed during the run; the last one is kept"] if changed else []
+    return topo.unique(subset="cpu", keep="last", maintain_order=True).sort("cpu"), note
+
+
+def _summary_notes(df: pl.DataFrame, data: pl.DataFrame, classes: dict[str, str]) -> list[str]:
+    notes = []
+    summary = df.filter(pl.col("kind") == "summary").height
+    if summary:
+        notes.append(f"{summary} Average:/Summary: lines skipped (they repeat the intervals)")
+    wraps = data.group_by("seg").agg(pl.col("wraps").max())["wraps"].sum()
+    if wraps:
+        notes.append(f"the run passed midnight {wraps} time(s); dates advanced")
+    same = (pl.col("tod") == pl.col("header_tod")) | (pl.col("epoch_s") == pl.col("header_epoch"))
+    if data.height and data.select(same.fill_null(False).all()).item():
+        notes.append("a single since-boot sample: values are averages since boot, not a measured interval")
+    if "sum" in classes.values():
+        notes.append("the intr/s table (mpstat -I SUM) is not kept; irq_rate has the per-IRQ rates")
+    if "other" in classes.values():
+        notes.append("tables other than CPU, node, softirq and IRQ rates are not read")
+    if df.filter(pl.col("rest").str.starts_with("LINUX RESTART")).height:
+        notes.append("the output contains LINUX RESTART lines (the host rebooted during the recording)")
+    return notes
+
+
+SPEC = ParserSpec(
+    kind="mpstat-text",
+    description="mpstat text output (CPU, -N node, -I SCPU softirq, -I CPU per-IRQ, -T topology); sar -u text",
+    detect=detect,
+    parse=parse,
+)
