@@ -197,6 +197,7 @@ def _template_env() -> Environment:
     )
     env.filters["md"] = _markdown_cell
     env.filters["num"] = _number
+    env.filters["tick"] = _tick
     return env
 
 
@@ -215,6 +216,14 @@ def _number(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:,.2f}" if abs(value) < 1000 else f"{value:,.0f}"
     return str(value)
+
+
+def _tick(value: float) -> str:
+    """Axis labels: short (1.5M, 250k, 25)."""
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:.3g}{suffix}"
+    return f"{value:.3g}"
 
 
 def render_html(document: dict[str, Any]) -> str:

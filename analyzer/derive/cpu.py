@@ -126,3 +126,14 @@ def device_family(device: str) -> str:
     ['virtio0', 'hns3-0000:7d:00.0', 'eth0', 'mlx5@pci:0000:3b:00.0', 'nvme0', 'ens5', 'i8042']
     """
     return _QUEUE_SUFFIX.sub("", device.strip()) or device.strip()
+
+
+NOT_DEVICES = ("arch_timer", "timer", "IPI", "cascade")
+
+
+def device_interrupts(irq_delta: pl.DataFrame) -> pl.DataFrame:
+    """Lines of real devices (NICs, disks, HBAs): numbered rows with a device name, timers and IPIs left out."""
+    numbered = irq_delta.filter(pl.col("chip").is_not_null(), pl.col("device") != "")
+    return numbered.filter(
+        ~pl.any_horizontal([pl.col("device").str.contains(word, literal=True) for word in NOT_DEVICES])
+    ).with_columns(pl.col("device").map_elements(device_family, return_dtype=pl.String).alias("family"))

@@ -16,11 +16,13 @@ How it is detected:
     Inputs: ``irq_count`` (two or more ``/proc/interrupts`` snapshots), ``topology`` for nodes.
     Per device (queue suffixes such as ``-TxRx-3``, ``-input.0`` or ``q3`` removed), the growth
     of its interrupt counters per CPU. A device is judged when it took at least
-    MIN_DEVICE_INTERRUPTS = 5,000 interrupts. It fires when the CPUs that served at least
-    SERVING_CPU_SHARE_PCT = 5% of its interrupts are at most FEW_CPUS_SHARE = 25% of the CPUs,
-    or all lie in one node of a machine with two or more nodes. Machines with fewer than
-    MIN_CPUS = 4 CPUs are not judged. Timer and inter-processor lines (named rows such as
-    LOC, RES, IPI0, and the per-CPU ``arch_timer``) are not devices and are left out.
+    MIN_DEVICE_INTERRUPTS = 5,000 interrupts. Its serving CPUs are the fewest CPUs that together
+    took SERVED_SHARE_PCT = 90% of them. It fires when the serving CPUs are at most
+    FEW_CPUS_SHARE = 12.5% of the machine's CPUs, or all lie in one node of a machine with two
+    or more nodes. (An NVMe drive with one queue per four CPUs on every node is fine, hence
+    12.5% rather than a quarter.) Machines with fewer than MIN_CPUS = 4 CPUs are not judged.
+    Timer and inter-processor lines (named rows such as LOC, RES, IPI0, and the per-CPU
+    ``arch_timer``) are not devices and are left out.
 
 Remediation:
     Spread the device's queue interrupts over CPUs of every node (``/proc/irq/N/smp_affinity_list``,
@@ -38,7 +40,7 @@ import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.cpulist import format_cpu_list
-from dbdiag.derive.cpu import device_family
+from dbdiag.derive.cpu import device_family, device_interrupts
 from dbdiag.findings import Bar, BarGroup, Chart, Evidence, Finding, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 
@@ -46,9 +48,8 @@ RULE_ID = "irq-affinity-skew"
 
 MIN_CPUS = 4
 MIN_DEVICE_INTERRUPTS = 5_000
-SERVING_CPU_SHARE_PCT = 5.0
-FEW_CPUS_SHARE = 0.25
-NOT_DEVICES = ("arch_timer", "timer", "IPI", "cascade")
+SERVED_SHARE_PCT = 90.0
+FEW_CPUS_SHARE = 0.125
 
 
 def check(inp: RuleInput) -> Verdict:
@@ -66,7 +67,7 @@ def check(inp: RuleInput) -> Verdict:
         total = per_cpu["delta"].sum()
         if total < MIN_DEVICE_INTERRUPTS:
             continue
-        serving = per_cpu.filter(100.0 * pl.col("delta") / total >= SERVING_CPU_SHARE_PCT)
+        serving = _serving_cpus(per_cpu, total)
         serving_cpus = serving["cpu"].to_list()
         nodes = serving["node"].drop_nulls().unique().to_list()
         judged.append(f"{family}: {total:,} interrupts on CPUs {format_cpu_list(serving_cpus)}")
@@ -84,12 +85,16 @@ def _cpu_count(inp: RuleInput) -> int:
     return max(counts["cpu"].n_unique(), inp.derived["cpu_nodes"].height)
 
 
+def _serving_cpus(per_cpu: pl.DataFrame, total: int) -> pl.DataFrame:
+    """The fewest CPUs that together took SERVED_SHARE_PCT of the device's interrupts."""
+    ranked = per_cpu.sort("delta", descending=True).with_columns(
+        (pl.col("delta").cum_sum() - pl.col("delta")).alias("before")
+    )
+    return ranked.filter(pl.col("before") < total * SERVED_SHARE_PCT / 100.0).sort("cpu")
+
+
 def _device_growth(irq_delta: pl.DataFrame) -> dict[str, pl.DataFrame]:
-    numbered = irq_delta.filter(pl.col("chip").is_not_null(), pl.col("device") != "")
-    numbered = numbered.filter(
-        ~pl.any_horizontal([pl.col("device").str.contains(word, literal=True) for word in NOT_DEVICES])
-    ).with_columns(pl.col("device").map_elements(device_family, return_dtype=pl.String).alias("family"))
-    grouped = numbered.group_by("family", "cpu").agg(
+    grouped = device_interrupts(irq_delta).group_by("family", "cpu").agg(
         pl.col("delta").sum(), pl.col("node").first(), pl.col("irq").unique().sort().alias("irqs")
     )
     return {
@@ -146,7 +151,7 @@ def _finding(
         severity=Severity.WARNING,
         title=(
             f"{family}: {share_pct:.0f}% of {total:,} interrupts on CPUs {format_cpu_list(serving_cpus)}{node_text}; "
-            f"threshold: at most {FEW_CPUS_SHARE:.0%} of {cpus} CPUs or one node"
+            f"threshold: at most {FEW_CPUS_SHARE:.1%} of {cpus} CPUs or one node"
         ),
         subject=family,
         impact={

@@ -48,7 +48,7 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.charts import per_cpu_by_node
 from dbdiag.cpulist import format_cpu_list
-from dbdiag.derive.cpu import device_family
+from dbdiag.derive.cpu import device_interrupts
 from dbdiag.findings import Evidence, Finding, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 
@@ -254,6 +254,9 @@ _EVIDENCE_COLUMNS = (
 )
 
 
+_COLUMN_LABELS = {"soft_pct": "%soft", "events_per_s": "events/s", "events": "events"}
+
+
 def _hot_cpu_evidence(per_cpu: pl.DataFrame, hot: list[int]) -> Evidence:
     present = [(c, label) for c, label in _EVIDENCE_COLUMNS if c in per_cpu.columns]
     rows = per_cpu.filter(pl.col("cpu").is_in(hot)).select([c for c, _ in present]).rows()
@@ -274,7 +277,7 @@ def _node_evidence(per_cpu: pl.DataFrame, column: str, share_label: str) -> Evid
     if "busy_pct" in per_cpu.columns:
         aggregations.append(pl.col("busy_pct").mean().alias("busy"))
     by_node = per_cpu.group_by("node").agg(aggregations).sort("node", nulls_last=True)
-    columns = ["node", "CPUs", f"mean {column}", share_label] + (["mean busy %"] if "busy_pct" in per_cpu.columns else [])
+    columns = ["node", "CPUs", f"mean {_COLUMN_LABELS.get(column, column)}", share_label] + (["mean busy %"] if "busy_pct" in per_cpu.columns else [])
     return Evidence(
         title="Per NUMA node",
         columns=tuple(columns),
@@ -287,9 +290,8 @@ def _irq_device_evidence(inp: RuleInput, hot: list[int]) -> tuple[Evidence, ...]
     irq_delta = inp.derived.get("irq_delta")
     if irq_delta is None or irq_delta.height == 0:
         return ()
-    numbered = irq_delta.filter(pl.col("chip").is_not_null(), pl.col("device") != "")
     on_hot = (
-        numbered.group_by("irq", "device")
+        device_interrupts(irq_delta).group_by("irq", "device")
         .agg(
             pl.col("delta").filter(pl.col("cpu").is_in(hot)).sum().alias("on_hot"),
             pl.col("delta").sum().alias("total"),
@@ -318,14 +320,13 @@ def _nic_devices(inp: RuleInput, hot: list[int]) -> list[tuple[str, list[str]]]:
     irq_delta = inp.derived.get("irq_delta")
     if irq_delta is None or irq_delta.height == 0:
         return []
-    numbered = irq_delta.filter(pl.col("chip").is_not_null(), pl.col("device") != "")
     families: dict[str, list[str]] = {}
-    per_irq = numbered.group_by("irq", "device").agg(
+    per_irq = device_interrupts(irq_delta).group_by("irq", "family").agg(
         pl.col("delta").filter(pl.col("cpu").is_in(hot)).sum().alias("on_hot"), pl.col("delta").sum().alias("total")
     )
-    for irq, device, on_hot, total in per_irq.sort("irq").rows():
+    for irq, family, on_hot, total in per_irq.sort("irq").rows():
         if total and on_hot / total >= 0.5:
-            families.setdefault(device_family(device), []).append(irq)
+            families.setdefault(family, []).append(irq)
     return sorted(families.items(), key=lambda item: -len(item[1]))
 
 
@@ -348,7 +349,7 @@ def _remediation(inp: RuleInput, per_cpu: pl.DataFrame, hot: list[int], node: in
         device_line.strip(),
         "1. See the queues and where their interrupts go:",
         "   ethtool -l IFACE",
-        f"   for irq in $(grep -E 'IFACE|{devices[0][0] if devices else 'virtio|mlx|hns|ixgbe|i40e|ena'}' /proc/interrupts | cut -d: -f1); do echo $irq $(cat /proc/irq/$irq/smp_affinity_list); done",
+        f"   for irq in $(grep -E '{devices[0][0] if devices else 'IFACE|virtio|mlx|hns|ixgbe|i40e|ena'}' /proc/interrupts | cut -d: -f1); do echo $irq $(cat /proc/irq/$irq/smp_affinity_list); done",
         "2. Give the NIC one queue per core you want to receive on, and spread the queue IRQs over all nodes:",
         "   ethtool -L IFACE combined 16",
         f"   echo <cpu> > /proc/irq/{irq_example}/smp_affinity_list   # one CPU per queue, round-robin across nodes",
