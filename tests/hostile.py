@@ -27,7 +27,14 @@ from typing import Callable, Iterable
 MiB = 1024 * 1024
 ZERO_MIB = bytes(MiB)
 
-OK_LOG = b"# Time: 2024-01-01T00:00:00Z\n# Query_time: 1.5\nSELECT 1;\n"
+# A small member dbdiag recognises by content (a /proc/softirqs snapshot), whatever its name,
+# so that end-to-end runs on hostile captures have something real to read.
+OK_LOG = (
+    b"                    CPU0       CPU1       \n"
+    b"          HI:          0          0\n"
+    b"       TIMER:        532       1084\n"
+    b"      NET_RX:          2          0\n"
+)
 
 
 # ---------------------------------------------------------------------------------------------

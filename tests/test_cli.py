@@ -1,0 +1,185 @@
+"""The command line as a user meets it: exit codes, one-line errors, outputs, hostile captures."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dbdiag.cli import app
+from tests.hostile import HOSTILE_KINDS, OK_LOG, build_hostile, random_bytes, tar_bytes, tar_file
+
+# What each hostile capture must give: 0 done, 2 unusable / nothing recognised, 3 partial.
+EXPECTED_EXIT = {
+    "traversal": 0,
+    "absolute": 0,
+    "links": 0,
+    "devices": 0,
+    "gzip-bomb-member": 3,
+    "xz-bomb-member": 3,
+    "gzip-bomb-archive": 3,
+    "truncated-tar-gz": 2,  # only binary members before the cut: nothing recognised
+    "many-members": 2,  # 100,000 empty members: nothing recognised (and the cap is reported)
+    "non-utf8-names": 0,
+    "html-name": 0,
+    "empty-file": 2,
+    "text-named-tar-gz": 0,  # a plain text file named .tar.gz is read as the file it is
+    "garbage-gzip": 2,
+    "hostile-zip": 3,
+    "hostile-directory": 0,
+}
+
+
+def tree(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+def invoke(args: list[str], cwd: Path):
+    """Run the CLI in-process from ``cwd``; a Python exception (a traceback for a user) fails the test."""
+    previous = Path.cwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(app, args)
+    finally:
+        os.chdir(previous)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise AssertionError(f"traceback for {args}: {result.exception!r}") from result.exception
+    return result
+
+
+def test_expected_exit_codes_cover_every_hostile_kind():
+    assert set(EXPECTED_EXIT) == set(HOSTILE_KINDS)
+
+
+@pytest.mark.parametrize("kind", HOSTILE_KINDS)
+def test_hostile_capture_exit_code_and_writes_only_the_report(kind: str, tmp_path: Path):
+    inputs, outputs, cwd = tmp_path / "in", tmp_path / "out", tmp_path / "cwd"
+    for folder in (inputs, outputs, cwd):
+        folder.mkdir()
+    capture = build_hostile(kind, inputs)
+    before = tree(tmp_path)
+    result = invoke(["analyze", str(capture), "-o", str(outputs / "report.html")], cwd)
+    assert result.exit_code == EXPECTED_EXIT[kind], result.output
+    added = tree(tmp_path) - before
+    if result.exit_code in (0, 3) or kind in ("truncated-tar-gz", "many-members", "empty-file"):
+        assert added == {"out/report.html"}
+    else:
+        assert added == set()
+    assert not list(cwd.iterdir())
+    errors = [line for line in result.output.splitlines() if line.startswith("dbdiag: error:")]
+    if result.exit_code == 2:
+        assert len(errors) == 1 and str(capture) in errors[0]
+
+
+def test_hostile_names_are_escaped_in_html(tmp_path: Path):
+    capture = build_hostile("html-name", tmp_path)
+    invoke(["analyze", str(capture), "-o", str(tmp_path / "r.html")], tmp_path)
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;.log" in html
+    assert "<script" not in html.lower()
+
+
+def test_html_loads_nothing_from_outside(tmp_path: Path):
+    invoke(["demo", "-o", str(tmp_path / "demo.html")], tmp_path)
+    html = (tmp_path / "demo.html").read_text(encoding="utf-8")
+    assert 'http-equiv="Content-Security-Policy"' in html and "default-src 'none'" in html
+    assert not re.search(r"""\b(?:src|href|action|poster|data)\s*=\s*(?!["']?#)""", html, re.IGNORECASE)
+    assert not re.search(r"url\(|@import|<link\b|<script\b|<iframe\b", html, re.IGNORECASE)
+    # The only URL is the SVG namespace, which is a name, not a fetch.
+    assert set(re.findall(r"https?://[^\s\"'<>]+", html)) <= {"http://www.w3.org/2000/svg"}
+
+
+def test_truncated_archive_with_a_readable_member_is_partial(tmp_path: Path):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, data in (("os/softirqs.txt", OK_LOG), ("os/big.bin", random_bytes(512 * 1024, seed=1))):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    capture = tmp_path / "cut.tar.gz"
+    capture.write_bytes(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+    result = invoke(["analyze", str(capture), "-f", "json", "-o", str(tmp_path / "r.json")], tmp_path)
+    assert result.exit_code == 3
+    document = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert document["capture"]["partial"] is True
+    assert any("truncated" in reason for reason in document["capture"]["partial_reasons"])
+    assert [i["kind"] for i in document["inputs"] if i["path"] == "os/softirqs.txt"] == ["proc-softirqs"]
+
+
+def test_missing_capture_is_one_line_exit_2(tmp_path: Path):
+    result = invoke(["analyze", str(tmp_path / "nope.tar.gz")], tmp_path)
+    assert result.exit_code == 2
+    assert result.output.strip().count("\n") == 0
+    assert result.output.startswith("dbdiag: error:") and "nope.tar.gz" in result.output
+    assert not list(tmp_path.iterdir())
+
+
+def test_output_directory_missing_is_one_line_exit_2(tmp_path: Path, corpus: Path):
+    capture = corpus / "captures/numa2x2-guest-iperf-debian12.tar.gz"
+    result = invoke(["analyze", str(capture), "-o", str(tmp_path / "no/such/dir/r.html")], tmp_path)
+    assert result.exit_code == 2
+    assert "output directory" in result.output
+    assert not list(tmp_path.iterdir())
+
+
+def test_unknown_timezone_is_usage_error(tmp_path: Path, corpus: Path):
+    result = invoke(["analyze", str(corpus / "captures/numa2x2-guest-iperf-debian12.tar.gz"), "--tz", "Mars/Olympus"], tmp_path)
+    assert result.exit_code == 2
+    assert "Mars/Olympus" in result.output
+
+
+def test_fail_on_warning_exits_1_and_still_writes(tmp_path: Path, corpus: Path):
+    capture = corpus / "captures/numa2x2-guest-iperf-debian12.tar.gz"
+    result = invoke(["analyze", str(capture), "--fail-on", "warning", "-o", str(tmp_path / "r.html")], tmp_path)
+    assert result.exit_code == 1
+    assert (tmp_path / "r.html").stat().st_size > 1000
+    healthy = corpus / "captures/mariadb-sysbench-debian12.tar.gz"
+    assert invoke(["analyze", str(healthy), "--fail-on", "warning", "-o", str(tmp_path / "h.html")], tmp_path).exit_code == 0
+
+
+def test_several_formats_share_a_stem(tmp_path: Path):
+    result = invoke(["demo", "-f", "html", "-f", "json", "-f", "md", "-o", str(tmp_path / "rep")], tmp_path)
+    assert result.exit_code == 0
+    assert {p.name for p in tmp_path.iterdir()} == {"rep.html", "rep.json", "rep.md"}
+    markdown = (tmp_path / "rep.md").read_text(encoding="utf-8")
+    assert markdown.startswith("## dbdiag: Critical: ")
+    assert "| CPU | node | %soft |" in markdown
+
+
+def test_demo_writes_its_default_name_in_cwd(tmp_path: Path):
+    result = invoke(["demo"], tmp_path)
+    assert result.exit_code == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["dbdiag-demo-report.html"]
+
+
+def test_json_to_stdout(tmp_path: Path):
+    result = invoke(["demo", "-f", "json", "-o", "-"], tmp_path)
+    assert result.exit_code == 0
+    document = json.loads(result.stdout)
+    assert document["findings"][0]["rule"] == "softirq-concentration"
+    assert not list(tmp_path.iterdir())
+
+
+def test_rules_and_explain(tmp_path: Path):
+    listing = invoke(["rules"], tmp_path).output
+    assert "softirq-concentration" in listing and "irq-affinity-skew" in listing
+    doc = invoke(["explain", "softirq-concentration"], tmp_path)
+    assert doc.exit_code == 0 and "How it is detected:" in doc.output and "FIRE_SOFT_PCT = 20%" in doc.output
+    unknown = invoke(["explain", "no-such-rule"], tmp_path)
+    assert unknown.exit_code == 2 and "unknown rule 'no-such-rule'" in unknown.output
+
+
+def test_installed_console_script_runs(tmp_path: Path):
+    version = subprocess.run(["dbdiag", "--version"], capture_output=True, text=True, cwd=tmp_path, check=False)
+    assert version.returncode == 0 and re.fullmatch(r"dbdiag \d+\.\d+\.\d+\S*\n", version.stdout)
+    bad = subprocess.run(["dbdiag", "analyze", "/nonexistent/capture.tgz"], capture_output=True, text=True, cwd=tmp_path, check=False)
+    assert bad.returncode == 2
+    assert "Traceback" not in bad.stderr and bad.stderr.strip().count("\n") == 0
