@@ -142,7 +142,8 @@ def analyze_capture(
             continue
         detection = detect(member.data, member.path.rsplit("/", 1)[-1], parsers)
         if detection.spec is None:
-            record.notes.append(detection.reason or "not recognised")
+            if detection.reason and detection.reason != "not recognised":
+                record.notes.append(detection.reason)
             continue
         record.kind = detection.spec.kind
         to_parse.append((member, detection.spec, record))

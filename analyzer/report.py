@@ -27,6 +27,8 @@ CHART_MARGIN_LEFT_PX = 48
 CHART_MARGIN_BOTTOM_PX = 44
 BAR_GAP_PX = 1
 GROUP_GAP_PX = 10
+MAX_BAR_WIDTH_PX = 48
+MIN_PERCENT_SCALE = 10.0
 
 
 def findings_of(analysis: Analysis) -> list[Finding]:
@@ -54,6 +56,11 @@ def _verdict(analysis: Analysis, findings: list[Finding]) -> dict[str, Any]:
     elif findings:
         top = findings[0]
         headline = f"{top.severity.value.capitalize()}: {top.title}"
+    elif not statuses["passed"]:
+        headline = (
+            f"No rule could judge this capture: all {statuses['skipped'] + statuses['errored']} were skipped "
+            "or errored (see rule coverage for what is missing)."
+        )
     else:
         headline = (
             f"No problem found in what was read: {statuses['passed']} rule(s) passed, "
@@ -111,9 +118,12 @@ def chart_geometry(chart: dict[str, Any]) -> dict[str, Any]:
     groups = chart["groups"]
     bar_count = sum(len(g["bars"]) for g in groups) or 1
     plot_width = CHART_WIDTH_PX - CHART_MARGIN_LEFT_PX - GROUP_GAP_PX * max(len(groups) - 1, 0)
-    bar_width = max(plot_width / bar_count - BAR_GAP_PX, 1.0)
+    bar_width = min(max(plot_width / bar_count - BAR_GAP_PX, 1.0), MAX_BAR_WIDTH_PX)
     values = [b["value"] for g in groups for b in g["bars"]] + [chart.get("threshold") or 0.0]
     top = _nice_ceiling(max(values) if values else 1.0)
+    if chart["unit"] == "%":
+        # A 0.1% maximum must not look like a full bar: percent charts span at least 0-10%.
+        top = max(top, MIN_PERCENT_SCALE)
     plot_height = CHART_HEIGHT_PX - CHART_MARGIN_BOTTOM_PX - 10
     x = float(CHART_MARGIN_LEFT_PX)
     out_groups = []
@@ -171,6 +181,19 @@ def _overview_charts(document: dict[str, Any]) -> list[dict[str, Any]]:
     return [chart_geometry(chart)]
 
 
+def _host_line(host: dict[str, Any]) -> str:
+    parts = [
+        host.get("cpu_model"),
+        f"{host['cpus']} CPUs" if host.get("cpus") else None,
+        f"{host['sockets']} socket(s)" if host.get("sockets") else None,
+        f"{host['numa_nodes']} NUMA node(s)" if host.get("numa_nodes") else None,
+        host.get("arch"),
+        f"kernel {host['kernel']}" if host.get("kernel") else None,
+        f"hypervisor {host['hypervisor']}" if host.get("hypervisor") else None,
+    ]
+    return " · ".join(str(p) for p in parts if p)
+
+
 def build_view(document: dict[str, Any]) -> dict[str, Any]:
     """What the templates see: the document plus chart geometry and grouped rule outcomes."""
     findings = [{**f, "chart_views": [chart_geometry(c) for c in f["charts"]]} for f in document["findings"]]
@@ -182,6 +205,8 @@ def build_view(document: dict[str, Any]) -> dict[str, Any]:
         "findings": findings,
         "rules_by_status": rules_by_status,
         "overview_charts": _overview_charts(document),
+        "host_name": document["metrics"].get("host", {}).get("hostname"),
+        "host_line": _host_line(document["metrics"].get("host", {})),
     }
 
 

@@ -10,6 +10,12 @@ REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO.parent / "shared" / "corpus"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Tests parametrised over corpus files would silently collect nothing without it.
+    if not CORPUS.is_dir() or not any(CORPUS.iterdir()):
+        raise pytest.UsageError(f"shared corpus not found at {CORPUS}: tests need ../shared/corpus beside the repo")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-goldens",

@@ -34,7 +34,8 @@ def test_healthy_one_node_captures_fire_no_os_rule(name: str, corpus: Path, tmp_
     code, document = run_json(["analyze", str(corpus / "captures" / f"{name}.tar.gz")], tmp_path)
     assert code == 0
     for entry in document["inputs"]:
-        assert entry["kind"] or entry["skipped"] or entry["notes"], f"{entry['path']} has neither kind nor reason"
+        assert entry["kind"] or entry["skipped"] or entry["status"] == "not recognised", entry["path"]
+        assert entry["status"] in {"read", "skipped", "not recognised"}, entry
     kinds = {entry["kind"] for entry in document["inputs"]}
     assert {"mpstat-text", "mpstat-json", "proc-softirqs", "proc-interrupts", "lscpu", "numactl-hardware"} <= kinds
     for rule_id in OS_RULES:
@@ -76,3 +77,7 @@ def test_demo_top_finding_is_softirq_on_node0(tmp_path: Path):
     assert top["subject"] == "CPUs 0-7 (node 0)"
     assert top["charts"] and [g["label"] for g in top["charts"][0]["groups"]][:2] == ["node 0", "node 1"]
     assert document["capture"]["tz"] == "Asia/Shanghai"
+    assert document["metrics"]["host"] == {
+        "hostname": "bank-core-db03", "kernel": "5.10.0-136.12.0.86.oe2203sp1.aarch64", "arch": "aarch64",
+        "cpu_model": "HUAWEI Kunpeng 920 5220", "cpus": 128, "sockets": 4, "numa_nodes": 16, "threads_per_core": 1,
+    }

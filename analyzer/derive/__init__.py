@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from dbdiag.derive import cpu
+from dbdiag.derive import cpu, host
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,9 @@ def derive_all(tables: dict[str, pl.DataFrame]) -> Derived:
     if irq_delta is not None:
         derived_tables["irq_delta"] = irq_delta
     metrics: dict[str, Any] = {}
+    host_summary = host.host_summary(tables)
+    if host_summary:
+        metrics["host"] = host_summary
     if per_cpu.height:
         metrics["cpu"] = {
             "cpus": per_cpu.height,
