@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from enum import Enum
 from importlib import resources
@@ -17,11 +18,12 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.console import Console
 
 from dbdiag import __version__
 from dbdiag.capture import CaptureError, read_capture
 from dbdiag.findings import Severity
-from dbdiag.pipeline import Analysis, Options, analyze_capture
+from dbdiag.pipeline import Analysis, Options, UnknownTimeZone, analyze_capture
 from dbdiag.report import build_document, render
 from dbdiag.rules import RULES, rule_by_id
 
@@ -101,10 +103,15 @@ def _exit_code(analysis: Analysis, document: dict, fail_on: Optional[FailOn]) ->
     return EXIT_OK
 
 
-def _progress_printer():
-    if not sys.stderr.isatty() or os.environ.get("NO_COLOR"):
-        return None
-    return lambda path: _say(f"reading {path}")
+@contextmanager
+def _progress():
+    """A transient status line on a terminal ('reading capture/db/slow.log'); nothing when piped."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    console = Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")))
+    with console.status("reading capture", spinner="line") as status:
+        yield lambda path: status.update(f"reading {path}")
 
 
 def _run(capture_path: Path, output: Optional[Path], formats: list[Format], fail_on: Optional[FailOn], tz: Optional[str], default_stem: str) -> int:
@@ -115,8 +122,9 @@ def _run(capture_path: Path, output: Optional[Path], formats: list[Format], fail
     except CaptureError as error:
         _fail(str(error))
     try:
-        analysis = analyze_capture(capture, Options(tz=tz), progress=_progress_printer())
-    except ValueError as error:  # an unknown --tz zone
+        with _progress() as progress:
+            analysis = analyze_capture(capture, Options(tz=tz), progress=progress)
+    except UnknownTimeZone as error:
         _fail(str(error))
     document = build_document(analysis, generated_at=datetime.now(timezone.utc).replace(microsecond=0))
     for fmt, path in targets.items():

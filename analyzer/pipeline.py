@@ -99,22 +99,36 @@ def parse_member(member: Member, spec: ParserSpec, tz: str) -> tuple[ParseResult
 
 
 def _resolve_tz(members: list[tuple[Member, ParserSpec]], requested: str | None) -> tuple[str, str]:
+    """The zone for zone-less times: --tz (must exist), else the manifest's (if it exists), else UTC."""
     if requested:
+        _check_tz(requested, "--tz")
         return requested, "--tz"
     for member, spec in members:
         if spec.kind == manifest.SPEC.kind:
             result, _ = parse_member(member, spec, DEFAULT_TZ)
             zone = manifest.manifest_tz(result) if result else None
-            if zone:
+            if zone and _is_known_tz(zone):
                 return zone, f"manifest {member.path}"
+            if zone:
+                return DEFAULT_TZ, f"default: manifest {member.path} names unknown zone {zone!r}"
     return DEFAULT_TZ, "default (no --tz, no manifest)"
 
 
-def _check_tz(zone: str) -> None:
+class UnknownTimeZone(ValueError):
+    """--tz names a zone this system's tz database does not know."""
+
+
+def _is_known_tz(zone: str) -> bool:
     try:
         zoneinfo.ZoneInfo(zone)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as error:
-        raise ValueError(f"unknown time zone {zone!r}") from error
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
+def _check_tz(zone: str, origin: str) -> None:
+    if not _is_known_tz(zone):
+        raise UnknownTimeZone(f"unknown time zone {zone!r} (from {origin})")
 
 
 def merge_tables(results: list[ParseResult]) -> dict[str, pl.DataFrame]:
@@ -149,7 +163,6 @@ def analyze_capture(
         to_parse.append((member, detection.spec, record))
 
     zone, zone_origin = _resolve_tz([(m, s) for m, s, _ in to_parse], options.tz)
-    _check_tz(zone)
     results: list[ParseResult] = []
     for member, spec, record in to_parse:
         if progress:

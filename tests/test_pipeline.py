@@ -1,0 +1,91 @@
+"""The pipeline's own decisions: time zone choice, inventory entries, merging, partial captures."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from dbdiag import tables as t
+from dbdiag.capture import Capture, Member
+from dbdiag.pipeline import Options, UnknownTimeZone, analyze_capture
+
+MPSTAT = (
+    b"Linux 6.1.0 (db1) \t2024-05-14 \t_x86_64_\t(2 CPU)\n\n"
+    b"10:00:00     CPU    %usr   %nice    %sys %iowait    %irq   %soft  %steal  %guest  %gnice   %idle\n"
+    b"10:00:01     all    1.00    0.00    1.00    0.00    0.00    0.00    0.00    0.00    0.00   98.00\n"
+    b"10:00:01       0    1.00    0.00    1.00    0.00    0.00    0.00    0.00    0.00    0.00   98.00\n"
+    b"10:00:01       1    1.00    0.00    1.00    0.00    0.00    0.00    0.00    0.00    0.00   98.00\n"
+)
+
+
+def capture_of(*members: tuple[str, bytes]) -> Capture:
+    return Capture("test", "directory", [Member(path, data, len(data), None, None) for path, data in members])
+
+
+def first_time(analysis) -> datetime:
+    return analysis.tables[t.CPU_UTIL]["ts"].min()
+
+
+def test_manifest_zone_applies_to_zone_less_times():
+    analysis = analyze_capture(capture_of(("manifest.txt", b"TZ=Asia/Shanghai\n"), ("os/mpstat.txt", MPSTAT)))
+    assert (analysis.tz, analysis.tz_origin) == ("Asia/Shanghai", "manifest manifest.txt")
+    assert first_time(analysis) == datetime(2024, 5, 14, 2, 0, 1, tzinfo=timezone.utc)
+
+
+def test_tz_option_beats_the_manifest():
+    analysis = analyze_capture(
+        capture_of(("manifest.json", b'{"tz": "Asia/Shanghai"}'), ("mpstat.txt", MPSTAT)), Options(tz="Europe/Berlin")
+    )
+    assert analysis.tz_origin == "--tz"
+    assert first_time(analysis) == datetime(2024, 5, 14, 8, 0, 1, tzinfo=timezone.utc)
+
+
+def test_unknown_manifest_zone_falls_back_to_utc_and_says_so():
+    analysis = analyze_capture(capture_of(("manifest.txt", b"TZ=Mars/Olympus\n"), ("mpstat.txt", MPSTAT)))
+    assert analysis.tz == "UTC"
+    assert "unknown zone 'Mars/Olympus'" in analysis.tz_origin
+    assert first_time(analysis) == datetime(2024, 5, 14, 10, 0, 1, tzinfo=timezone.utc)
+
+
+def test_unknown_tz_option_is_refused():
+    with pytest.raises(UnknownTimeZone, match="Mars/Olympus"):
+        analyze_capture(capture_of(("mpstat.txt", MPSTAT)), Options(tz="Mars/Olympus"))
+
+
+def test_inventory_names_every_member_and_why():
+    capture = Capture(
+        "test",
+        "tar",
+        [
+            Member("os/mpstat.txt", MPSTAT, len(MPSTAT), None, None),
+            Member("os/notes.txt", b"hello\n", 6, None, None),
+            Member("os/empty", b"", 0, None, None),
+            Member("os/blob", b"\x00\x01\x02", 3, None, None),
+            Member("os/link", None, 0, "symbolic link (not followed)", None),
+            Member("os/broken-mpstat.txt", b"Linux 6.1.0 (db1) \t2024-05-14 \t_x86_64_\t(2 CPU)\n\n10:00:00 CPU %usr %idle\nzz\n", 60, None, None),
+        ],
+    )
+    analysis = analyze_capture(capture)
+    by_path = {record.path: record for record in analysis.inputs}
+    assert by_path["os/mpstat.txt"].status == "read" and by_path["os/mpstat.txt"].records == 1
+    assert by_path["os/notes.txt"].status == "not recognised"
+    assert by_path["os/empty"].notes == ["empty file"]
+    assert by_path["os/blob"].notes == ["binary content (not a text format dbdiag reads)"]
+    assert by_path["os/link"].status == "skipped"
+    broken = by_path["os/broken-mpstat.txt"]
+    assert broken.kind == "mpstat-text"
+    assert broken.status in ("unreadable", "read")
+    if broken.status == "unreadable":
+        assert broken.error and analysis.partial_reasons
+
+
+def test_text_and_json_of_one_run_are_counted_once(corpus: Path):
+    from dbdiag.capture import read_capture
+
+    analysis = analyze_capture(read_capture(corpus / "captures/mariadb-sysbench-debian12.tar.gz"))
+    util = analysis.tables[t.CPU_UTIL]
+    assert set(util["source"].unique().to_list()) == {"capture/os/mpstat.txt", "capture/os/mpstat.json"}
+    per_cpu = analysis.derived.tables["per_cpu"]
+    assert per_cpu["intervals"].to_list() == [10, 10]
