@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from enum import Enum
@@ -77,17 +76,21 @@ def _output_paths(output: Optional[Path], formats: list[Format], default_stem: s
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    """Write next to the target and rename, so a crash never leaves half a report."""
+    """Write next to the target and rename, so a crash never leaves half a report.
+
+    The file is created with mode 0666 less the umask, like any file the user writes.
+    """
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         _fail(f"{path}: output directory {directory} does not exist")
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    temporary = directory / f".{path.name}.{os.getpid()}.partial"
     try:
+        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
         os.replace(temporary, path)
     except OSError as error:
-        Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         _fail(f"{path}: cannot write report: {error.strerror or error}")
 
 

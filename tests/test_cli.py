@@ -183,3 +183,13 @@ def test_installed_console_script_runs(tmp_path: Path):
     bad = subprocess.run(["dbdiag", "analyze", "/nonexistent/capture.tgz"], capture_output=True, text=True, cwd=tmp_path, check=False)
     assert bad.returncode == 2
     assert "Traceback" not in bad.stderr and bad.stderr.strip().count("\n") == 0
+
+
+def test_report_file_mode_follows_umask(tmp_path: Path):
+    previous = os.umask(0o022)
+    try:
+        invoke(["demo", "-o", str(tmp_path / "r.html")], tmp_path)
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "r.html").stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["r.html"]
