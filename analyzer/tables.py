@@ -115,6 +115,69 @@ HOST_FACT_SCHEMA = {
     "source": pl.String,
 }
 
+# One row per executed SQL statement, for every engine (MySQL/MariaDB/Percona, TiDB, PostgreSQL).
+# ``stmt_id`` numbers statements within one source member (0, 1, ...); (source, stmt_id) is the
+# key that ``plan_node`` rows point to. Columns a format does not carry stay null.
+STATEMENT = "statement"
+STATEMENT_SCHEMA = {
+    "stmt_id": pl.Int64,
+    "engine": pl.String,  # "mysql", "mariadb", "percona", "tidb", "postgresql"
+    "start_ts": UTC_TIME,
+    "end_ts": UTC_TIME,
+    "query_time_s": pl.Float64,
+    "lock_time_s": pl.Float64,  # MySQL Lock_time; TiDB lock wait (Lock_keys_time / LockKeys)
+    "rows_examined": pl.Int64,
+    "rows_sent": pl.Int64,
+    "rows_affected": pl.Int64,
+    "user": pl.String,
+    "client_host": pl.String,
+    "db": pl.String,
+    "conn_id": pl.String,  # MySQL thread id, TiDB Conn_ID, PostgreSQL pid or session id
+    "txn_id": pl.String,  # TiDB Txn_start_ts, PostgreSQL %x/%v, InnoDB_trx_id
+    "instance": pl.String,  # TiDB INSTANCE, or the server the log came from when known
+    "full_scan": pl.Boolean,
+    "full_join": pl.Boolean,
+    "tmp_table": pl.Boolean,
+    "tmp_table_on_disk": pl.Boolean,
+    "filesort": pl.Boolean,
+    "digest": pl.String,  # engine digest: TiDB Digest, PostgreSQL query_id
+    "plan_digest": pl.String,  # TiDB Plan_digest
+    "plan": pl.String,  # plan text as logged/decoded (MariaDB explain rows, TiDB plan, auto_explain)
+    "plan_signature": pl.String,  # plan shape without costs: "t1:ref(idx_a)|t2:ALL" etc.
+    "stats_info": pl.String,  # TiDB Stats: "t:pseudo" / "t:446183563574853633"
+    "index_names": pl.String,  # TiDB Index_names, or indexes named in the plan
+    "prepared": pl.Boolean,
+    "plan_from_cache": pl.Boolean,
+    "is_internal": pl.Boolean,
+    "success": pl.Boolean,
+    "error_code": pl.String,
+    "mem_max_bytes": pl.Int64,
+    "process_time_s": pl.Float64,  # TiDB Process_time (coprocessor CPU), summed over cop tasks
+    "wait_time_s": pl.Float64,  # TiDB Wait_time
+    "backoff_time_s": pl.Float64,  # TiDB Backoff_time
+    "sql": pl.String,  # the statement text, literals included (privacy is the report's job)
+    "source": pl.String,
+    "line": pl.Int64,  # 1-based line of the entry's first line in the source member
+}
+
+# Plan nodes of statements whose plan was logged (auto_explain, MariaDB explain, TiDB plan):
+# one row per node, depth-first order. Estimates vs actuals drive the stale-statistics rule.
+PLAN_NODE = "plan_node"
+PLAN_NODE_SCHEMA = {
+    "stmt_id": pl.Int64,
+    "node_id": pl.Int32,  # 0 = root, in plan order
+    "depth": pl.Int32,
+    "node_type": pl.String,  # "Seq Scan", "Index Scan", "TableFullScan", MariaDB access type "ALL"/"ref"
+    "relation": pl.String,  # table name (alias resolved when the plan says)
+    "index_name": pl.String,
+    "est_rows": pl.Float64,
+    "actual_rows": pl.Float64,  # per loop, as the engine reports it
+    "loops": pl.Float64,
+    "rows_removed_by_filter": pl.Float64,
+    "filter": pl.String,  # filter / condition text when given
+    "source": pl.String,
+}
+
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     CPU_UTIL: CPU_UTIL_SCHEMA,
     NODE_UTIL: NODE_UTIL_SCHEMA,
@@ -125,6 +188,8 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     TOPOLOGY: TOPOLOGY_SCHEMA,
     NUMA_NODE: NUMA_NODE_SCHEMA,
     HOST_FACT: HOST_FACT_SCHEMA,
+    STATEMENT: STATEMENT_SCHEMA,
+    PLAN_NODE: PLAN_NODE_SCHEMA,
 }
 
 
