@@ -117,7 +117,15 @@ def _progress():
         yield lambda path: status.update(f"reading {path}")
 
 
-def _run(capture_path: Path, output: Optional[Path], formats: list[Format], fail_on: Optional[FailOn], tz: Optional[str], default_stem: str) -> int:
+def _run(
+    capture_path: Path,
+    output: Optional[Path],
+    formats: list[Format],
+    fail_on: Optional[FailOn],
+    tz: Optional[str],
+    show_literals: bool,
+    default_stem: str,
+) -> int:
     formats = list(dict.fromkeys(formats or [Format.html]))
     targets = _output_paths(output, formats, default_stem)
     try:
@@ -126,7 +134,7 @@ def _run(capture_path: Path, output: Optional[Path], formats: list[Format], fail
         _fail(str(error))
     try:
         with _progress() as progress:
-            analysis = analyze_capture(capture, Options(tz=tz), progress=progress)
+            analysis = analyze_capture(capture, Options(tz=tz, show_literals=show_literals), progress=progress)
     except UnknownTimeZone as error:
         _fail(str(error))
     document = build_document(analysis, generated_at=datetime.now(timezone.utc).replace(microsecond=0))
@@ -152,6 +160,7 @@ def _run(capture_path: Path, output: Optional[Path], formats: list[Format], fail
 FORMAT_HELP = "Report format; repeat for several (html, json, md). Default html."
 OUTPUT_HELP = "Report path; with several formats, the suffix is replaced per format; '-' for stdout."
 FAIL_ON_HELP = "Exit 1 when a finding of this severity or worse fired."
+LITERALS_HELP = "Keep literals in SQL samples (default: replaced by placeholders, for privacy)."
 TZ_HELP = "Time zone of zone-less times in the capture (default: the capture manifest's, else UTC)."
 
 
@@ -162,9 +171,10 @@ def analyze(
     format: list[Format] = typer.Option([], "--format", "-f", help=FORMAT_HELP),
     fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help=FAIL_ON_HELP),
     tz: Optional[str] = typer.Option(None, "--tz", help=TZ_HELP),
+    show_literals: bool = typer.Option(False, "--show-literals", help=LITERALS_HELP),
 ) -> None:
     """Analyze a capture and write the report."""
-    raise typer.Exit(_run(capture, output, format, fail_on, tz, DEFAULT_REPORT_STEM))
+    raise typer.Exit(_run(capture, output, format, fail_on, tz, show_literals, DEFAULT_REPORT_STEM))
 
 
 @app.command()
@@ -173,13 +183,14 @@ def demo(
     format: list[Format] = typer.Option([], "--format", "-f", help=FORMAT_HELP),
     fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help=FAIL_ON_HELP),
     tz: Optional[str] = typer.Option(None, "--tz", help=TZ_HELP),
+    show_literals: bool = typer.Option(False, "--show-literals", help=LITERALS_HELP),
 ) -> None:
     """Analyze the bundled demo capture (a 128-CPU, 16-node bank core server) and write dbdiag-demo-report.html."""
     archive = resources.files("dbdiag.demo_capture").joinpath(DEMO_ARCHIVE)
     with resources.as_file(archive) as path:
         if not path.is_file():
             _fail(f"{path}: the demo capture is missing from this installation")
-        raise typer.Exit(_run(path, output, format, fail_on, tz, DEMO_REPORT_STEM))
+        raise typer.Exit(_run(path, output, format, fail_on, tz, show_literals, DEMO_REPORT_STEM))
 
 
 @app.command("rules")

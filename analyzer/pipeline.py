@@ -31,6 +31,7 @@ DEFAULT_TZ = "UTC"
 @dataclass(frozen=True)
 class Options:
     tz: str | None = None  # zone for zone-less times; None = the manifest's, else UTC
+    show_literals: bool = False  # SQL samples keep their literals (default: placeholders)
     limits: Limits = field(default_factory=Limits)
 
 

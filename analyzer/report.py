@@ -17,6 +17,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from dbdiag import __version__
 from dbdiag.findings import Chart, Finding, Severity, Status, sort_findings
 from dbdiag.pipeline import Analysis
+from dbdiag.units import seconds
 
 SCHEMA_VERSION = 1
 FORMATS = ("html", "json", "md")
@@ -181,6 +182,82 @@ def _overview_charts(document: dict[str, Any]) -> list[dict[str, Any]]:
     return [chart_geometry(chart)]
 
 
+LINE_CHART_WIDTH_PX = 1160
+LINE_CHART_HEIGHT_PX = 240
+LINE_MARGIN_LEFT_PX = 64
+LINE_MARGIN_BOTTOM_PX = 28
+LOG_SCALE_SPREAD = 100.0  # y on a log scale when max/min of the values exceeds this
+
+
+def line_chart_geometry(title: str, unit: str, series: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Polylines for time series: ``series`` = [{"label", "points": [(datetime, value)]}] in SVG pixels."""
+    points = [(when, value) for s in series for when, value in s["points"] if when is not None and value is not None and value > 0]
+    if len(points) < 2:
+        return None
+    times = [when.timestamp() for when, _ in points]
+    values = [value for _, value in points]
+    t0, t1 = min(times), max(times)
+    low, high = min(values), max(values)
+    log_y = high / low > LOG_SCALE_SPREAD
+    if log_y:
+        y_low, y_high = math.floor(math.log10(low)), math.ceil(math.log10(high))
+        y_high = max(y_high, y_low + 1)
+        ticks_values = [10.0**e for e in range(y_low, y_high + 1)]
+        def scale(v: float) -> float:
+            return (math.log10(v) - y_low) / (y_high - y_low)
+    else:
+        top = _nice_ceiling(high)
+        ticks_values = [top * i / 4 for i in range(5)]
+        def scale(v: float) -> float:
+            return v / top
+    plot_w = LINE_CHART_WIDTH_PX - LINE_MARGIN_LEFT_PX - 10
+    plot_h = LINE_CHART_HEIGHT_PX - LINE_MARGIN_BOTTOM_PX - 10
+    def x_of(ts: float) -> float:
+        return LINE_MARGIN_LEFT_PX + (plot_w * (ts - t0) / (t1 - t0) if t1 > t0 else plot_w / 2)
+    def y_of(v: float) -> float:
+        return 10 + plot_h - plot_h * scale(v)
+    out_series = []
+    for index, s in enumerate(series):
+        pts = [(x_of(w.timestamp()), y_of(v), w, v) for w, v in s["points"] if w is not None and v is not None and v > 0]
+        out_series.append({
+            "label": s["label"],
+            "css": f"s{index % 6}",
+            "path": " ".join(f"{x:.1f},{y:.1f}" for x, y, _, _ in pts),
+            "dots": [{"x": round(x, 1), "y": round(y, 1), "title": f"{w:%H:%M:%S} {_tick(v)} {unit}"} for x, y, w, v in pts],
+        })
+    x_ticks = [{"x": round(x_of(t0 + (t1 - t0) * i / 4), 1), "label": datetime.fromtimestamp(t0 + (t1 - t0) * i / 4, tz=points[0][0].tzinfo).strftime("%H:%M:%S")} for i in range(5)]
+    return {
+        "title": title + (" (log scale)" if log_y else ""),
+        "unit": unit,
+        "width": LINE_CHART_WIDTH_PX,
+        "height": LINE_CHART_HEIGHT_PX,
+        "left": LINE_MARGIN_LEFT_PX,
+        "plot_bottom": 10 + plot_h,
+        "series": out_series,
+        "y_ticks": [{"y": round(y_of(v), 1), "label": _tick(v)} for v in ticks_values],
+        "x_ticks": x_ticks,
+    }
+
+
+def _sql_charts(document: dict[str, Any]) -> list[dict[str, Any]]:
+    timeline = document["metrics"].get("sql_timeline") or {}
+    profile = {row["fp_id"]: row for row in document["metrics"].get("sql_profile", [])}
+    series = []
+    for rank, (fp_id, buckets) in enumerate(timeline.items(), start=1):
+        label = f"#{rank} {fp_id}: {(profile.get(fp_id, {}).get('fingerprint') or '')[:60]}"
+        series.append({"label": label, "points": [(_as_datetime(b["bucket"]), b["p99_s"]) for b in buckets]})
+    chart = line_chart_geometry("p99 latency over time of the top statements", "s", series) if series else None
+    return [chart] if chart else []
+
+
+def _as_datetime(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        return datetime.fromisoformat(value)
+    return None
+
+
 def _host_line(host: dict[str, Any]) -> str:
     parts = [
         host.get("cpu_model"),
@@ -205,6 +282,7 @@ def build_view(document: dict[str, Any]) -> dict[str, Any]:
         "findings": findings,
         "rules_by_status": rules_by_status,
         "overview_charts": _overview_charts(document),
+        "sql_charts": _sql_charts(document),
         "host_name": document["metrics"].get("host", {}).get("hostname"),
         "host_line": _host_line(document["metrics"].get("host", {})),
     }
@@ -223,6 +301,7 @@ def _template_env() -> Environment:
     env.filters["md"] = _markdown_cell
     env.filters["num"] = _number
     env.filters["tick"] = _tick
+    env.filters["secs"] = seconds
     return env
 
 
