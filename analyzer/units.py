@@ -4,11 +4,16 @@ from __future__ import annotations
 
 
 def seconds(value: float | None) -> str:
-    """A duration at a glance: ``38.2 s``, ``62.0 ms``, ``850 µs``; ``—`` when unknown."""
+    """A duration at a glance; ``—`` when unknown.
+
+    >>> [seconds(v) for v in (38.24, 0.062, 0.00085, 0.99999, 0.0009999, None)]
+    ['38.2 s', '62.0 ms', '850 µs', '1.0 s', '1.0 ms', '—']
+    """
     if value is None:
         return "—"
-    if value >= 1:
+    # Thresholds sit where rounding would otherwise print "1000.0 ms" or "1000 µs".
+    if value >= 0.99995:
         return f"{value:,.1f} s"
-    if value >= 0.001:
+    if value >= 0.0009995:
         return f"{value * 1000:.1f} ms"
     return f"{value * 1_000_000:.0f} µs"

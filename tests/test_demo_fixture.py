@@ -7,6 +7,7 @@ the same rule to the demo member.
 
 from __future__ import annotations
 
+import base64
 import gzip
 import importlib.util
 import io
@@ -15,6 +16,8 @@ import re
 import sys
 import tarfile
 import zlib
+from datetime import datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -80,11 +83,12 @@ def test_regenerating_gives_the_committed_bytes(committed):
 
 def test_archive_layout_is_fixed(committed):
     assert committed[:2] == b"\x1f\x8b" and committed[4:8] == b"\0\0\0\0"  # gzip mtime 0
-    assert len(committed) < 300_000
+    assert len(committed) < 400_000
     with tarfile.open(fileobj=io.BytesIO(committed), mode="r:gz") as tar:
         members = tar.getmembers()
     names = [m.name for m in members]
-    assert names[:2] == ["capture", "capture/os"] and names[2:] == sorted(FACTS["members"])
+    dirs = ["capture", "capture/db", *(f"capture/db/tidb-{ip}" for ip in FACTS["tidb"]["instances"]), "capture/os"]
+    assert names[: len(dirs)] == dirs and names[len(dirs) :] == sorted(FACTS["members"])
     for m in members:
         assert (m.uid, m.gid, m.uname, m.gname, m.mtime) == (0, 0, "root", "root", make_demo.ARCHIVE_MTIME)
         assert m.mode == (0o755 if m.isdir() else 0o644)
@@ -403,3 +407,311 @@ def test_numactl_hardware_has_the_real_layout(demo, real):
     assert text.startswith("available: 16 nodes (0-15)\n")
     matrix = [[int(d) for d in line.split(":")[1].split()] for line in text.rstrip("\n").split("\n")[-16:]]
     assert all(matrix[i][i] == 10 and matrix[i][j] == matrix[j][i] for i in range(16) for j in range(16))
+
+
+# --- TiDB slow logs -----------------------------------------------------------------------------
+
+TIDB = FACTS["tidb"]
+SLOW_LOGS = [f"capture/db/tidb-{ip}/tidb_slow_query.log" for ip in TIDB["instances"]]
+# Field lines in the order TiDB's SlowLogFormat writes them (v6.1, sessionctx/variable/session.go);
+# "EXEC" is the execdetails line, which starts with the first of its non-zero parts; Index_ids is
+# v3's Index_names.
+SLOW_LOG_ORDER = (
+    "Time", "Txn_start_ts", "User@Host", "User", "Conn_ID", "Exec_retry_time", "Query_time", "Parse_time",
+    "Compile_time", "Rewrite_time", "Optimize_time", "Wait_TS", "EXEC", "DB", "Index_names", "Index_ids",
+    "Is_internal", "Digest", "Stats", "Num_cop_tasks", "Cop_proc_avg", "Cop_wait_avg", "Cop_backoff", "Mem_max", "Disk_max",
+    "Prepared", "Plan_from_cache", "Plan_from_binding", "Has_more_results", "KV_total", "PD_total",
+    "Backoff_total", "Write_sql_response_total", "Result_rows", "Succ", "IsExplicitTxn", "Plan", "Plan_digest",
+)
+# The parts of the execdetails line, in ExecDetails.String() order (util/execdetails).
+EXEC_ORDER = (
+    "Cop_time", "Process_time", "Wait_time", "Backoff_time", "LockKeys_time", "Request_count", "Prewrite_time",
+    "Wait_prewrite_binlog_time", "Commit_time", "Get_commit_ts_time", "Commit_backoff_time", "Backoff_types",
+    "Resolve_lock_time", "Local_latch_wait_time", "Write_keys", "Write_size", "Prewrite_region", "Txn_retry",
+    "Process_keys", "Total_keys", "Rocksdb_delete_skipped_count", "Rocksdb_key_skipped_count",
+    "Rocksdb_block_cache_hit_count", "Rocksdb_block_read_count", "Rocksdb_block_read_byte",
+)
+SLOW_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{0,8}[1-9])?[+-]\d\d:\d\d$")
+GO_SECONDS = re.compile(r"^(0|[1-9]\d*)(\.\d*[1-9])?$")  # FormatFloat(s, 'f', -1, 64): no trailing zeros
+PLAN_PAYLOAD = re.compile(r"^tidb_decode_plan\('([A-Za-z0-9+/]+={0,2})'\)$")
+START_EPOCH_MS = 1_715_652_000_000  # 2024-05-14 10:00:00 +08:00
+TIME_KEYS = ("Query_time", "Parse_time", "Compile_time", "Rewrite_time", "Optimize_time", "Wait_TS", "KV_total",
+             "PD_total", "Backoff_total", "Write_sql_response_total")
+
+
+def _slow_entries(text: str) -> list[dict]:
+    """[{"keys": [line keys in order], "fields": {key: value}, "exec": [(k, v)], "sql": [...], "line": n}]."""
+    entries = []
+    for n, line in enumerate(text.split("\n")[:-1], 1):
+        if line.startswith("# Time: "):
+            entries.append({"keys": [], "fields": {}, "exec": [], "sql": [], "line": n})
+        entry = entries[-1]
+        if not line.startswith("# "):
+            entry["sql"].append(line)
+            continue
+        key, value = line[2:].split(": ", 1)
+        if key in EXEC_ORDER:
+            entry["keys"].append("EXEC")
+            entry["exec"] = re.findall(r"(\w+): (\S+)", line[2:])
+        else:
+            entry["keys"].append("Cop_backoff" if key.startswith("Cop_backoff_") else key)
+        entry["fields"][key] = value
+    return entries
+
+
+def _ordered(keys: list[str], order: tuple[str, ...]) -> bool:
+    return all(k in order for k in keys) and [order.index(k) for k in keys] == sorted(order.index(k) for k in keys)
+
+
+def _snappy_decode(block: bytes) -> bytes:
+    """A whole snappy block: uvarint length, then literals and copies (1-, 2- and 4-byte offsets)."""
+    length, shift, i = 0, 0, 0
+    while True:
+        byte = block[i]
+        i += 1
+        length |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            break
+    out = bytearray()
+    while i < len(block):
+        tag = block[i]
+        i += 1
+        kind = tag & 3
+        if kind == 0:
+            n = tag >> 2
+            if n >= 60:
+                width = n - 59
+                n = int.from_bytes(block[i : i + width], "little")
+                i += width
+            out += block[i : i + n + 1]
+            i += n + 1
+            continue
+        if kind == 1:
+            n, offset = ((tag >> 2) & 7) + 4, (tag >> 5) << 8 | block[i]
+            i += 1
+        else:
+            width = 2 if kind == 2 else 4
+            n, offset = (tag >> 2) + 1, int.from_bytes(block[i : i + width], "little")
+            i += width
+        for _ in range(n):
+            out.append(out[-offset])
+    assert len(out) == length
+    return bytes(out)
+
+
+def _time_ns(value: str) -> int:
+    """``# Time:`` (server local, +08:00) -> ns after 2024-05-14 10:00:00 local."""
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?\+08:00", value)
+    whole = (datetime.fromisoformat(m.group(1)) - datetime(2024, 5, 14, 10, 0, 0)).total_seconds()
+    return int(whole) * 10**9 + int((m.group(2) or "").ljust(9, "0"))
+
+
+def _seconds_ns(value: str) -> int:
+    """A Go-printed Duration.Seconds() back to whole nanoseconds."""
+    return int((Decimal(value) * 10**9).to_integral_value())
+
+
+def _start_ns(e: dict) -> int:
+    return _time_ns(e["fields"]["Time"]) - _seconds_ns(e["fields"]["Query_time"])
+
+
+def _local_ms(ns: int) -> str:
+    whole = datetime(2024, 5, 14, 10, 0, 0) + timedelta(seconds=ns // 10**9)
+    return f"{whole:%Y-%m-%d %H:%M:%S}.{ns % 10**9 // 10**6:03d}"
+
+
+def _decoded_plan(value: str) -> str:
+    return _snappy_decode(base64.b64decode(PLAN_PAYLOAD.match(value).group(1))).decode("utf-8")
+
+
+@pytest.fixture(scope="module")
+def slow(demo) -> dict[str, list[dict]]:
+    return {ip: _slow_entries(demo[path]) for ip, path in zip(TIDB["instances"], SLOW_LOGS)}
+
+
+@pytest.fixture(scope="module")
+def real_slow(corpus) -> dict[str, list[dict]]:
+    folder = corpus / "slowlog-tidb"
+    return {name: _slow_entries((folder / name).read_text()) for name in
+            ("diag__tidb_slow_query.log", "pingcap-docs__identify-slow-queries_usage-example.log", "dm__tidb-slow.log")}
+
+
+def test_one_slow_log_per_tidb_instance(demo):
+    assert [p for p in demo if p.startswith("capture/db/")] == SLOW_LOGS
+    assert TIDB["instances"] == ["10.20.1.11", "10.20.1.12", "10.20.1.13", "10.20.1.14"]
+    database = json.loads(demo["capture/manifest.json"])["database"]
+    assert database["engine"] == "tidb" and database["tidb_slow_log_threshold_ms"] == 50
+    assert sorted(database["files"]) == [p.removeprefix("capture/") for p in SLOW_LOGS]
+
+
+def test_slow_log_field_order_is_tidbs(slow, real_slow):
+    diag, docs, v3 = (real_slow[n] for n in real_slow)
+    diag_keys = diag[0]["keys"]
+    assert all(e["keys"] == diag_keys for e in diag) and len(diag) == 5
+    for entries in (diag, docs, v3):  # the order rule holds on the real logs
+        assert all(_ordered(e["keys"], SLOW_LOG_ORDER) for e in entries)
+    seen = set()
+    for entries in slow.values():
+        for e in entries:
+            assert _ordered(e["keys"], SLOW_LOG_ORDER), e["line"]
+            assert len(e["keys"]) == len(set(e["keys"]))
+            assert _ordered([k for k, _ in e["exec"]], EXEC_ORDER), e["line"]
+            if e["fields"]["Is_internal"] == "false":
+                assert set(diag_keys) <= set(e["keys"]), e["line"]  # everything the real v5 log writes
+            else:
+                assert "User@Host" not in e["keys"] and "DB" not in e["keys"]
+            seen |= set(e["keys"])
+    assert seen >= set(diag_keys) | {"EXEC", "DB", "Index_names", "Stats", "Cop_proc_avg", "Mem_max", "Result_rows"}
+
+
+def test_slow_log_values_have_go_formats(slow, real_slow):
+    for e in real_slow["diag__tidb_slow_query.log"]:  # the value rules hold on the real log
+        assert SLOW_TIME.match(e["fields"]["Time"])
+        assert all(GO_SECONDS.match(e["fields"][k]) for k in TIME_KEYS if k in e["fields"])
+        assert PLAN_PAYLOAD.match(e["fields"]["Plan"])
+    for ip, entries in slow.items():
+        ends = [_time_ns(e["fields"]["Time"]) for e in entries]
+        assert ends == sorted(ends) and len(set(ends)) == len(ends), ip  # strictly increasing
+        assert 0 <= ends[0] and ends[-1] < 60 * 10**9  # inside 10:00:00-10:01:00
+        seen_conns: set[str | None] = set()
+        for e in entries:
+            f = e["fields"]
+            assert SLOW_TIME.match(f["Time"]) and f["Time"].endswith("+08:00"), e["line"]
+            assert all(GO_SECONDS.match(f[k]) for k in TIME_KEYS), e["line"]
+            assert re.fullmatch(r"[0-9a-f]{64}", f["Digest"]) and re.fullmatch(r"\d+", f["Txn_start_ts"])
+            assert all(f[k] in ("true", "false") for k in ("Is_internal", "Prepared", "Plan_from_cache", "Succ"))
+            if "User@Host" in f:
+                assert re.fullmatch(r"app\[app\] @ (10\.20\.1\.\d+) \[\1\]", f["User@Host"])
+                assert f["DB"] == "bank" and re.fullmatch(r"[1-9]\d*", f["Conn_ID"])
+            if "Plan" in f:
+                assert PLAN_PAYLOAD.match(f["Plan"]) and re.fullmatch(r"[0-9a-f]{64}", f["Plan_digest"])
+            assert e["sql"][-1].endswith(";") and e["sql"][0] in ("use bank;", *e["sql"][-1:])
+            if e["sql"][0] == "use bank;":  # written once, with a connection's first slow entry
+                assert f["Conn_ID"] not in seen_conns, e["line"]
+            seen_conns.add(f.get("Conn_ID"))
+            # Txn_start_ts is a TSO: physical ms << 18 | logical, taken when the statement started
+            started_ms = START_EPOCH_MS + _start_ns(e) / 1e6
+            assert abs((int(f["Txn_start_ts"]) >> 18) - started_ms) < 5, e["line"]
+
+
+def test_slow_log_plans_decode_to_the_plans_meant(slow, real_slow):
+    for name in ("diag__tidb_slow_query.log", "pingcap-docs__identify-slow-queries_usage-example.log"):
+        for e in real_slow[name]:  # the decoder reads TiDB's own compressed plans (with copies)
+            rows = [r.split("\t") for r in _decoded_plan(e["fields"]["Plan"]).rstrip("\n").split("\n")]
+            assert all(r[0].isdigit() and re.fullmatch(r"\d+_\d+", r[1]) for r in rows)
+    meant = {ip: [x for x in make_demo.simulate_tidb() if x.instance == ip] for ip in slow}
+    codes = set(map(str, make_demo.PLAN_TYPE_CODE.values()))
+    for ip, entries in slow.items():
+        assert len(entries) == len(meant[ip])
+        for e, x in zip(entries, meant[ip]):
+            if "Plan" not in e["fields"]:
+                assert x.plan_rows is None and x.kind == "analyze"
+                continue
+            text = _decoded_plan(e["fields"]["Plan"])
+            assert text == "".join("\t".join(row) + "\n" for row in x.plan_rows)
+            for row in (r.split("\t") for r in text.rstrip("\n").split("\n")):
+                assert len(row) == 9 and row[0].isdigit() and row[2] in ("0", "1_0") and row[8] == "N/A"
+                assert re.fullmatch(r"(\d+)_\d+(\((Build|Probe)\))?", row[1]).group(1) in codes
+                assert re.fullmatch(r"\d+(\.\d\d)?", row[3]) and row[5].isdigit()
+
+
+def _by_digest(slow) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for entries in slow.values():
+        for e in entries:
+            out.setdefault(e["fields"]["Digest"], []).append(e)
+    return out
+
+
+def test_slow_log_counts_match_the_facts(slow):
+    by_digest = _by_digest(slow)
+    assert sum(len(v) for v in slow.values()) == TIDB["entries"]
+    assert {ip: len(v) for ip, v in slow.items()} == TIDB["entries_per_instance"]
+    for kind, fp in TIDB["fingerprints"].items():
+        runs = by_digest[fp["digest"]]
+        assert len(runs) == fp["calls"], kind
+        assert sum(e["fields"]["Plan_from_cache"] == "true" for e in runs) == fp["from_cache"]
+        for plan in fp["plans"].values():
+            assert sum(e["fields"].get("Plan_digest") == plan["plan_digest"] for e in runs) == plan["calls"]
+    user = [e for v in slow.values() for e in v if e["fields"]["Is_internal"] == "false"]
+    prepared = [e for e in user if e["fields"]["Prepared"] == "true"]
+    cached = [e for e in prepared if e["fields"]["Plan_from_cache"] == "true"]
+    assert len(prepared) == len(user) == TIDB["plan_cache"]["prepared"] and len(cached) == TIDB["plan_cache"]["from_cache"]
+    assert len(cached) * 11 == len(prepared) * 8 and TIDB["plan_cache"]["hit_rate_pct"] == 72.7
+    internal = [e for v in slow.values() for e in v if e["fields"]["Is_internal"] == "true"]
+    assert len(internal) == TIDB["internal_entries"] == 6
+
+
+def _median(values: list[float]) -> float:
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def test_the_plan_flip_is_in_the_logs(slow):
+    flip = TIDB["plan_flip"]
+    runs = _by_digest(slow)[flip["digest"]]
+    fast = [e for e in runs if e["fields"]["Plan_digest"] == flip["fast_plan"]["plan_digest"]]
+    slow_runs = [e for e in runs if e["fields"]["Plan_digest"] == flip["slow_plan"]["plan_digest"]]
+    assert len(fast) + len(slow_runs) == len(runs) and fast and slow_runs
+    assert {e["fields"]["Index_names"] for e in fast} == {"[mq_producer_msg:idx_flow_id]"}
+    assert {e["fields"]["Index_names"] for e in slow_runs} == {"[mq_producer_msg:idx_status]"}
+    fast_ms = _median([float(e["fields"]["Query_time"]) * 1000 for e in fast])
+    slow_s = _median([float(e["fields"]["Query_time"]) for e in slow_runs])
+    assert fast_ms == pytest.approx(flip["fast_plan"]["median_ms"], abs=0.001) and 60 <= fast_ms <= 64
+    assert slow_s == pytest.approx(flip["slow_plan"]["median_s"], abs=0.001) and 36 <= slow_s <= 40
+    # real statistics, not pseudo: yesterday's version before, the analyze's version after
+    assert {e["fields"]["Stats"] for e in fast} == {f"mq_producer_msg:{flip['fast_plan']['stats_version']}"}
+    assert {e["fields"]["Stats"] for e in slow_runs} == {f"mq_producer_msg:{flip['slow_plan']['stats_version']}"}
+    analyze = [e for v in slow.values() for e in v if e["sql"][-1].startswith("analyze table")]
+    assert len(analyze) == 1 and analyze[0]["fields"]["Is_internal"] == "true"
+    analyze_end_ns = _time_ns(analyze[0]["fields"]["Time"])
+    assert _local_ms(analyze_end_ns) == flip["analyze_end_local"] == "2024-05-14 10:00:05.187"
+    new_version_ns = ((flip["slow_plan"]["stats_version"] >> 18) - START_EPOCH_MS) * 10**6
+    assert 0 < analyze_end_ns - new_version_ns < 10**9  # the new statistics are the analyze's
+    for row_of in (slow_runs, fast):
+        assert all(e["fields"]["Prepared"] == "true" and e["fields"]["Plan_from_cache"] == "false" for e in row_of)
+    for e in slow_runs:  # estimated 0 rows for status = 1, read 2.1M
+        scan = _decoded_plan(e["fields"]["Plan"]).split("\n")[1].split("\t")
+        assert "index:idx_status(status), range:[1,1]" in scan[4] and scan[3] == "0" and int(scan[5]) > 2_000_000
+    for e in fast:
+        scan = _decoded_plan(e["fields"]["Plan"]).split("\n")[1].split("\t")
+        assert "index:idx_flow_id(flow_id)" in scan[4] and int(scan[5]) < 2000
+    for ip, entries in slow.items():  # every instance flips, after the analyze, and never goes back
+        mine = [e for e in entries if e in slow_runs]
+        assert mine, ip
+        first_slow = min(_start_ns(e) for e in mine)
+        assert _local_ms(first_slow) == flip["flip_local"][ip]
+        assert all(_start_ns(e) < first_slow for e in entries if e in fast)
+        assert analyze_end_ns < first_slow < 9 * 10**9
+    assert flip["instances_with_slow_plan"] == TIDB["instances"]
+
+
+def test_full_scans_read_millions_for_a_few_rows(slow):
+    by_digest = _by_digest(slow)
+    for kind, table, rows in (("txn_scan", "acct_txn_log", 8_000_000), ("cust_or", "cust_info", 3_000_000)):
+        runs = by_digest[TIDB["fingerprints"][kind]["digest"]]
+        assert runs and all("Index_names" not in e["fields"] for e in runs)
+        for e in runs:
+            exec_parts = dict(e["exec"])
+            assert int(exec_parts["Total_keys"]) >= int(exec_parts["Process_keys"]) >= rows
+            assert int(e["fields"]["Result_rows"]) <= 12
+            plan = [r.split("\t") for r in _decoded_plan(e["fields"]["Plan"]).rstrip("\n").split("\n")]
+            assert plan[-1][1].startswith("43_") and plan[-1][4] == f"table:{table}, keep order:false"
+            assert int(plan[-1][5]) >= rows
+        if kind == "cust_or":
+            assert all(_decoded_plan(e["fields"]["Plan"]).split("\n")[1].split("\t")[4].startswith("or(eq(") for e in runs)
+    assert TIDB["full_scan"]["calls"] == len(by_digest[TIDB["fingerprints"]["txn_scan"]["digest"]])
+
+
+def test_go_formatting_matches_tidbs_examples(real_slow):
+    # execdetails.FormatDuration's own doc examples
+    assert [make_demo._dur(ns) for ns in (9_412_345, 10_412_345, 5_999_000_000, 100_450)] == \
+        ["9.41ms", "10.4ms", "6s", "100.5µs"]
+    assert make_demo._go_duration(62_500_000_000) == "1m2.5s" and make_demo._bytes(1016) == "1016 Bytes"
+    for e in real_slow["diag__tidb_slow_query.log"]:  # Duration.Seconds() printed back as TiDB did
+        for key in TIME_KEYS:
+            assert make_demo._go_seconds(_seconds_ns(e["fields"][key])) == e["fields"][key]
+    block = make_demo.snappy_literal_block(b"x" * 70_000)
+    assert _snappy_decode(block) == b"x" * 70_000

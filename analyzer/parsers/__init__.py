@@ -11,6 +11,9 @@ from dbdiag.parsers import (
     proc_interrupts,
     proc_softirqs,
     sadf,
+    tidb_cluster_slow_query,
+    tidb_dashboard,
+    tidb_slowlog,
 )
 from dbdiag.parsers.base import ParserSpec
 
@@ -23,4 +26,7 @@ PARSERS: tuple[ParserSpec, ...] = (
     proc_interrupts.SPEC,
     lscpu.SPEC,
     numactl.SPEC,
+    tidb_slowlog.SPEC,
+    tidb_cluster_slow_query.SPEC,
+    tidb_dashboard.SPEC,
 )

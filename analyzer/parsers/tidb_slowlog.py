@@ -1,0 +1,586 @@
+"""TiDB slow query log (``tidb-slow.log``, ``tidb_slow_query.log``), TiDB v3 to v8.
+
+TiDB writes one entry per statement when the statement ends, so ``# Time:`` is the END time::
+
+    # Time: 2019-08-14T09:26:59.487776265+08:00
+    # Txn_start_ts: 410450924122144769
+    # User@Host: root[root] @ localhost [127.0.0.1]
+    # Conn_ID: 3086
+    # Query_time: 1.527627037
+    # Parse_time: 0.000054933
+    # Process_time: 0.07 Wait_time: 0.002 Backoff_time: 0.002 Request_count: 1 Total_keys: 131073 Process_keys: 131072
+    # DB: test
+    # Index_names: [t:idx_a]
+    # Is_internal: false
+    # Digest: 50a2e32d2abbd6c1764b1b7f2058d428ef2712b029282b776beb9506a365c0f1
+    # Stats: t:pseudo
+    # Mem_max: 525211
+    # Prepared: false
+    # Plan_from_cache: false
+    # Result_rows: 0
+    # Succ: true
+    # Plan: tidb_decode_plan('ZJAwCTMyXzcJMAkyMAlkYXRh...')
+    # Plan_digest: e5f9d9746c756438a13c75ba3eedf601eecf555cdb7ad327d7092bdd041a83e7
+    use test;
+    insert into t select * from t;
+
+Older logs (v3) have ``# User: root@127.0.0.1`` and a bare ``# Request_count:`` line; the time
+may be in the old layout ``2019-08-14-09:26:59.487 +0800``. A line may carry several
+``Key: value`` pairs. The SQL follows the ``#`` lines (``use db;`` lines before it are dropped)
+and may span lines; it is kept as logged, trailing ``;`` included, as TiDB's SLOW_QUERY table does.
+
+Output ``statement`` (engine ``tidb``; one row per entry; ``line`` = the ``# Time:`` line):
+
+    end_ts = Time, start_ts = Time - Query_time (both UTC; a zone-less Time is read in --tz),
+    query_time_s, lock_time_s = LockKeys_time (or Lock_keys_time), process_time_s, wait_time_s,
+    backoff_time_s, rows_examined = Process_keys (live keys the coprocessors read; Total_keys,
+    which also counts old MVCC versions, when Process_keys is absent), rows_sent = Result_rows,
+    user / client_host from User@Host (the host name part, as TiDB's own reader takes it),
+    db = DB (else the ``use`` line), conn_id = Conn_ID, txn_id = Txn_start_ts (null when 0:
+    no transaction), digest, plan_digest, stats_info = Stats, index_names = Index_names,
+    prepared, plan_from_cache, is_internal, success = Succ, mem_max_bytes = Mem_max, sql,
+    plan = the decoded plan text, plan_signature, full_scan (from the plan: any TableFullScan,
+    or a v3 TableScan over ``range:[-inf,+inf]``; null when there is no readable plan).
+
+Output ``plan_node``: one row per operator of each decoded ``tidb_decode_plan`` payload (base64
+of a snappy block of tab-separated rows ``depth, type-code_id, task, estRows, operator info,
+actRows, execution info, memory, disk``): node_type = operator name without ``_N``
+(TableFullScan, IndexRangeScan, ...), relation / index_name from the access object
+(``table:t, index:idx(a)``), est_rows, actual_rows (TiDB's actRows: total over all loops),
+loops (from ``loops:N`` in the execution info), filter = the condition of Selection nodes.
+v3.0 numbered operator types differently (HashLeftJoin/HashRightJoin); a plan is read with the
+v3 table when a cop task is encoded without a store type (``1``, later ``1_0``), or when it has
+only root tasks and the entry has no Plan_digest (added in v4). ``Binary_plan`` (protobuf) is not
+decoded; a plan that cannot be decoded stays encoded in ``plan`` with a warning (Plan_digest
+still identifies it).
+"""
+
+from __future__ import annotations
+
+import re
+
+import cramjam
+import polars as pl
+
+from dbdiag import tables as T
+from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers.mpstat_text import check_tz, local_to_utc, zone_note
+
+# Chunks of about this many characters, cut at entry starts, bound the per-line frames.
+CHUNK_CHARS = 32 * 1024 * 1024
+MAX_WARNINGS = 50
+HIDDEN = ParseWarning(None, "")  # stands for a warning counted but not built (see row_warnings)
+
+START_PREFIX = "# Time:"
+# Lines whose value is free text (spaces, JSON, SQL): read whole, never searched for pairs.
+FREE_TEXT_KEYS = (
+    "Time", "User@Host", "User", "Prev_stmt", "Plan", "Binary_plan", "Warnings",
+    "Session_connect_attrs", "Stats", "Index_names", "Index_ids",
+)
+# Statement columns read from free-text lines: column -> line key.
+WHOLE_LINE_FIELDS = {
+    "time_raw": "Time",
+    "user_host": "User@Host",
+    "user_at": "User",
+    "stats_info": "Stats",
+    "index_names": "Index_names",
+    "plan_raw": "Plan",
+    "binary_plan_raw": "Binary_plan",
+}
+# Statement columns read from ``Key: value`` pairs, wherever the pair sits on a line.
+PAIR_FIELDS = {
+    "txn_raw": "Txn_start_ts",
+    "conn_id": "Conn_ID",
+    "query_time_raw": "Query_time",
+    "process_time_raw": "Process_time",
+    "wait_time_raw": "Wait_time",
+    "backoff_time_raw": "Backoff_time",
+    "lock_keys_raw": "LockKeys_time",
+    "lock_keys2_raw": "Lock_keys_time",
+    "total_keys_raw": "Total_keys",
+    "process_keys_raw": "Process_keys",
+    "result_rows_raw": "Result_rows",
+    "db": "DB",
+    "is_internal_raw": "Is_internal",
+    "digest": "Digest",
+    "mem_max_raw": "Mem_max",
+    "prepared_raw": "Prepared",
+    "plan_from_cache_raw": "Plan_from_cache",
+    "succ_raw": "Succ",
+    "plan_digest": "Plan_digest",
+}
+
+# ``# Time:`` values: RFC 3339 (``Z`` or ``+08:00``) or the old ``2019-08-14-09:26:59.1 +0800``.
+TIME_RE = (
+    r"^\s*(?P<date>\d{4}-\d{2}-\d{2})[T -](?P<clock>\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d{1,9}))?"
+    r"\s*(?P<zone>Z|[+-]\d{2}:?\d{2})?\s*$"
+)
+USE_LINE_RE = r"(?i)^use\s+`?([^`;\s]+)`?\s*;\s*$"
+PLAN_PAYLOAD_RE = r"tidb_decode_plan\('([^']*)'\)"
+PLAN_DISCARDED = "[discard]"  # what TiDB logs instead of a plan over its size limit
+
+# Operator type codes of the encoded plan (pingcap/tidb util/plancodec/id.go). From v4.0 on the
+# codes are fixed; v3.0 had HashLeftJoin/HashRightJoin at 17/18, shifting the codes after them.
+MODERN_TYPES = dict(enumerate((
+    "Selection", "Set", "Projection", "Aggregation", "StreamAgg", "HashAgg", "Show", "Join",
+    "Union", "TableScan", "MemTableScan", "UnionScan", "IndexScan", "Sort", "TopN", "Limit",
+    "HashJoin", "MergeJoin", "IndexJoin", "IndexMergeJoin", "IndexHashJoin", "Apply",
+    "MaxOneRow", "Exists", "TableDual", "SelectLock", "Insert", "Update", "Delete",
+    "IndexLookUp", "TableReader", "IndexReader", "Window", "TiKVSingleGather", "IndexMerge",
+    "Point_Get", "ShowDDLJobs", "Batch_Point_Get", "ClusterMemTableReader", "DataSource",
+    "LoadData", "TableSample", "TableFullScan", "TableRangeScan", "TableRowIDScan",
+    "IndexFullScan", "IndexRangeScan", "ExchangeReceiver", "ExchangeSender", "CTEFullScan",
+    "CTE", "CTETable", "PartitionUnion", "Shuffle", "ShuffleReceiver", "Foreign_Key_Check",
+    "Foreign_Key_Cascade", "Expand", "ImportInto", "ScalarSubQuery",
+), start=1))
+LEGACY_TYPES = dict(enumerate((
+    "Selection", "Set", "Projection", "Aggregation", "StreamAgg", "HashAgg", "Show", "Join",
+    "Union", "TableScan", "MemTableScan", "UnionScan", "IndexScan", "Sort", "TopN", "Limit",
+    "HashLeftJoin", "HashRightJoin", "MergeJoin", "IndexJoin", "IndexMergeJoin",
+    "IndexHashJoin", "Apply", "MaxOneRow", "Exists", "TableDual", "SelectLock", "Insert",
+    "Update", "Delete", "IndexLookUp", "TableReader", "IndexReader", "Window", "TableGather",
+    "IndexMerge", "Point_Get", "ShowDDLJobs", "Batch_Point_Get",
+), start=1))
+STORE_TYPES = {"0": "tikv", "1": "tiflash", "2": "tidb", "3": "unspecified"}
+PLAN_HEADER = ("id", "task", "estRows", "operator info", "actRows", "execution info", "memory", "disk")
+
+# Detection: lines only TiDB writes (MySQL/Percona slow logs share ``# Time:`` and Query_time).
+DETECT_TIME_RE = re.compile(r"^# Time: \d{4}-\d{2}-\d{2}[T-]\d{2}:\d{2}:\d{2}", re.MULTILINE)
+DETECT_MARKER_RE = re.compile(
+    r"^# (Txn_start_ts|Conn_ID|Digest|Plan_digest|Is_internal|Num_cop_tasks|Cop_proc_avg|"
+    r"Cop_wait_avg|Index_names|Index_ids|Stats|Mem_max|Succ|Plan|Binary_plan|Wait_TS|KV_total|"
+    r"Plan_from_cache|Prepared|Compile_time|Optimize_time|Process_time|Request_count):",
+    re.MULTILINE,
+)
+
+
+# ---- plan nodes, shared with the SLOW_QUERY table and dashboard parsers -----------------------
+
+
+def snappy_text(block: bytes | None) -> str | None:
+    """A raw snappy block -> text, or None when it is not one."""
+    if block is None:
+        return None
+    try:
+        return bytes(cramjam.snappy.decompress_raw(block)).decode("utf-8", "backslashreplace")
+    except (ValueError, cramjam.DecompressionError):
+        return None
+
+
+def decode_plan_payloads(payloads: pl.Series) -> pl.Series:
+    """``tidb_decode_plan`` payloads (base64 of a snappy block) -> the encoded plan rows, or null."""
+    blocks = payloads.str.decode("base64", strict=False)
+    # One decompression per plan: snappy has no vectorised form in polars.
+    texts = pl.Series("encoded", [snappy_text(b) for b in blocks.to_list()], dtype=pl.String)
+    return pl.when(texts.str.contains(r"^\d+\t\d+(?:_\d+)?\t")).then(texts).otherwise(None).alias("encoded")
+
+
+def encoded_plan_rows(plans: pl.DataFrame) -> pl.DataFrame:
+    """Decoded ``tidb_decode_plan`` rows -> one row per operator in plan order.
+
+    ``plans`` has stmt_id, encoded (the decompressed text) and legacy_hint (bool: no
+    Plan_digest in the entry). Output: stmt_id, depth, op_id, task, est_rows, operator_info,
+    act_rows, exec_info, rest (the fields after task, tab-joined, for the rendered text).
+    """
+    rows = (
+        plans.select("stmt_id", "legacy_hint", pl.col("encoded").str.strip_chars_end("\n").str.split("\n").alias("row"))
+        .explode("row")
+        .filter(pl.col("row") != "")
+        .with_columns(pl.col("row").str.split("\t").alias("f"))
+    )
+    task_raw = pl.col("f").list.get(2, null_on_oob=True)
+    code = pl.col("f").list.get(1, null_on_oob=True)
+    rows = rows.with_columns(
+        code=code.str.extract(r"^(\d+)").cast(pl.Int64, strict=False),
+        num=code.str.extract(r"^\d+_(.+)$"),  # "8", or "8(Build)" with a join-side label
+        task_raw=task_raw,
+    ).with_columns(
+        legacy=(
+            (pl.col("task_raw") == "1").any()
+            | (~pl.col("task_raw").str.starts_with("1_").any() & pl.col("legacy_hint").first())
+        ).over("stmt_id"),
+    )
+    name = (
+        pl.when(pl.col("legacy"))
+        .then(pl.col("code").replace_strict(LEGACY_TYPES, default=None, return_dtype=pl.String))
+        .otherwise(pl.col("code").replace_strict(MODERN_TYPES, default=None, return_dtype=pl.String))
+        .fill_null(pl.concat_str(pl.lit("UnknownPlanID"), pl.col("code").cast(pl.String)))
+    )
+    store = pl.col("task_raw").str.extract(r"^1_(\d+)$")
+    task = (
+        pl.when(pl.col("task_raw") == "0").then(pl.lit("root"))
+        .when(pl.col("task_raw") == "1").then(pl.lit("cop"))
+        .when(store.is_not_null())
+        .then(pl.concat_str(pl.lit("cop["), store.replace_strict(STORE_TYPES, default="unspecified"), pl.lit("]")))
+        .otherwise(pl.col("task_raw"))
+    )
+    field = lambda i: pl.col("f").list.get(i, null_on_oob=True)  # noqa: E731
+    return rows.select(
+        "stmt_id",
+        depth=field(0).cast(pl.Int32, strict=False),
+        op_id=pl.when(pl.col("num").is_not_null()).then(pl.concat_str(name, pl.lit("_"), pl.col("num"))).otherwise(name),
+        task=task,
+        est_rows=field(3),
+        operator_info=field(4),
+        act_rows=field(5),
+        exec_info=field(6),
+        rest=pl.col("f").list.slice(3).list.join("\t"),
+        width=pl.col("f").list.len() - 1,
+    )
+
+
+def render_plans(rows: pl.DataFrame) -> pl.DataFrame:
+    """Operator rows -> stmt_id, plan: the text ``tidb_decode_plan()`` shows (without its padding)."""
+    indent = pl.when(pl.col("depth") > 0).then(
+        pl.concat_str(pl.lit("  ").repeat_by((pl.col("depth") - 1).clip(0)).list.join(""), pl.lit("└─"))
+    ).otherwise(pl.lit(""))
+    line = pl.concat_str(pl.lit("\t"), indent, pl.col("op_id"), pl.lit("\t"), pl.col("task"), pl.lit("\t"), pl.col("rest"))
+    headers = {n: "\t" + "\t".join(PLAN_HEADER[:n]) for n in range(1, len(PLAN_HEADER) + 1)}
+    return rows.group_by("stmt_id", maintain_order=True).agg(
+        header=pl.col("width").first().clip(1, len(PLAN_HEADER)).replace_strict(headers, default=None, return_dtype=pl.String),
+        body=line.fill_null("").str.join("\n"),
+    ).select("stmt_id", plan=pl.concat_str("header", pl.lit("\n"), "body"))
+
+
+def text_plan_rows(plans: pl.DataFrame) -> pl.DataFrame:
+    """Decoded plan texts (``stmt_id``, ``plan``) as TiDB's SLOW_QUERY table and the dashboard show them
+    (tab-separated, a header row, ids indented with ``└─``/``├─``/``│``) -> operator rows."""
+    rows = (
+        plans.select("stmt_id", pl.col("plan").str.split("\n").alias("row"))
+        .explode("row")
+        .with_columns(pl.col("row").str.strip_chars_end("\r").str.strip_prefix("\t").str.split("\t").alias("f"))
+    )
+    field = lambda i: pl.col("f").list.get(i, null_on_oob=True).str.strip_chars(" ")  # noqa: E731
+    id_cell = pl.col("f").list.get(0, null_on_oob=True)
+    prefix = id_cell.str.extract(r"^([ │├└─]*)", 1)
+    rows = rows.with_columns(
+        depth=(prefix.str.len_chars() // 2).cast(pl.Int32),
+        op_id=id_cell.str.strip_chars_start(" │├└─").str.strip_chars_end(" "),
+    ).filter(pl.col("op_id").is_not_null() & (pl.col("op_id") != "") & (pl.col("op_id") != "id"))
+    return rows.select(
+        "stmt_id", "depth", "op_id",
+        task=field(1), est_rows=field(2), operator_info=field(3), act_rows=field(4), exec_info=field(5),
+    )
+
+
+def plan_tables(rows: pl.DataFrame, source: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Operator rows -> (plan_node table, per statement: stmt_id, plan_signature, full_scan)."""
+    info = pl.col("operator_info").fill_null("")
+    nodes = rows.with_columns(
+        node_id=pl.int_range(pl.len(), dtype=pl.Int32).over("stmt_id"),
+        node_type=pl.col("op_id").str.replace(r"_\d+(?:\(.*\))?$", ""),
+        relation=info.str.extract(r"^table:([^\s,]+)", 1),
+        index_name=info.str.extract(r"^table:[^\s,]+.*?, (?:clustered )?index:([^\s,(]+)", 1),
+    )
+    nodes = nodes.with_columns(
+        est_rows=pl.col("est_rows").str.strip_chars().cast(pl.Float64, strict=False),
+        actual_rows=pl.col("act_rows").str.strip_chars().cast(pl.Float64, strict=False),
+        loops=pl.col("exec_info").str.extract(r"(?:^|[\s,{])loops:(\d+)", 1).cast(pl.Float64, strict=False),
+        filter=pl.when(pl.col("node_type") == "Selection").then(pl.col("operator_info")),
+        source=pl.lit(source),
+    )
+    access = pl.when(pl.col("index_name").is_not_null()).then(
+        pl.concat_str(pl.col("relation"), pl.lit("."), pl.col("index_name"))
+    ).otherwise(pl.col("relation"))
+    piece = pl.when(access.is_not_null()).then(
+        pl.concat_str(pl.col("node_type"), pl.lit("("), access, pl.lit(")"))
+    ).otherwise(pl.col("node_type"))
+    full = (pl.col("node_type") == "TableFullScan") | (
+        (pl.col("node_type") == "TableScan") & info.str.contains("range:[-inf,+inf]", literal=True)
+    )
+    per_statement = nodes.group_by("stmt_id", maintain_order=True).agg(
+        plan_signature=piece.str.join(">"),
+        full_scan=full.any(),
+    )
+    return T.conform(T.PLAN_NODE, nodes), per_statement
+
+
+# ---- small expression helpers -----------------------------------------------------------------
+
+
+def to_bool(expr: pl.Expr) -> pl.Expr:
+    """``true``/``false``/``1``/``0`` (any case) -> Boolean; anything else -> null."""
+    low = expr.str.strip_chars().str.to_lowercase()
+    return pl.when(low.is_in(["true", "1"])).then(True).when(low.is_in(["false", "0"])).then(False).otherwise(None)
+
+
+def parse_times(raw: pl.Expr, tz: str) -> tuple[pl.Expr, pl.Expr]:
+    """Text times (RFC 3339, the old TiDB layout, or zone-less) -> (UTC Datetime(us), zoned flag).
+
+    Zone-less times are read in ``tz``; an offset is applied exactly (no DST lookup).
+    """
+    parts = raw.str.extract_groups(TIME_RE)
+    naive = pl.concat_str(parts.struct.field("date"), pl.lit(" "), parts.struct.field("clock")).str.to_datetime(
+        "%Y-%m-%d %H:%M:%S", time_unit="us", strict=False
+    )
+    micros = parts.struct.field("frac").str.pad_end(9, "0").str.slice(0, 6).cast(pl.Int64, strict=False).fill_null(0)
+    naive = naive + pl.duration(microseconds=micros)
+    zone = parts.struct.field("zone")
+    digits = zone.str.replace(":", "", literal=True)
+    offset_s = pl.when(zone == "Z").then(0).otherwise(
+        digits.str.slice(1, 2).cast(pl.Int64, strict=False) * 3600 + digits.str.slice(3, 2).cast(pl.Int64, strict=False) * 60
+    ) * pl.when(digits.str.starts_with("-")).then(-1).otherwise(1)
+    zoned_utc = (naive - pl.duration(seconds=offset_s)).dt.replace_time_zone("UTC")
+    utc = pl.when(zone.is_not_null()).then(zoned_utc).otherwise(local_to_utc(naive, tz))
+    return utc, zone.is_not_null()
+
+
+def start_from_end(end: pl.Expr, query_time_s: pl.Expr) -> pl.Expr:
+    return end - pl.duration(microseconds=(query_time_s * 1e6).round(0).cast(pl.Int64, strict=False))
+
+
+def null_if_zero_txn(expr: pl.Expr) -> pl.Expr:
+    text = expr.cast(pl.String).str.strip_chars()
+    return pl.when(text.is_in(["", "0"])).then(None).otherwise(text)
+
+
+# ---- the slow log ---------------------------------------------------------------------------------
+
+
+def _chunks(text: str) -> list[str]:
+    """Cut ``text`` into pieces of about CHUNK_CHARS that each start at an entry start."""
+    pieces, start = [], 0
+    while len(text) - start > CHUNK_CHARS:
+        cut = text.find("\n" + START_PREFIX, start + CHUNK_CHARS)
+        if cut < 0:
+            break
+        pieces.append(text[start : cut + 1])
+        start = cut + 1
+    pieces.append(text[start:])
+    return pieces
+
+
+def _lines(chunk: str, first_line: int) -> pl.DataFrame:
+    """One row per line: number, text, entry number (0 = before the first entry), line kind."""
+    text = pl.col("t").str.split("\n").explode()
+    lines = pl.DataFrame({"t": [chunk]}, schema={"t": pl.String}).select(
+        (text.str.strip_suffix("\r") if "\r" in chunk else text).alias("text")
+    )
+    lines = lines.with_row_index("line", offset=first_line).with_columns(pl.col("line").cast(pl.Int64))
+    is_header = pl.col("text").str.starts_with("# ")
+    is_start = pl.col("text").str.starts_with(START_PREFIX)
+    # SQL starts at the first non-# line of an entry; anything after it (even "# ...") is SQL.
+    # Entries are contiguous, so "a text line since the entry began" is a running count compared
+    # with its value at the entry's first line (cheaper than a window per entry).
+    lines = lines.with_columns(
+        rec=is_start.cum_sum().cast(pl.Int64),
+        texts_so_far=(~is_header & (pl.col("text").str.strip_chars() != "")).cum_sum(),
+    )
+    at_entry_start = pl.when(is_start).then(pl.col("texts_so_far")).forward_fill().fill_null(0)
+    sql_started = pl.col("texts_so_far") > at_entry_start
+    return lines.with_columns(body=sql_started, header=is_header & ~sql_started).drop("texts_so_far")
+
+
+def _header_fields(lines: pl.DataFrame) -> pl.DataFrame:
+    """Per entry: ``line`` of its ``# Time:`` and the raw text of every field the statement needs."""
+    wanted = {**WHOLE_LINE_FIELDS, **PAIR_FIELDS}
+    head = lines.filter(pl.col("header") & (pl.col("rec") > 0)).select(
+        "rec", "text", key=pl.col("text").str.extract(r"^# ([A-Za-z0-9_@.]+):", 1)
+    )
+    # slicing after "# Key:" is much faster than a (.*) capture on long plan lines
+    value = pl.col("text").str.slice(pl.col("key").str.len_chars() + 3).str.strip_prefix(" ")
+    first_pairs = head.filter(pl.col("key").is_in(list(wanted.values()))).select(
+        "rec", "key",
+        value=pl.when(pl.col("key").is_in(FREE_TEXT_KEYS)).then(value).otherwise(value.str.extract(r"^(\S*)", 1)),
+    )
+    # Only lines with a second ``Key: value`` are searched again (Process_time, Cop_*, Rewrite_time...).
+    later_pairs = (
+        head.filter(pl.col("key").is_not_null() & ~pl.col("key").is_in(FREE_TEXT_KEYS))
+        .with_columns(value=value)
+        .filter(pl.col("value").str.contains(": ", literal=True))
+        .select("rec", pair=pl.col("value").str.extract_all(r"\s[A-Za-z_]+: \S*"))
+        .explode("pair")
+        .select("rec", pl.col("pair").str.extract_groups(r"^\s(?P<key>[A-Za-z_]+): (?P<value>\S*)$"))
+        .unnest("pair")
+        .filter(pl.col("key").is_in(list(wanted.values())))
+    )
+    values = pl.concat([first_pairs, later_pairs]).group_by("rec", "key").agg(pl.col("value").first())
+    entries = lines.filter(pl.col("text").str.starts_with(START_PREFIX)).select("rec", "line")
+    wide = entries.join(
+        values.pivot(on="key", index="rec", values="value") if values.height else values.select("rec"),
+        on="rec", how="left",
+    )
+    return wide.select(
+        "rec", "line",
+        *[(pl.col(key) if key in wide.columns else pl.lit(None, pl.String)).alias(col) for col, key in wanted.items()],
+    )
+
+
+def _sql_text(lines: pl.DataFrame) -> pl.DataFrame:
+    """Per entry: the SQL (leading ``use db;`` lines dropped) and the db of the last ``use``."""
+    body = lines.filter(pl.col("body") & (pl.col("rec") > 0)).with_columns(
+        use_db=pl.col("text").str.extract(USE_LINE_RE, 1)
+    )
+    sql_line = pl.col("use_db").is_null() & (pl.col("text").str.strip_chars() != "")
+    before_sql = sql_line.cum_sum().over("rec") == 0
+    has_sql = sql_line.any().over("rec")
+    body = body.with_columns(drop=before_sql & has_sql & pl.col("use_db").is_not_null())
+    return body.group_by("rec", maintain_order=True).agg(
+        sql=pl.col("text").filter(~pl.col("drop")).str.join("\n").str.strip_chars(),
+        use_db=pl.col("use_db").filter(pl.col("drop")).last(),
+    )
+
+
+def _preamble_warnings(lines: pl.DataFrame) -> list[ParseWarning]:
+    junk = lines.filter((pl.col("rec") == 0) & (pl.col("text").str.strip_chars() != ""))
+    if junk.is_empty():
+        return []
+    first = junk.row(0, named=True)
+    return [ParseWarning(first["line"], f"{junk.height} line(s) before the first '# Time:' entry skipped")]
+
+
+def _statements(fields: pl.DataFrame, sql: pl.DataFrame, tz: str) -> pl.DataFrame:
+    df = fields.join(sql, on="rec", how="left")
+    # "# DB:" with nothing after it means no value
+    df = df.with_columns(pl.when(pl.col(c).str.strip_chars() != "").then(pl.col(c)).alias(c) for c in (*WHOLE_LINE_FIELDS, *PAIR_FIELDS))
+    end_ts, zoned = parse_times(pl.col("time_raw"), tz)
+    num = lambda c: pl.col(c).cast(pl.Float64, strict=False)  # noqa: E731
+    count = lambda c: pl.col(c).cast(pl.Int64, strict=False)  # noqa: E731
+    user_host = pl.col("user_host").str.extract_groups(r"^\s*(?P<u>[^\[@]*?)\s*(?:\[[^\]]*\])?\s*@\s*(?P<h>[^\[]*?)\s*(?:\[(?P<ip>[^\]]*)\])?\s*$")
+    user_at = pl.col("user_at").str.extract_groups(r"^\s*(?P<u>[^@]*)@(?P<h>.*?)\s*$")
+    host = pl.when(user_host.struct.field("h") != "").then(user_host.struct.field("h")).otherwise(user_host.struct.field("ip"))
+    return df.with_columns(
+        end_ts=end_ts,
+        zoned=zoned,
+        query_time_s=num("query_time_raw"),
+        lock_time_s=pl.coalesce(num("lock_keys_raw"), num("lock_keys2_raw")),
+        process_time_s=num("process_time_raw"),
+        wait_time_s=num("wait_time_raw"),
+        backoff_time_s=num("backoff_time_raw"),
+        rows_examined=pl.coalesce(count("process_keys_raw"), count("total_keys_raw")),
+        rows_sent=count("result_rows_raw"),
+        mem_max_bytes=count("mem_max_raw"),
+        user=pl.coalesce(user_host.struct.field("u"), user_at.struct.field("u")),
+        client_host=pl.coalesce(host, user_at.struct.field("h")),
+        db=pl.coalesce(pl.col("db"), pl.col("use_db")),
+        txn_id=null_if_zero_txn(pl.col("txn_raw")),
+        prepared=to_bool(pl.col("prepared_raw")),
+        plan_from_cache=to_bool(pl.col("plan_from_cache_raw")),
+        is_internal=to_bool(pl.col("is_internal_raw")),
+        success=to_bool(pl.col("succ_raw")),
+        stats_info=pl.col("stats_info").str.strip_chars(),
+        index_names=pl.col("index_names").str.strip_chars(),
+        engine=pl.lit("tidb"),
+    ).with_columns(start_ts=start_from_end(pl.col("end_ts"), pl.col("query_time_s")))
+
+
+def row_warnings(frame: pl.DataFrame, reason) -> list[ParseWarning]:
+    """One warning per row of (line, value), made by ``reason(value)``, for the first MAX_WARNINGS
+    rows; the other rows become HIDDEN placeholders that cap() counts without showing, so a file
+    whose every entry has the same fault costs no per-row Python."""
+    shown = [ParseWarning(line, reason(value)) for line, value in frame.head(MAX_WARNINGS).iter_rows()]
+    return shown + [HIDDEN] * (frame.height - len(shown))
+
+
+def cap(warnings: list[ParseWarning]) -> list[ParseWarning]:
+    """At most MAX_WARNINGS in line order, then one saying how many more there were."""
+    real = sorted((w for w in warnings if w is not HIDDEN), key=lambda w: (w.line is None, w.line or 0))
+    rest = len(warnings) - min(len(real), MAX_WARNINGS)
+    return real[:MAX_WARNINGS] + ([ParseWarning(None, f"{rest} more warnings not shown")] if rest else [])
+
+
+def _entry_warnings(st: pl.DataFrame) -> list[ParseWarning]:
+    no_time = st.filter(pl.col("end_ts").is_null()).select("line", "time_raw")
+    bad_qt = st.filter(pl.col("query_time_s").is_null()).select("line", "query_time_raw")
+    no_sql = st.filter(pl.col("sql").is_null() | (pl.col("sql") == "")).select("line", "sql")
+    return (
+        row_warnings(no_time, lambda v: f"unreadable time {str(v)[:40]!r}; entry kept without times")
+        + row_warnings(bad_qt, lambda v: f"{'no Query_time' if v is None else f'unreadable Query_time {v[:30]!r}'}; entry kept")
+        + row_warnings(no_sql, lambda _: "entry has no SQL text (file cut short?); kept without sql")
+    )
+
+
+def _plans(st: pl.DataFrame, source: str) -> tuple[pl.DataFrame, pl.DataFrame, list[ParseWarning], list[str]]:
+    """Decode the entries' plans: (plan_node rows, per-statement plan columns, warnings, notes)."""
+    with_plan = st.filter(pl.col("plan_raw").is_not_null()).select(
+        "stmt_id", "line", "plan_raw", pl.col("plan_raw").str.extract(PLAN_PAYLOAD_RE, 1).alias("payload"),
+        legacy_hint=pl.col("plan_digest").is_null(),
+    )
+    with_plan = with_plan.with_columns(
+        pl.select(decode_plan_payloads(with_plan["payload"])).to_series(),
+        discarded=pl.col("payload") == PLAN_DISCARDED,
+    )
+    failed = with_plan.filter(pl.col("encoded").is_null() & ~pl.col("discarded").fill_null(False))
+    warnings = row_warnings(
+        failed.select("line", "plan_raw"),
+        lambda raw: f"plan not decodable ({str(raw)[:40]!r}...); kept encoded, Plan_digest identifies it",
+    )
+    notes = []
+    discarded = with_plan["discarded"].fill_null(False).sum()
+    if discarded:
+        notes.append(f"{discarded} plan(s) logged as [discard] by TiDB (over its plan size limit)")
+    binary_only = st.filter(pl.col("plan_raw").is_null() & pl.col("binary_plan_raw").is_not_null()).height
+    if binary_only:
+        notes.append(f"{binary_only} entr(ies) carry only a Binary_plan (protobuf), not decoded; kept encoded in plan")
+    rows = encoded_plan_rows(with_plan.filter(pl.col("encoded").is_not_null()))
+    nodes, shape = plan_tables(rows, source)
+    per_statement = render_plans(rows).join(shape, on="stmt_id", how="left")
+    return nodes, per_statement, warnings, notes
+
+
+def _parse_chunk(chunk: str, first_line: int, tz: str) -> tuple[pl.DataFrame, list[ParseWarning]]:
+    lines = _lines(chunk, first_line)
+    warnings = _preamble_warnings(lines)
+    fields = _header_fields(lines)
+    return _statements(fields, _sql_text(lines), tz), warnings
+
+
+def parse(text: str, ctx: ParseContext) -> ParseResult:
+    tz, tz_warning = check_tz(ctx.tz)
+    warnings = [tz_warning] if tz_warning else []
+    parts, first_line = [], 1
+    for chunk in _chunks(text.lstrip("\ufeff")):
+        statements, chunk_warnings = _parse_chunk(chunk, first_line, tz)
+        parts.append(statements)
+        warnings += chunk_warnings
+        first_line += chunk.count("\n")
+    st = pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame()
+    if st.is_empty():
+        raise ParseError("no TiDB slow log entry ('# Time:' line followed by '# ...' fields) found")
+    st = st.with_row_index("stmt_id").with_columns(pl.col("stmt_id").cast(pl.Int64), source=pl.lit(ctx.source))
+    warnings += _entry_warnings(st)
+    nodes, plan_cols, plan_warnings, notes = _plans(st, ctx.source)
+    warnings += plan_warnings
+    st = st.join(plan_cols, on="stmt_id", how="left").with_columns(
+        plan=pl.coalesce(pl.col("plan"), pl.col("plan_raw"), pl.col("binary_plan_raw"))
+    ).sort("stmt_id")
+    if st.filter(pl.col("end_ts").is_not_null() & ~pl.col("zoned")).height:
+        notes.append(zone_note(tz))
+    statement = T.conform(T.STATEMENT, st)
+    return ParseResult(
+        tables={T.STATEMENT: statement, T.PLAN_NODE: nodes},
+        records=statement.height,
+        warnings=cap(warnings),
+        notes=notes,
+        time_range=_time_range(statement),
+    )
+
+
+def _time_range(statement: pl.DataFrame) -> tuple[object, object] | None:
+    start, end = statement["start_ts"].min(), statement["end_ts"].max()
+    return (start, end) if start is not None and end is not None else None
+
+
+def detect(head: str, name: str) -> float:
+    markers = {m.group(1) for m in DETECT_MARKER_RE.finditer(head)}
+    timed = DETECT_TIME_RE.search(head) is not None
+    tidb_only = markers & {"Txn_start_ts", "Conn_ID", "Digest", "Plan_digest", "Is_internal", "Num_cop_tasks",
+                           "Cop_proc_avg", "Cop_wait_avg", "Index_names", "Index_ids", "Succ", "Plan", "Binary_plan",
+                           "Wait_TS", "KV_total", "Plan_from_cache", "Mem_max", "Stats"}
+    if timed and len(tidb_only) >= 2:
+        return 0.95
+    if timed and tidb_only:
+        return 0.8
+    if len(tidb_only) >= 3:  # a head that starts inside an entry
+        return 0.7
+    if timed and "tidb" in name.lower():
+        return 0.6
+    return 0.0
+
+
+SPEC = ParserSpec(
+    kind="tidb-slowlog",
+    description="TiDB slow query log (v3-v8): statements with their decoded plans",
+    detect=detect,
+    parse=parse,
+)

@@ -1,0 +1,433 @@
+"""Statements that read whole tables and cost real database time.
+
+What it detects:
+    SQL fingerprints whose executions scanned entire tables — the slow log's ``Full_scan: Yes``
+    (Percona, or the TiDB parser when the plan has a ``TableFullScan``), a full-scan node in the
+    logged plan (TiDB ``TableFullScan``, PostgreSQL ``Seq Scan``, MariaDB explain access type
+    ``ALL``), or far more rows examined than returned — and that add up to a large share of all
+    statement time.
+
+Why it matters:
+    A full scan reads every row to find a few: its cost grows with the table, not with the
+    answer. A statement that was fast on a small table becomes the server's main load as the
+    table grows, burns CPU and I/O (on TiDB, coprocessor time on every TiKV), evicts useful pages
+    from the buffer pool and, in a transaction, holds locks longer. An index on the columns the
+    statement filters on usually turns the scan into a few lookups.
+
+How it is detected:
+    Input: ``statement`` rows (fingerprinted), and ``plan_node`` when plans were logged.
+    An execution counts as a full scan when any of:
+    - a plan node of a full-scan type (TiDB ``TableFullScan``, PostgreSQL ``Seq Scan``, MariaDB
+      ``ALL``) read at least MIN_SCANNED_ROWS = 10,000 rows (PostgreSQL: (actual rows + rows
+      removed by filter) x loops, as both are per loop; TiDB: actRows, already a total; MariaDB:
+      r_rows x loops, else the estimate), or read an unknown number of rows;
+    - the log's full-scan flag is set, unless the plan shows that every full scan in it read
+      fewer than MIN_SCANNED_ROWS rows (a scan of a small lookup table);
+    - no plan was logged for it, and rows examined >= MIN_SCANNED_ROWS and >=
+      EXAMINED_PER_RETURNED = 100 x the rows returned (rows sent + rows affected, at least 1).
+      This also catches aggregates over a large range and scans of a large index; the evidence
+      says which signal applied.
+    Per fingerprint, the scanning executions must total at least MIN_TOTAL_S = 1 s and at least
+    MIN_SHARE_PCT = 5% of all statement time. One finding per fingerprint, at most
+    MAX_FINDINGS = 5 (heaviest first); critical from CRITICAL_SHARE_PCT = 25% of statement time.
+    The index suggested is built from the columns compared in the WHERE clause (``=``/``IN``
+    first, then one range column, at most MAX_INDEX_COLUMNS = 4). A slow log does not list the
+    indexes a table has: an index may exist and not be chosen (see stale-statistics).
+
+Remediation:
+    Add an index on the filtered columns (equality columns first, then the range column):
+    TiDB/MySQL/MariaDB ``ALTER TABLE t ADD INDEX idx_t_a_b (a, b);``, PostgreSQL
+    ``CREATE INDEX CONCURRENTLY idx_t_a_b ON t (a, b);``. First check what exists
+    (``SHOW INDEX FROM t`` / ``\\d t``) and the plan (``EXPLAIN ANALYZE``); if a fitting index
+    exists but is not used, look at statistics and at functions or type casts on the column.
+    If the statement really needs every row (report, export), move it to a replica or off-peak.
+
+References:
+    MySQL 8.0 manual "How MySQL Uses Indexes", "EXPLAIN Output Format" (type ALL); MariaDB KB
+    "ANALYZE Statement" (r_rows); TiDB docs "Explain Statements That Use Indexes", "Understand the
+    Query Execution Plan" (TableFullScan); PostgreSQL manual "Using EXPLAIN", "CREATE INDEX"
+    (CONCURRENTLY); pt-query-digest (Rows_examined vs Rows_sent).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from dbdiag import sqlnorm
+from dbdiag import tables as t
+from dbdiag.derive.sql import DIALECT_OF_ENGINE
+from dbdiag.findings import Evidence, Finding, Severity
+from dbdiag.rules.base import Rule, RuleInput, Verdict
+from dbdiag.rules.sql.common import db_time_s, plan_nodes_of, seconds, short_plan, short_sql, statements
+
+RULE_ID = "full-table-scan"
+
+MIN_SCANNED_ROWS = 10_000
+EXAMINED_PER_RETURNED = 100.0
+MIN_TOTAL_S = 1.0
+MIN_SHARE_PCT = 5.0
+CRITICAL_SHARE_PCT = 25.0
+MAX_FINDINGS = 5
+MAX_INDEX_COLUMNS = 4
+MAX_IDENTIFIER_CHARS = 63  # PostgreSQL's limit; MySQL/TiDB allow 64
+
+FULL_SCAN_NODE_TYPES = ("TableFullScan", "Seq Scan", "ALL")
+MYSQL_FAMILY = ("mysql", "mariadb", "percona")
+SQLGLOT_DIALECT = {"mysql": "mysql", "tidb": "mysql", "postgresql": "postgres"}
+
+
+# ---- shared with the other SQL rules of this package (full scans, WHERE columns, index DDL) ----
+
+
+def sqlnorm_dialect(engine: str | None) -> str:
+    return DIALECT_OF_ENGINE.get(engine or "", "mysql")
+
+
+def parse_sql(sql: str | None, engine: str | None) -> exp.Expression | None:
+    """The statement's syntax tree (sample SQL, literals replaced), or None when sqlglot cannot read it."""
+    if not sql:
+        return None
+    try:
+        return sqlglot.parse_one(sql, read=SQLGLOT_DIALECT[sqlnorm_dialect(engine)])
+    except SqlglotError:
+        return None
+
+
+def table_aliases(tree: exp.Expression) -> dict[str, str]:
+    """alias or name (lower case) -> table name, for every table the statement reads."""
+    aliases: dict[str, str] = {}
+    for table in tree.find_all(exp.Table):
+        if table.name:
+            aliases[table.alias_or_name.lower()] = table.name
+            aliases.setdefault(table.name.lower(), table.name)
+    return aliases
+
+
+def column_table(column: exp.Column, aliases: dict[str, str]) -> str | None:
+    """The table a column belongs to: its qualifier resolved, else the only table of the statement."""
+    if column.table:
+        return aliases.get(column.table.lower(), column.table)
+    names = set(aliases.values())
+    return next(iter(names)) if len(names) == 1 else None
+
+
+def full_scan_executions(inp: RuleInput, frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` plus scan_by_plan / scan_by_flag / scan_by_rows and the biggest full-scan node's table, type and rows."""
+    per_statement = _full_scan_nodes(inp, frame)
+    returned = (pl.col("rows_sent").fill_null(0) + pl.col("rows_affected").fill_null(0)).clip(lower_bound=1)
+    examined = pl.col("rows_examined").fill_null(0)
+    if per_statement is None:
+        joined = frame.with_columns(
+            pl.lit(False).alias("scan_by_plan"),
+            pl.lit(False).alias("small_scans_only"),
+            pl.lit(None, dtype=pl.String).alias("scan_table"),
+            pl.lit(None, dtype=pl.String).alias("scan_node"),
+            pl.lit(None, dtype=pl.Float64).alias("scan_rows"),
+        )
+    else:
+        joined = frame.join(per_statement, on=["source", "stmt_id"], how="left")
+    joined = joined.join(_planned(inp), on=["source", "stmt_id"], how="left")
+    # A logged plan shows the access paths: the examined/returned ratio only stands in without one.
+    unplanned = ~pl.col("has_plan").fill_null(False)
+    return joined.with_columns(
+        pl.col("scan_by_plan").fill_null(False),
+        (pl.col("full_scan").fill_null(False) & ~pl.col("small_scans_only").fill_null(False)).alias("scan_by_flag"),
+        (unplanned & (examined >= MIN_SCANNED_ROWS) & (examined >= EXAMINED_PER_RETURNED * returned)).alias("scan_by_rows"),
+    ).drop("small_scans_only", "has_plan")
+
+
+def _planned(inp: RuleInput) -> pl.DataFrame:
+    nodes = inp.table(t.PLAN_NODE)
+    if nodes is None:
+        return pl.DataFrame(schema={"source": pl.String, "stmt_id": pl.Int64, "has_plan": pl.Boolean})
+    return nodes.select("source", "stmt_id").unique().with_columns(pl.lit(True).alias("has_plan"))
+
+
+def _full_scan_nodes(inp: RuleInput, frame: pl.DataFrame) -> pl.DataFrame | None:
+    """Per statement with full-scan plan nodes: whether one is big, and the biggest one."""
+    nodes = inp.table(t.PLAN_NODE)
+    if nodes is None:
+        return None
+    keyed = nodes.filter(pl.col("node_type").is_in(FULL_SCAN_NODE_TYPES)).join(
+        frame.select("source", "stmt_id", "engine"), on=["source", "stmt_id"], how="inner"
+    )
+    if keyed.height == 0:
+        return None
+    read = pl.coalesce(pl.col("actual_rows"), pl.col("est_rows"))
+    loops = pl.col("loops").fill_null(1.0)
+    rows_read = (
+        pl.when(pl.col("engine") == "tidb").then(read)  # TiDB's actRows is already a total
+        .when(pl.col("engine") == "postgresql").then((read + pl.col("rows_removed_by_filter").fill_null(0.0)) * loops)
+        .otherwise(read * loops)  # MariaDB r_rows is read before the attached condition, per loop
+    )
+    keyed = keyed.with_columns(rows_read.alias("rows_read"))
+    big = pl.col("rows_read").is_null() | (pl.col("rows_read") >= MIN_SCANNED_ROWS)
+    return (
+        keyed.sort("rows_read", descending=True, nulls_last=True)
+        .group_by("source", "stmt_id")
+        .agg(
+            big.any().alias("scan_by_plan"),
+            (~big).all().alias("small_scans_only"),
+            pl.col("relation").first().alias("scan_table"),
+            pl.col("node_type").first().alias("scan_node"),
+            pl.col("rows_read").first().alias("scan_rows"),
+        )
+    )
+
+
+def known_sum(column: str) -> pl.Expr:
+    """Sum of a count column, null (not 0) when the log never gave it."""
+    return pl.when(pl.col(column).is_not_null().any()).then(pl.col(column).sum()).alias(column)
+
+
+@dataclass(frozen=True)
+class IndexSuggestion:
+    table: str
+    equality: tuple[str, ...]
+    range_column: str | None
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.equality + ((self.range_column,) if self.range_column else ())
+
+
+def where_predicates(tree: exp.Expression) -> dict[tuple[str | None, str], str]:
+    """(table, column), lower case, -> "eq" or "range" for the top-level AND terms of the first WHERE; OR terms are left out."""
+    where = tree.find(exp.Where)
+    if where is None:
+        return {}
+    aliases = table_aliases(tree)
+    condition = where.this.unnest()
+    terms = condition.flatten() if isinstance(condition, exp.And) else [condition]
+    kinds: dict[tuple[str | None, str], str] = {}
+    for term in terms:
+        term = term.unnest()
+        if isinstance(term, (exp.EQ, exp.In, exp.NullSafeEQ)):
+            kind = "eq"
+        elif isinstance(term, (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between)):
+            kind = "range"
+        else:
+            continue
+        for side in (term.this, term.args.get("expression")):
+            if isinstance(side, exp.Column) and side.name:
+                owner = column_table(side, aliases)
+                key = (owner.lower() if owner else None, side.name.lower())
+                if kinds.get(key) != "eq":
+                    kinds[key] = kind
+    return kinds
+
+
+def suggest_index(sql: str | None, engine: str | None, table: str | None) -> IndexSuggestion | None:
+    """Columns of ``table`` (or of the statement's only table) compared in WHERE: equality first, then one range column."""
+    tree = parse_sql(sql, engine)
+    if tree is None:
+        return None
+    aliases = table_aliases(tree)
+    tables = set(aliases.values())
+    target = table or (next(iter(tables)) if len(tables) == 1 else None)
+    if target is None:
+        return None
+    bare_target = target.split(".")[-1].lower()
+    # where_columns gives the sargable columns with aliases resolved; where_predicates says which
+    # are top-level equality or range terms, in written order (a column only under OR cannot lead).
+    sargable = {
+        column.lower()
+        for owner, column in sqlnorm.where_columns(sql or "", sqlnorm_dialect(engine))
+        if owner is not None and aliases.get(owner.lower(), owner).lower() == bare_target
+    }
+    equality: list[str] = []
+    ranges: list[str] = []
+    for (owner, column), kind in where_predicates(tree).items():
+        if owner == bare_target and column in sargable:
+            (equality if kind == "eq" else ranges).append(column)
+    if not equality and not ranges:
+        return None
+    equality = equality[:MAX_INDEX_COLUMNS]
+    range_column = ranges[0] if ranges and len(equality) < MAX_INDEX_COLUMNS else None
+    return IndexSuggestion(table=target, equality=tuple(equality), range_column=range_column)
+
+
+def index_name(table: str, columns: tuple[str, ...]) -> str:
+    bare = table.split(".")[-1]
+    return f"idx_{bare}_{'_'.join(columns)}"[:MAX_IDENTIFIER_CHARS]
+
+
+def index_ddl(engine: str | None, table: str, columns: tuple[str, ...]) -> str:
+    name, column_list = index_name(table, columns), ", ".join(columns)
+    if engine == "postgresql":
+        return f"CREATE INDEX CONCURRENTLY {name} ON {table} ({column_list});"
+    return f"ALTER TABLE {table} ADD INDEX {name} ({column_list});"
+
+
+# ---- the rule ----------------------------------------------------------------------------------
+
+
+def check(inp: RuleInput) -> Verdict:
+    everything = statements(inp)
+    frame = everything.filter(pl.col("query_time_s").is_not_null())
+    total_s = db_time_s(everything) or 1.0
+    executions = full_scan_executions(inp, frame)
+    scans = executions.filter(pl.col("scan_by_plan") | pl.col("scan_by_flag") | pl.col("scan_by_rows"))
+    if scans.height == 0:
+        return Verdict(measured=f"no full scans among {frame.height:,} timed statement(s)")
+    calls = frame.group_by("fp_id").agg(pl.len().alias("all_calls"))
+    per_class = (
+        scans.group_by("fp_id")
+        .agg(
+            pl.len().alias("calls"),
+            pl.col("query_time_s").sum().alias("total_s"),
+            pl.col("query_time_s").mean().alias("avg_s"),
+            known_sum("rows_examined"),
+            known_sum("rows_sent"),
+            known_sum("rows_affected"),
+            pl.col("scan_by_plan").sum().alias("by_plan"),
+            pl.col("scan_by_flag").sum().alias("by_flag"),
+            pl.col("scan_by_rows").sum().alias("by_rows"),
+            pl.col("scan_table").drop_nulls().mode().sort().first().alias("table"),
+            pl.col("scan_rows").max().alias("max_scan_rows"),
+        )
+        .join(calls, on="fp_id", how="left")
+        .with_columns((100.0 * pl.col("total_s") / total_s).alias("share_pct"))
+        .sort("total_s", descending=True)
+    )
+    heavy = per_class.filter(pl.col("total_s") >= MIN_TOTAL_S, pl.col("share_pct") >= MIN_SHARE_PCT).head(MAX_FINDINGS)
+    top = per_class.row(0, named=True)
+    measured = (
+        f"{per_class.height} fingerprint(s) with full scans; heaviest {top['fp_id']}: {seconds(top['total_s'])}, "
+        f"{top['share_pct']:.1f}% of statement time (fires from {MIN_TOTAL_S:.0f} s and {MIN_SHARE_PCT:.0f}%)"
+    )
+    findings = [_finding(inp, scans, row) for row in heavy.iter_rows(named=True)]
+    return Verdict(findings=findings, measured=measured)
+
+
+def _finding(inp: RuleInput, scans: pl.DataFrame, row: dict) -> Finding:
+    runs = scans.filter(pl.col("fp_id") == row["fp_id"]).sort("query_time_s", descending=True)
+    worst = runs.row(0, named=True)
+    engine = worst["engine"]
+    table = row["table"] or _only_table(worst["sample_sql"], engine)
+    suggestion = suggest_index(worst["sample_sql"], engine, table)
+    table_text = table or (suggestion.table if suggestion else None)
+    returned = None if row["rows_sent"] is None and row["rows_affected"] is None else (row["rows_sent"] or 0) + (row["rows_affected"] or 0)
+    examined = row["rows_examined"]
+    per_returned = round(examined / max(returned or 0, 1), 1) if examined is not None else None
+    rows_text = (
+        f"{examined:,} rows examined for {returned:,} returned" if examined is not None and returned is not None
+        else "rows examined and returned are not in the log"
+    )
+    share = row["share_pct"]
+    return Finding(
+        rule=RULE_ID,
+        severity=Severity.CRITICAL if share >= CRITICAL_SHARE_PCT else Severity.WARNING,
+        title=(
+            f"Full table scan{f' of {table_text}' if table_text else ''} takes {share:.1f}% of database time "
+            f"({seconds(row['total_s'])} in {row['calls']:,} execution(s)); threshold {MIN_SHARE_PCT:.0f}% and {MIN_TOTAL_S:.0f} s"
+        ),
+        subject=f"fingerprint {row['fp_id']}",
+        impact={
+            "share_pct": round(share, 1),
+            "db_time_s": round(row["total_s"], 3),
+            "description": (
+                f"{row['calls']:,} of {row['all_calls']:,} execution(s) scanned whole tables, {seconds(row['total_s'])} in all, "
+                f"{seconds(row['avg_s'])} each on average; {rows_text}"
+            ),
+            "rows_examined": examined,
+            "rows_returned": returned,
+        },
+        evidence=(
+            Evidence(title="Statement (literals replaced)" if worst["sample_sql"] != worst["sql"] else "Statement", text=short_sql(worst["sample_sql"])),
+            Evidence(
+                title="Scanning executions",
+                columns=("calls", "of all calls", "total", "avg", "rows examined", "rows returned", "examined per returned row", "table"),
+                rows=((row["calls"], row["all_calls"], seconds(row["total_s"]), seconds(row["avg_s"]), examined, returned, per_returned, table_text),),
+            ),
+            Evidence(
+                title="How the scan shows in the log",
+                columns=("signal", "executions"),
+                rows=(
+                    (f"full-scan plan node reading >= {MIN_SCANNED_ROWS:,} rows (or an unknown number)", row["by_plan"]),
+                    ("full-scan flag of the log (Full_scan / TableFullScan)", row["by_flag"]),
+                    (f"no plan logged; rows examined >= {MIN_SCANNED_ROWS:,} and >= {EXAMINED_PER_RETURNED:.0f}x rows returned", row["by_rows"]),
+                ),
+            ),
+            *_plan_evidence(inp, worst),
+            Evidence(title="Index that would help", text=_suggestion_text(engine, suggestion, table_text)),
+        ),
+        remediation=_remediation(engine, suggestion, table_text),
+        sources=tuple(f"{r['source']}:{r['line']}" for r in runs.head(3).iter_rows(named=True)),
+    )
+
+
+def _only_table(sql: str | None, engine: str | None) -> str | None:
+    tree = parse_sql(sql, engine)
+    names = set(table_aliases(tree).values()) if tree is not None else set()
+    return next(iter(names)) if len(names) == 1 else None
+
+
+def _plan_evidence(inp: RuleInput, worst: dict) -> tuple[Evidence, ...]:
+    nodes = plan_nodes_of(inp, worst["source"], worst["stmt_id"]).filter(pl.col("node_type").is_in(FULL_SCAN_NODE_TYPES))
+    pieces = []
+    if nodes.height:
+        pieces.append(
+            Evidence(
+                title="Full-scan plan nodes of the slowest execution",
+                columns=("node", "table", "estimated rows", "actual rows", "loops", "removed by filter", "filter"),
+                rows=tuple(
+                    (n["node_type"], n["relation"], n["est_rows"], n["actual_rows"], n["loops"], n["rows_removed_by_filter"], n["filter"])
+                    for n in nodes.iter_rows(named=True)
+                ),
+            )
+        )
+    if worst["plan"]:
+        pieces.append(Evidence(title=f"Plan of the slowest execution ({seconds(worst['query_time_s'])})", text=short_plan(worst["plan"])))
+    return tuple(pieces)
+
+
+def _suggestion_text(engine: str | None, suggestion: IndexSuggestion | None, table: str | None) -> str:
+    if suggestion is None:
+        return (
+            f"No column of {table or 'the scanned table'} is compared with =, IN or a range at the top level of the WHERE "
+            "clause (no WHERE, functions on the column, or OR between columns — see or-without-index-merge): an index "
+            "cannot be derived from the statement alone."
+        )
+    parts = [f"equality: {', '.join(suggestion.equality)}" if suggestion.equality else "", f"range: {suggestion.range_column}" if suggestion.range_column else ""]
+    return "\n".join(
+        [
+            f"Columns of {suggestion.table} the WHERE clause filters on ({'; '.join(p for p in parts if p)}):",
+            f"  {index_ddl(engine, suggestion.table, suggestion.columns)}",
+            "The slow log does not list the table's indexes: check first whether one on these columns exists and is not chosen.",
+        ]
+    )
+
+
+def _remediation(engine: str | None, suggestion: IndexSuggestion | None, table: str | None) -> str:
+    table_text = (suggestion.table if suggestion else table) or "<table>"
+    show = f"\\d {table_text}" if engine == "postgresql" else f"SHOW INDEX FROM {table_text};"
+    explain = "EXPLAIN (ANALYZE, BUFFERS) <statement>;" if engine == "postgresql" else "EXPLAIN ANALYZE <statement>;"
+    lines = [f"1. See which indexes exist: {show}"]
+    if suggestion is not None:
+        lines.append("2. Add an index on the filtered columns (equality columns first, then the range column):")
+        lines.append(f"   {index_ddl(engine, suggestion.table, suggestion.columns)}")
+        if engine in MYSQL_FAMILY:
+            lines.append("   (InnoDB builds it online: add ', ALGORITHM=INPLACE, LOCK=NONE' to be sure it does not block writes)")
+    else:
+        lines.append("2. Give the statement a selective, indexable WHERE clause (no function or cast on the column), or an index on the expression it filters on.")
+    lines.append(f"3. Check the plan no longer scans the table: {explain}")
+    if engine == "tidb":
+        lines.append("   (TiDB: the plan should show IndexRangeScan / IndexLookUp instead of TableFullScan)")
+    lines.append("If an index on these columns already exists and is not chosen, refresh statistics (see stale-statistics); if the statement needs every row, run it on a replica or off-peak.")
+    return "\n".join(lines)
+
+
+RULE = Rule(
+    id=RULE_ID,
+    title="Statements scanning whole tables cost real database time",
+    area="sql",
+    requires=((t.STATEMENT,),),
+    check=check,
+    doc=__doc__ or "",
+)

@@ -1,0 +1,453 @@
+"""Optimizer statistics missing, outdated or wrong on tables that costly statements read.
+
+What it detects:
+    Tables whose statistics misled the optimizer for statements that cost real time:
+    - TiDB: the slow log's ``Stats:`` line says a table was planned with ``pseudo`` statistics
+      (none collected, or discarded as outdated), or its modify count since the last ANALYZE is
+      large against its row count (``t:<version>[<rows>;<modified>]``, TiDB 7.x);
+    - PostgreSQL (auto_explain with ANALYZE), MariaDB (``# explain:`` with ``r_rows``), TiDB
+      (``actRows``): a plan node that reads a table — a scan, or a table input of a join — whose
+      estimated rows are 100 times off the actual rows, or an index scan whose filter removed 100
+      times more rows than the planner expected the index to return.
+
+Why it matters:
+    The optimizer picks indexes, join order and join methods from row estimates. Estimates off
+    by orders of magnitude give plans that are orders of magnitude slower: a nested loop over
+    what was thought to be 10 rows and is 1,000,000, the wrong index for a status column whose
+    histogram was taken while a queue table was empty. Statistics go stale when a table changes
+    faster than (auto-)analyze runs, or when they were taken at an unrepresentative moment.
+
+How it is detected:
+    Inputs: ``statement`` rows (fingerprinted; TiDB ``stats_info``) and ``plan_node`` rows with
+    estimated and actual rows. Statements of the system schemas and TiDB internal statements are
+    left out.
+    - TiDB pseudo: a ``<table>:pseudo`` entry in ``Stats``.
+    - TiDB outdated: modified rows >= OUTDATED_MODIFY_RATIO = 0.8 x the table's rows (TiDB's own
+      ``tidb_pseudo_estimate_ratio`` default) and >= OUTDATED_MIN_MODIFIED_ROWS = 1,000.
+    - Misestimate: on a plan node that reads a table (a scan, a MariaDB table access, or the
+      direct input of a join), max(estimated, actual) / max(min(estimated, actual), 1) >=
+      MISESTIMATE_FACTOR = 100, the rows compared as the engine reports them (PostgreSQL and
+      MariaDB per loop, TiDB in total); nodes where both are below MIN_NODE_ROWS = 100 are
+      ignored (with estimates counted from 1 row, a node under 100 rows cannot be 100x off
+      anyway). For PostgreSQL index scans, rows removed by filter count too: (actual + removed)
+      against the estimate, with the same factor — the planner chose the index expecting few
+      rows, and its filter then threw most of them away. TiDB nodes below an IndexJoin or Apply
+      are not judged: there estRows counts per lookup while actRows is a total.
+    Per table, the statements showing any of these must total at least MIN_AFFECTED_S = 1 s and
+    at least MIN_AFFECTED_SHARE_PCT = 1% of all statement time. One finding per table, at most
+    MAX_FINDINGS = 5; critical from CRITICAL_SHARE_PCT = 25% of statement time. The time is that
+    of the statements that used the bad statistics, not time proven lost because of them.
+
+Remediation:
+    Collect statistics on representative data: TiDB ``ANALYZE TABLE t``, and ``LOCK STATS t``
+    when the table is a queue whose statistics go bad while it is empty; PostgreSQL ``ANALYZE t``
+    and, for skewed columns, ``ALTER TABLE t ALTER COLUMN c SET STATISTICS 1000``; MariaDB
+    ``ANALYZE TABLE t PERSISTENT FOR COLUMNS (c) INDEXES (i)`` with ``histogram_size``; MySQL
+    ``ANALYZE TABLE t UPDATE HISTOGRAM ON c``. Then make sure automatic analyze keeps up
+    (TiDB ``tidb_auto_analyze_ratio`` and time window, PostgreSQL
+    ``autovacuum_analyze_scale_factor``).
+
+References:
+    TiDB docs "Introduction to Statistics" (pseudo statistics, LOCK STATS, auto analyze),
+    "identify-slow-queries" (Stats field), system variable ``tidb_pseudo_estimate_ratio``;
+    PostgreSQL manual "Statistics Used by the Planner", "ANALYZE", "auto_explain"; MariaDB KB
+    "ANALYZE Statement", "Engine-Independent Table Statistics", "Histogram-Based Statistics";
+    MySQL 8.0 manual "Optimizer Statistics" (histograms).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from dbdiag import tables as t
+from dbdiag.findings import Evidence, Finding, Severity
+from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
+from dbdiag.rules.sql.common import db_time_s, seconds, short_sql, statements
+from dbdiag.rules.sql.full_table_scan import MYSQL_FAMILY, SQLGLOT_DIALECT, sqlnorm_dialect, suggest_index
+
+RULE_ID = "stale-statistics"
+
+OUTDATED_MODIFY_RATIO = 0.8
+OUTDATED_MIN_MODIFIED_ROWS = 1_000
+MISESTIMATE_FACTOR = 100.0
+MIN_NODE_ROWS = 100.0
+MIN_AFFECTED_S = 1.0
+MIN_AFFECTED_SHARE_PCT = 1.0
+CRITICAL_SHARE_PCT = 25.0
+MAX_FINDINGS = 5
+MAX_FINGERPRINTS_SHOWN = 5
+MAX_NODES_SHOWN = 8
+
+SYSTEM_SCHEMAS = ("information_schema", "performance_schema", "metrics_schema", "mysql", "pg_catalog", "sys")
+_SYSTEM_SQL = r"(?i)\b(?:" + "|".join(SYSTEM_SCHEMAS) + r")\s*\.|\bpg_catalog\b|\bpg_stat"
+_JOIN_NODE = r"(?i)join|nested loop|apply"
+TIDB_LOOKUP_JOINS = ("IndexJoin", "IndexHashJoin", "IndexMergeJoin", "Apply")
+_STATS_ITEM = r"^([^:\[\]]+):(pseudo|\d+)(?:\[(-?\d+);(-?\d+)\])?"
+
+
+def check(inp: RuleInput) -> Verdict:
+    everything = statements(inp)
+    total_s = db_time_s(everything) or 1.0
+    frame = _user_statements(everything)
+    stats = _stats_signals(frame)
+    misestimates = _misestimate_signals(inp, frame)
+    if stats is None and misestimates is None:
+        left_out = everything.height - frame.height
+        note = f" ({left_out:,} internal or system-schema statement(s) left out)" if left_out else ""
+        raise Skip(
+            f"no TiDB Stats line and no plan with both estimated and actual rows on user statements{note} "
+            "(PostgreSQL auto_explain.log_analyze, MariaDB log_slow_verbosity=explain, TiDB decoded plans)"
+        )
+    signals = pl.concat([s for s in (stats, misestimates) if s is not None], how="diagonal_relaxed")
+    if signals.height == 0:
+        return Verdict(measured=_measured_none(frame, stats, misestimates))
+    affected = (
+        signals.select("table", "source", "stmt_id").unique()
+        .join(frame.select("source", "stmt_id", "fp_id", "query_time_s", "engine"), on=["source", "stmt_id"], how="inner")
+    )
+    per_table = (
+        affected.group_by("table")
+        .agg(
+            pl.len().alias("statements"),
+            pl.col("query_time_s").fill_null(0.0).sum().alias("affected_s"),
+            pl.col("fp_id").n_unique().alias("fingerprints"),
+            pl.col("engine").drop_nulls().mode().sort().first().alias("engine"),
+        )
+        .with_columns((100.0 * pl.col("affected_s") / total_s).alias("share_pct"))
+        .sort("affected_s", descending=True)
+    )
+    top = per_table.row(0, named=True)
+    measured = (
+        f"{per_table.height} table(s) with pseudo/outdated statistics or 100x misestimates; heaviest {top['table']}: "
+        f"{top['statements']:,} statement(s), {seconds(top['affected_s'])}, {top['share_pct']:.1f}% of statement time "
+        f"(fires from {MIN_AFFECTED_S:.0f} s and {MIN_AFFECTED_SHARE_PCT:.0f}%)"
+    )
+    heavy = per_table.filter(pl.col("affected_s") >= MIN_AFFECTED_S, pl.col("share_pct") >= MIN_AFFECTED_SHARE_PCT).head(MAX_FINDINGS)
+    findings = [_finding(frame, signals, affected, row) for row in heavy.iter_rows(named=True)]
+    return Verdict(findings=findings, measured=measured)
+
+
+def _user_statements(frame: pl.DataFrame) -> pl.DataFrame:
+    system = pl.col("db").fill_null("").str.to_lowercase().is_in(SYSTEM_SCHEMAS) | pl.col("sample_sql").fill_null("").str.contains(_SYSTEM_SQL)
+    return frame.filter(~pl.col("is_internal").fill_null(False), ~system)
+
+
+def _measured_none(frame: pl.DataFrame, stats: pl.DataFrame | None, misestimates: pl.DataFrame | None) -> str:
+    parts = []
+    if stats is not None:
+        parts.append(f"{frame.filter(pl.col('stats_info').is_not_null()).height:,} statement(s) with TiDB Stats, no pseudo or outdated table")
+    if misestimates is not None:
+        parts.append(f"no table-reading plan node with estimates {MISESTIMATE_FACTOR:.0f}x off")
+    return "; ".join(parts)
+
+
+def _stats_signals(frame: pl.DataFrame) -> pl.DataFrame | None:
+    """TiDB ``Stats`` entries that are pseudo or outdated: table, source, stmt_id, kind, rows, modified."""
+    with_stats = frame.filter(pl.col("stats_info").fill_null("").str.strip_chars() != "")
+    if with_stats.height == 0:
+        return None
+    # Column/index load states in brackets hold commas too; those pieces do not match _STATS_ITEM.
+    items = (
+        with_stats.select("source", "stmt_id", pl.col("stats_info").str.split(",").alias("item"))
+        .explode("item")
+        .with_columns(pl.col("item").str.strip_chars().str.extract_groups(_STATS_ITEM).alias("parts"))
+        .unnest("parts")
+        .rename({"1": "table_raw", "2": "version", "3": "rows", "4": "modified"})
+        .filter(pl.col("table_raw").is_not_null())
+        .with_columns(
+            pl.col("table_raw").str.strip_chars().str.split(" ").list.first().alias("table"),
+            pl.col("rows").cast(pl.Int64, strict=False),
+            pl.col("modified").cast(pl.Int64, strict=False),
+        )
+    )
+    pseudo = pl.col("version") == "pseudo"
+    outdated = (
+        (pl.col("modified") >= OUTDATED_MIN_MODIFIED_ROWS)
+        & (pl.col("modified") >= OUTDATED_MODIFY_RATIO * pl.col("rows"))
+    ).fill_null(False)
+    return items.filter(pseudo | outdated).select(
+        "table",
+        "source",
+        "stmt_id",
+        pl.when(pseudo).then(pl.lit("pseudo")).otherwise(pl.lit("outdated")).alias("kind"),
+        "rows",
+        "modified",
+    )
+
+
+def _misestimate_signals(inp: RuleInput, frame: pl.DataFrame) -> pl.DataFrame | None:
+    """Plan nodes reading a table whose estimate is MISESTIMATE_FACTOR off; None when no node has both numbers."""
+    nodes = inp.table(t.PLAN_NODE)
+    if nodes is None:
+        return None
+    keyed = nodes.join(frame.select("source", "stmt_id", "engine"), on=["source", "stmt_id"], how="inner")
+    if keyed.filter(pl.col("est_rows").is_not_null(), pl.col("actual_rows").is_not_null()).height == 0:
+        return None
+    keyed = _under_tidb_lookup_join(_with_parent(keyed)).filter(
+        pl.col("est_rows").is_not_null(), pl.col("actual_rows").is_not_null(), ~pl.col("under_lookup_join")
+    )
+    est, act = pl.col("est_rows"), pl.col("actual_rows")
+    removed = pl.col("rows_removed_by_filter")
+    read_through_index = act + removed.fill_null(0.0)
+    is_scan = pl.col("node_type").str.contains("Scan")
+    is_index_scan = is_scan & pl.col("node_type").str.contains("(?i)index|bitmap heap")
+    reads_table = is_scan | pl.col("engine").is_in(MYSQL_FAMILY) | pl.col("parent_type").fill_null("").str.contains(_JOIN_NODE)
+    factor = pl.max_horizontal(est, act) / pl.max_horizontal(pl.min_horizontal(est, act), pl.lit(1.0))
+    filter_factor = read_through_index / pl.max_horizontal(est, pl.lit(1.0))
+    judged = keyed.with_columns(
+        factor.alias("factor"),
+        pl.when(is_index_scan & removed.is_not_null() & (pl.col("engine") == "postgresql")).then(filter_factor).alias("filter_factor"),
+        pl.coalesce(pl.col("relation"), pl.col("parent_relation")).alias("table"),
+    ).filter(pl.col("table").is_not_null(), reads_table)
+    big = pl.max_horizontal(est, act) >= MIN_NODE_ROWS
+    by_rows = big & (pl.col("factor") >= MISESTIMATE_FACTOR)
+    by_filter = (read_through_index >= MIN_NODE_ROWS) & (pl.col("filter_factor").fill_null(0.0) >= MISESTIMATE_FACTOR)
+    return judged.filter(by_rows | by_filter).select(
+        "table",
+        "source",
+        "stmt_id",
+        pl.when(by_rows).then(pl.lit("misestimate")).otherwise(pl.lit("filter")).alias("kind"),
+        "node_type",
+        "index_name",
+        "est_rows",
+        "actual_rows",
+        "loops",
+        "rows_removed_by_filter",
+        "filter",
+        pl.max_horizontal(pl.col("factor"), pl.col("filter_factor").fill_null(0.0)).alias("factor"),
+        "engine",
+    )
+
+
+def _with_parent(nodes: pl.DataFrame) -> pl.DataFrame:
+    """Each node's parent type and table: the nearest earlier node of the same plan one level up (plans are depth-first)."""
+    ordered = nodes.sort("node_id")
+    parents = ordered.select(
+        "source",
+        "stmt_id",
+        pl.col("node_id").alias("parent_id"),
+        (pl.col("depth") + 1).alias("depth"),
+        pl.col("node_type").alias("parent_type"),
+        pl.col("relation").alias("parent_relation"),
+    ).sort("parent_id")
+    return ordered.join_asof(
+        parents,
+        left_on="node_id",
+        right_on="parent_id",
+        by=["source", "stmt_id", "depth"],
+        strategy="backward",
+        check_sortedness=False,
+        coalesce=False,
+    ).drop("depth_right", strict=False)
+
+
+def _under_tidb_lookup_join(nodes: pl.DataFrame) -> pl.DataFrame:
+    """Flag TiDB nodes below an IndexJoin/Apply: there estRows counts per lookup while actRows is a total."""
+    flagged = (pl.col("engine") == "tidb") & pl.col("parent_type").is_in(TIDB_LOOKUP_JOINS).fill_null(False)
+    nodes = nodes.with_columns(flagged.alias("under_lookup_join"))
+    if not nodes["under_lookup_join"].any():
+        return nodes
+    keys = ["source", "stmt_id"]
+    for _ in range(int(nodes["depth"].max() or 0)):
+        inherited = nodes.select(*keys, pl.col("node_id").alias("parent_id"), pl.col("under_lookup_join").alias("parent_flag"))
+        nodes = nodes.join(inherited, on=[*keys, "parent_id"], how="left").with_columns(
+            (pl.col("under_lookup_join") | pl.col("parent_flag").fill_null(False)).alias("under_lookup_join")
+        ).drop("parent_flag")
+    return nodes
+
+
+def _finding(frame: pl.DataFrame, signals: pl.DataFrame, affected: pl.DataFrame, row: dict) -> Finding:
+    table, engine, share = row["table"], row["engine"], row["share_pct"]
+    mine = signals.filter(pl.col("table") == table)
+    kinds = set(mine["kind"].unique().to_list())
+    rows = affected.filter(pl.col("table") == table)
+    by_class = (
+        rows.group_by("fp_id")
+        .agg(pl.len().alias("statements"), pl.col("query_time_s").fill_null(0.0).sum().alias("time_s"))
+        .sort("time_s", descending=True)
+    )
+    samples = frame.join(rows.select("source", "stmt_id"), on=["source", "stmt_id"], how="semi").sort("query_time_s", descending=True, nulls_last=True)
+    worst = samples.row(0, named=True)
+    nodes = mine.filter(pl.col("kind").is_in(["misestimate", "filter"]))
+    columns = _filter_columns(nodes, engine) or _where_columns(worst, table)
+    index = nodes["index_name"].drop_nulls().first() if nodes.height and "index_name" in nodes.columns else None
+    what = _what(kinds)
+    evidence = [
+        Evidence(
+            title=f"Statements that used these statistics ({row['statements']:,}, {seconds(row['affected_s'])})",
+            columns=("fingerprint id", "statements", "time", "share of statement time %", "sample"),
+            rows=tuple(
+                (
+                    c["fp_id"],
+                    c["statements"],
+                    seconds(c["time_s"]),
+                    round(share * c["time_s"] / row["affected_s"], 1) if row["affected_s"] else 0.0,
+                    short_sql(samples.filter(pl.col("fp_id") == c["fp_id"])["sample_sql"].first())[:200],
+                )
+                for c in by_class.head(MAX_FINGERPRINTS_SHOWN).iter_rows(named=True)
+            ),
+        ),
+    ]
+    stats_rows = mine.filter(pl.col("kind").is_in(["pseudo", "outdated"]))
+    if stats_rows.height:
+        summary = stats_rows.group_by("kind").agg(
+            pl.len().alias("statements"), pl.col("rows").drop_nulls().last().alias("rows"), pl.col("modified").drop_nulls().last().alias("modified")
+        ).sort("kind", descending=True)
+        evidence.append(
+            Evidence(
+                title=f"TiDB Stats line for {table}",
+                columns=("state", "statements", "table rows (realtime)", "modified since ANALYZE"),
+                rows=tuple((s["kind"], s["statements"], s["rows"], s["modified"]) for s in summary.iter_rows(named=True)),
+            )
+        )
+    if nodes.height:
+        shape = ["node_type", "index_name", "est_rows", "actual_rows", "loops", "rows_removed_by_filter", "filter"]
+        shown = (
+            nodes.group_by(shape)
+            .agg(pl.len().alias("statements"), pl.col("factor").max())
+            .sort(["factor", "statements"], descending=True)
+            .head(MAX_NODES_SHOWN)
+        )
+        evidence.append(
+            Evidence(
+                title=f"Plan nodes on {table} with estimates {MISESTIMATE_FACTOR:.0f}x or more off (worst first)",
+                columns=("node", "index", "estimated rows", "actual rows", "loops", "removed by filter", "off by", "filter", "statements"),
+                rows=tuple(
+                    (n["node_type"], n["index_name"], n["est_rows"], n["actual_rows"], n["loops"], n["rows_removed_by_filter"], f"{n['factor']:,.0f}x", n["filter"], n["statements"])
+                    for n in shown.iter_rows(named=True)
+                ),
+            )
+        )
+    worst_factor = float(nodes["factor"].max()) if nodes.height else None
+    observed = _observed(kinds, stats_rows, worst_factor)
+    return Finding(
+        rule=RULE_ID,
+        severity=Severity.CRITICAL if share >= CRITICAL_SHARE_PCT else Severity.WARNING,
+        title=(
+            f"Stale statistics on {table}: {observed} for statements holding {share:.1f}% of database time "
+            f"({seconds(row['affected_s'])}); threshold: pseudo, outdated or {MISESTIMATE_FACTOR:.0f}x off, and {MIN_AFFECTED_SHARE_PCT:.0f}% of time"
+        ),
+        subject=f"table {table}",
+        impact={
+            "share_pct": round(share, 1),
+            "db_time_s": round(row["affected_s"], 3),
+            "description": (
+                f"{row['statements']:,} statement(s) of {row['fingerprints']} fingerprint(s) were planned with {what} on {table}; "
+                f"they took {seconds(row['affected_s'])} ({share:.1f}% of statement time). How much of it a correct plan saves "
+                "is not in the log."
+            ),
+            "statements": row["statements"],
+            "fingerprints": by_class["fp_id"].head(MAX_FINGERPRINTS_SHOWN).to_list(),
+            "max_misestimate": round(worst_factor, 1) if worst_factor else None,
+        },
+        evidence=tuple(evidence),
+        remediation=_remediation(engine, table, columns, index, kinds),
+        sources=tuple(f"{s['source']}:{s['line']}" for s in samples.head(3).iter_rows(named=True)),
+    )
+
+
+def _observed(kinds: set[str], stats_rows: pl.DataFrame, worst_factor: float | None) -> str:
+    """The short, numeric form of what was seen, for the title."""
+    parts = []
+    if "pseudo" in kinds:
+        parts.append("pseudo statistics")
+    if "outdated" in kinds:
+        latest = stats_rows.filter(pl.col("kind") == "outdated").row(-1, named=True)
+        parts.append(f"outdated statistics ({latest['modified']:,} rows modified, {latest['rows']:,} in the table)")
+    if worst_factor is not None:
+        parts.append(f"estimates up to {worst_factor:,.0f}x off")
+    return ", ".join(parts)
+
+
+def _what(kinds: set[str]) -> str:
+    parts = []
+    if "pseudo" in kinds:
+        parts.append("pseudo statistics (none collected, or discarded as outdated)")
+    if "outdated" in kinds:
+        parts.append(f"outdated statistics (modified rows >= {OUTDATED_MODIFY_RATIO:.0%} of the table)")
+    if "misestimate" in kinds:
+        parts.append(f"row estimates {MISESTIMATE_FACTOR:.0f}x or more off")
+    if "filter" in kinds:
+        parts.append(f"an index expected to return {MISESTIMATE_FACTOR:.0f}x fewer rows than its filter then removed")
+    return " and ".join(parts)
+
+
+def _filter_columns(nodes: pl.DataFrame, engine: str | None) -> list[str]:
+    """Column names in the misestimated nodes' filter text (PostgreSQL ``(status = 1)``, TiDB ``eq(test.t.status, 1)``)."""
+    names: list[str] = []
+    for text in nodes["filter"].drop_nulls().unique(maintain_order=True).to_list() if nodes.height else []:
+        try:
+            tree = sqlglot.parse_one(text, read=SQLGLOT_DIALECT[sqlnorm_dialect(engine)])
+        except SqlglotError:
+            continue
+        for column in tree.find_all(exp.Column):
+            if column.name and column.name not in names:
+                names.append(column.name)
+    return names
+
+
+def _where_columns(statement: dict, table: str) -> list[str]:
+    suggestion = suggest_index(statement["sample_sql"], statement["engine"], table)
+    return list(suggestion.columns) if suggestion else []
+
+
+def _remediation(engine: str | None, table: str, columns: list[str], index: str | None, kinds: set[str]) -> str:
+    column_list = columns or ["<column>"]
+    if engine == "tidb":
+        lines = [
+            f"1. Collect statistics while {table} holds representative data: ANALYZE TABLE {table};",
+            f"2. Check them: SHOW STATS_META WHERE table_name = '{table}';  SHOW STATS_HEALTHY WHERE table_name = '{table}';",
+            f"3. If {table} is a queue (filled and drained), statistics taken while it is empty mislead every plan: after step 1, "
+            f"LOCK STATS {table};  (TiDB 6.5+) so auto-analyze cannot retake them at the wrong moment.",
+            "4. Make sure auto-analyze keeps up: SHOW VARIABLES LIKE 'tidb_enable_auto_analyze'; SHOW VARIABLES LIKE 'tidb_auto_analyze%';"
+            " (tidb_auto_analyze_ratio, default 0.5; tidb_auto_analyze_start_time / end_time window).",
+        ]
+        if "pseudo" in kinds:
+            lines.append(f"Pseudo statistics mean the optimizer guessed: SHOW ANALYZE STATUS WHERE table_name = '{table}'; shows whether analyze ever ran or failed.")
+        return "\n".join(lines)
+    if engine == "postgresql":
+        targets = " ".join(f"ALTER TABLE {table} ALTER COLUMN {c} SET STATISTICS 1000;" for c in column_list)
+        lines = [
+            f"1. Refresh the statistics: ANALYZE {table};",
+            f"2. If estimates stay off for skewed columns, sample more: {targets} ANALYZE {table};",
+            f"3. Keep them fresh on a fast-changing table: ALTER TABLE {table} SET (autovacuum_analyze_scale_factor = 0.02);",
+        ]
+        if len(columns) > 1:
+            lines.append(
+                f"4. The filter combines correlated columns: CREATE STATISTICS {table}_{'_'.join(columns[:3])}_stats (dependencies, ndistinct, mcv) "
+                f"ON {', '.join(columns[:3])} FROM {table}; ANALYZE {table};"
+            )
+        lines.append("Check with EXPLAIN (ANALYZE) that estimated and actual rows now agree within 10x.")
+        return "\n".join(lines)
+    if engine == "mariadb":
+        indexes = f" INDEXES ({index})" if index else ""
+        return "\n".join(
+            [
+                f"1. Collect engine-independent statistics with histograms: ANALYZE TABLE {table} PERSISTENT FOR COLUMNS ({', '.join(column_list)}){indexes};",
+                "2. Make histograms precise enough: SET GLOBAL histogram_size = 254; (and histogram_type = DOUBLE_PREC_HB, or JSON_HB on 10.8+);"
+                " SET GLOBAL use_stat_tables = 'preferably_for_queries';",
+                f"3. Refresh InnoDB statistics too: ANALYZE TABLE {table};",
+                "Check with ANALYZE FORMAT=JSON <statement> that rows and r_rows now agree within 10x.",
+            ]
+        )
+    return "\n".join(
+        [
+            f"1. Refresh the statistics: ANALYZE TABLE {table};",
+            f"2. For skewed columns (MySQL 8.0+): ANALYZE TABLE {table} UPDATE HISTOGRAM ON {', '.join(column_list)} WITH 1024 BUCKETS;",
+            f"3. Sample more pages if estimates stay off: ALTER TABLE {table} STATS_SAMPLE_PAGES = 200; ANALYZE TABLE {table};",
+            "Check with EXPLAIN ANALYZE that estimated and actual rows now agree within 10x.",
+        ]
+    )
+
+
+RULE = Rule(
+    id=RULE_ID,
+    title="Optimizer statistics missing, outdated or far from the data",
+    area="sql",
+    requires=((t.STATEMENT,),),
+    check=check,
+    doc=__doc__ or "",
+)
