@@ -22,6 +22,22 @@ class Severity(str, Enum):
         return {"critical": 3, "warning": 2, "info": 1}[self.value]
 
 
+class Scope(str, Enum):
+    """How much of the system a finding touches; wider comes first among equally severe findings.
+
+    A host-wide problem (softirqs on a few CPUs) slows every statement, including the one a
+    statement-level finding is about, so it is listed before it.
+    """
+
+    HOST = "host"
+    DATABASE = "database"
+    STATEMENT = "statement"
+
+    @property
+    def rank(self) -> int:
+        return {"host": 3, "database": 2, "statement": 1}[self.value]
+
+
 class Status(str, Enum):
     FIRED = "fired"
     PASSED = "passed"
@@ -79,6 +95,7 @@ class Finding:
     remediation: str
     sources: tuple[str, ...]
     charts: tuple[Chart, ...] = ()
+    scope: Scope = Scope.DATABASE
 
     @property
     def impact_score(self) -> float:
@@ -89,6 +106,7 @@ class Finding:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["severity"] = self.severity.value
+        data["scope"] = self.scope.value
         return data
 
 
@@ -116,5 +134,5 @@ class RuleOutcome:
 
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:
-    """Most severe first, then by the share of time the finding explains."""
-    return sorted(findings, key=lambda f: (-f.severity.rank, -f.impact_score, f.rule, f.subject))
+    """Most severe first, then the widest scope, then by the share of time the finding explains."""
+    return sorted(findings, key=lambda f: (-f.severity.rank, -f.scope.rank, -f.impact_score, f.rule, f.subject))

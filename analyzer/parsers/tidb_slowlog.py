@@ -546,6 +546,10 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     ).sort("stmt_id")
     if st.filter(pl.col("end_ts").is_not_null() & ~pl.col("zoned")).height:
         notes.append(zone_note(tz))
+    instance = instance_from_path(ctx.source)
+    if instance:
+        st = st.with_columns(instance=pl.lit(instance))
+        notes.append(f"instance {instance} taken from the file's folder name")
     statement = T.conform(T.STATEMENT, st)
     return ParseResult(
         tables={T.STATEMENT: statement, T.PLAN_NODE: nodes},
@@ -554,6 +558,32 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         notes=notes,
         time_range=_time_range(statement),
     )
+
+
+_INSTANCE_IN_PATH = re.compile(
+    r"(?:^|/)(?:tidb[-_])?(\d{1,3}(?:\.\d{1,3}){3}(?:[-_:]\d{2,5})?)(?=/|$)"  # tidb-10.0.1.5/, 10.0.1.5-4000/
+    r"|(?:^|/)tidb[-_](\d{2,5})(?=/|$)"  # tiup diag's tidb-4000/
+)
+
+
+def instance_from_path(source: str) -> str | None:
+    """The TiDB instance a slow log belongs to, when its folder says (tiup diag and hand captures do).
+
+    >>> instance_from_path("capture/db/tidb-10.20.1.11/tidb_slow_query.log")
+    '10.20.1.11'
+    >>> instance_from_path("diag/10.0.1.5/tidb-4000/log/tidb_slow_query.log")
+    '10.0.1.5:4000'
+    >>> instance_from_path("slow.log") is None
+    True
+    """
+    folders = source.rsplit("/", 1)[0] if "/" in source else ""
+    address = port = None
+    for match in _INSTANCE_IN_PATH.finditer(folders + "/"):
+        address = match.group(1) or address
+        port = match.group(2) or port
+    if address and port and ":" not in address:
+        return f"{address}:{port}"
+    return address or (f"port {port}" if port else None)
 
 
 def _time_range(statement: pl.DataFrame) -> tuple[object, object] | None:

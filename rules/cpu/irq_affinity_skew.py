@@ -41,7 +41,7 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.cpulist import format_cpu_list
 from dbdiag.derive.cpu import device_family, device_interrupts
-from dbdiag.findings import Bar, BarGroup, Chart, Evidence, Finding, Severity
+from dbdiag.findings import Bar, BarGroup, Chart, Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 
 RULE_ID = "irq-affinity-skew"
@@ -148,6 +148,7 @@ def _finding(
     )
     return Finding(
         rule=RULE_ID,
+        scope=Scope.HOST,
         severity=Severity.WARNING,
         title=(
             f"{family}: {share_pct:.0f}% of {total:,} interrupts on CPUs {format_cpu_list(serving_cpus)}{node_text}; "

@@ -49,7 +49,7 @@ from dbdiag import tables as t
 from dbdiag.charts import per_cpu_by_node
 from dbdiag.cpulist import format_cpu_list
 from dbdiag.derive.cpu import device_interrupts
-from dbdiag.findings import Evidence, Finding, Severity
+from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 
 RULE_ID = "softirq-concentration"
@@ -118,6 +118,7 @@ def _check_time(inp: RuleInput, per_cpu: pl.DataFrame) -> Verdict:
     others = soft.filter(~pl.col("cpu").is_in(hot))
     finding = Finding(
         rule=RULE_ID,
+        scope=Scope.HOST,
         severity=severity,
         title=(
             f"{hot_share_pct:.0f}% of softirq time on {where}; threshold {CONCENTRATION_SHARE_PCT:.0f}% "
@@ -204,6 +205,7 @@ def _check_events(inp: RuleInput, per_cpu: pl.DataFrame) -> Verdict:
     where = f"CPUs {format_cpu_list(hot)}" + (f" (node {node})" if node is not None else "")
     finding = Finding(
         rule=RULE_ID,
+        scope=Scope.HOST,
         severity=Severity.WARNING,
         title=(
             f"{share_pct:.0f}% of NET_RX/NET_TX/BLOCK softirqs on {where}; threshold {EVENT_SHARE_PCT:.0f}% "

@@ -31,7 +31,7 @@ from __future__ import annotations
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.findings import Evidence, Finding, Severity
+from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.sql.common import db_time_s, seconds, short_sql, statements
 
@@ -59,6 +59,7 @@ def check(inp: RuleInput) -> Verdict:
     sample = frame.filter(pl.col("fp_id") == top["fp_id"]).sort("query_time_s", descending=True).row(0, named=True)
     finding = Finding(
         rule=RULE_ID,
+        scope=Scope.STATEMENT,
         severity=Severity.INFO,
         title=f"One statement holds {share_pct:.0f}% of database time; threshold {DOMINANT_SHARE_PCT:.0f}%",
         subject=f"fingerprint {top['fp_id']}",

@@ -61,7 +61,7 @@ from sqlglot.errors import SqlglotError
 from dbdiag import sqlnorm
 from dbdiag import tables as t
 from dbdiag.derive.sql import DIALECT_OF_ENGINE
-from dbdiag.findings import Evidence, Finding, Severity
+from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.sql.common import db_time_s, plan_nodes_of, seconds, short_plan, short_sql, statements
 
@@ -322,6 +322,7 @@ def _finding(inp: RuleInput, scans: pl.DataFrame, row: dict) -> Finding:
     share = row["share_pct"]
     return Finding(
         rule=RULE_ID,
+        scope=Scope.STATEMENT,
         severity=Severity.CRITICAL if share >= CRITICAL_SHARE_PCT else Severity.WARNING,
         title=(
             f"Full table scan{f' of {table_text}' if table_text else ''} takes {share:.1f}% of database time "

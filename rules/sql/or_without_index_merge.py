@@ -54,7 +54,7 @@ import polars as pl
 from sqlglot import exp
 
 from dbdiag import tables as t
-from dbdiag.findings import Evidence, Finding, Severity
+from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.sql.common import db_time_s, seconds, short_sql, statements
 from dbdiag.rules.sql.full_table_scan import (
@@ -270,6 +270,7 @@ def _finding(inp: RuleInput, runs: pl.DataFrame, row: dict, predicate: OrPredica
     ]
     return Finding(
         rule=RULE_ID,
+        scope=Scope.STATEMENT,
         severity=Severity.CRITICAL if share >= CRITICAL_SHARE_PCT else Severity.WARNING,
         title=(
             f"OR over {columns} of {predicate.table} runs as a full scan without index merge: {share:.1f}% of database time "

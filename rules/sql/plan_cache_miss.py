@@ -50,7 +50,7 @@ import re
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.findings import Evidence, Finding, Severity
+from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 from dbdiag.rules.sql.common import seconds, short_sql, statements
 
@@ -156,6 +156,7 @@ def _finding(prepared: pl.DataFrame, tidb_statements: int, hits: int, ratio_pct:
     worst = prepared.filter(pl.col("fp_id") == shown["fp_id"][0], ~pl.col("plan_from_cache").fill_null(False)).head(3) if shown.height else prepared.head(0)
     return Finding(
         rule=RULE_ID,
+        scope=Scope.DATABASE,
         severity=Severity.WARNING,
         title=f"Plan cache hit ratio {ratio_pct:.1f}% over {executions:,} prepared executions; threshold {MIN_HIT_RATIO_PCT:.0f}%",
         subject="TiDB prepared plan cache",

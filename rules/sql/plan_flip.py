@@ -43,7 +43,7 @@ import re
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.findings import Evidence, Finding, Severity
+from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.sql.common import db_time_s, plan_nodes_of, seconds, short_plan, short_sql, statements
 
@@ -113,6 +113,7 @@ def _finding(inp: RuleInput, frame: pl.DataFrame, fp_id: str, plans: pl.DataFram
     )
     return Finding(
         rule=RULE_ID,
+        scope=Scope.STATEMENT,
         severity=Severity.CRITICAL if lost_pct >= CRITICAL_SHARE_PCT else Severity.WARNING,
         title=(
             f"Plan flip: one statement {ratio:,.0f}x slower with another plan "

@@ -63,7 +63,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dbdiag import tables as t
-from dbdiag.findings import Evidence, Finding, Severity
+from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 from dbdiag.rules.sql.common import db_time_s, seconds, short_sql, statements
 from dbdiag.rules.sql.full_table_scan import MYSQL_FAMILY, SQLGLOT_DIALECT, sqlnorm_dialect, suggest_index
@@ -325,6 +325,7 @@ def _finding(frame: pl.DataFrame, signals: pl.DataFrame, affected: pl.DataFrame,
     observed = _observed(kinds, stats_rows, worst_factor)
     return Finding(
         rule=RULE_ID,
+        scope=Scope.DATABASE,
         severity=Severity.CRITICAL if share >= CRITICAL_SHARE_PCT else Severity.WARNING,
         title=(
             f"Stale statistics on {table}: {observed} for statements holding {share:.1f}% of database time "
