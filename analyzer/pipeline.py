@@ -17,6 +17,7 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.capture import Capture, Limits, Member, read_capture
 from dbdiag.derive import Derived, derive_all
+from dbdiag.derive.sql import SqlOptions
 from dbdiag.detect import detect
 from dbdiag.engine import run_rules
 from dbdiag.findings import RuleOutcome
@@ -141,6 +142,16 @@ def merge_tables(results: list[ParseResult]) -> dict[str, pl.DataFrame]:
     return {name: pl.concat(frames, how="diagonal_relaxed") for name, frames in merged.items()}
 
 
+def _public_tables(tables: dict[str, pl.DataFrame], derived: Derived) -> dict[str, pl.DataFrame]:
+    """What rules see: SQL and plan tables in the form derive made safe to show (literals replaced)."""
+    public = dict(tables)
+    if "statements" in derived.tables:
+        public[t.STATEMENT] = derived.tables["statements"]
+    if "plan_nodes" in derived.tables:
+        public[t.PLAN_NODE] = derived.tables["plan_nodes"]
+    return public
+
+
 def analyze_capture(
     capture: Capture,
     options: Options = Options(),
@@ -179,8 +190,8 @@ def analyze_capture(
         results.append(result)
 
     tables = merge_tables(results)
-    derived = derive_all(tables)
-    outcomes = run_rules(rules, RuleInput(tables=tables, derived=derived.tables, metrics=derived.metrics))
+    derived = derive_all(tables, SqlOptions(show_literals=options.show_literals))
+    outcomes = run_rules(rules, RuleInput(tables=_public_tables(tables, derived), derived=derived.tables, metrics=derived.metrics))
     return Analysis(capture, inputs, tables, derived, outcomes, zone, zone_origin)
 
 

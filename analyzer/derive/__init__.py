@@ -7,7 +7,9 @@ from typing import Any
 
 import polars as pl
 
-from dbdiag.derive import cpu, host
+from dbdiag import tables as t
+from dbdiag.derive import cpu, host, sql
+from dbdiag.derive.sql import SqlOptions
 
 
 @dataclass(frozen=True)
@@ -16,7 +18,7 @@ class Derived:
     metrics: dict[str, Any] = field(default_factory=dict)
 
 
-def derive_all(tables: dict[str, pl.DataFrame]) -> Derived:
+def derive_all(tables: dict[str, pl.DataFrame], sql_options: SqlOptions = SqlOptions()) -> Derived:
     per_cpu = cpu.per_cpu_summary(tables)
     irq_delta, irq_sources = cpu.irq_delta(tables)
     _, softirq_sources = cpu.softirq_count_delta(tables)
@@ -35,6 +37,13 @@ def derive_all(tables: dict[str, pl.DataFrame]) -> Derived:
             "interrupt_snapshots": irq_sources,
             "per_cpu": _rounded_rows(per_cpu),
         }
+    statements, sql_metrics = sql.derive_sql(tables, sql_options)
+    if statements is not None:
+        derived_tables["statements"] = statements
+    plan_nodes = tables.get(t.PLAN_NODE)
+    if plan_nodes is not None:
+        derived_tables["plan_nodes"] = sql.public_plan_nodes(plan_nodes, sql_options)
+    metrics.update(sql_metrics)
     return Derived(tables=derived_tables, metrics=metrics)
 
 

@@ -33,7 +33,11 @@ class SqlOptions:
 
 
 def fingerprinted(statements: pl.DataFrame, options: SqlOptions) -> pl.DataFrame:
-    """Add fingerprint, fp_id, plan_key and sample_sql; fingerprints are computed per engine dialect."""
+    """Add fingerprint, fp_id, plan_key and sample_sql; fingerprints are computed per engine dialect.
+
+    Unless ``show_literals``, ``sql`` and ``plan`` are replaced by their redacted forms here, so
+    that nothing downstream (rules, metrics, report) can show a literal by accident.
+    """
     parts = []
     for (engine,), group in statements.group_by("engine", maintain_order=True):
         dialect = DIALECT_OF_ENGINE.get(engine or "", "mysql")
@@ -42,6 +46,8 @@ def fingerprinted(statements: pl.DataFrame, options: SqlOptions) -> pl.DataFrame
         samples = sql if options.show_literals else sqlnorm.redact_series(sql, dialect)
         parts.append(group.with_columns(fingerprints.alias("fingerprint"), samples.alias("sample_sql")))
     frame = pl.concat(parts, how="vertical_relaxed") if parts else statements
+    if not options.show_literals:
+        frame = frame.with_columns(pl.col("sample_sql").alias("sql"), redacted_plans(frame["plan"]))
     unique_fingerprints = frame["fingerprint"].unique()
     ids = pl.DataFrame(
         {"fingerprint": unique_fingerprints, "fp_id": [sqlnorm.fingerprint_id(f) for f in unique_fingerprints.to_list()]}
@@ -49,6 +55,25 @@ def fingerprinted(statements: pl.DataFrame, options: SqlOptions) -> pl.DataFrame
     return frame.join(ids, on="fingerprint", how="left").with_columns(
         pl.coalesce(pl.col("plan_digest"), pl.col("plan_signature")).alias("plan_key")
     )
+
+
+def redacted_plans(plans: pl.Series) -> pl.Series:
+    """Plans with their compared values replaced, computed once per distinct plan text."""
+    distinct = plans.drop_nulls().unique()
+    if distinct.len() == 0:
+        return plans.alias("plan")
+    redacted = pl.Series([sqlnorm.redact_plan(text) for text in distinct.to_list()], dtype=pl.String)
+    return plans.replace_strict(distinct, redacted, default=None, return_dtype=pl.String).alias("plan")
+
+
+def public_plan_nodes(nodes: pl.DataFrame, options: SqlOptions) -> pl.DataFrame:
+    """Plan nodes whose filter/condition text has its literals replaced (unless ``show_literals``)."""
+    if options.show_literals or nodes.height == 0:
+        return nodes
+    filters = nodes["filter"]
+    distinct = filters.drop_nulls().unique()
+    redacted = pl.Series([sqlnorm.redact_plan(text) for text in distinct.to_list()], dtype=pl.String)
+    return nodes.with_columns(filters.replace_strict(distinct, redacted, default=None, return_dtype=pl.String).alias("filter"))
 
 
 def _latency_aggregations() -> list[pl.Expr]:
@@ -166,4 +191,5 @@ def _summary(frame: pl.DataFrame, options: SqlOptions) -> dict[str, Any]:
         "first_seen": frame["end_ts"].min(),
         "last_seen": frame["end_ts"].max(),
         "literals": "shown (--show-literals)" if options.show_literals else "replaced by placeholders",
+        "literals_shown": options.show_literals,
     }

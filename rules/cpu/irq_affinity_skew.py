@@ -17,7 +17,7 @@ How it is detected:
     Per device (queue suffixes such as ``-TxRx-3``, ``-input.0`` or ``q3`` removed), the growth
     of its interrupt counters per CPU. A device is judged when it took at least
     MIN_DEVICE_INTERRUPTS = 5,000 interrupts. Its serving CPUs are the fewest CPUs that together
-    took SERVED_SHARE_PCT = 90% of them. It fires when the serving CPUs are at most
+    took SERVED_SHARE_PCT = 95% of them. It fires when the serving CPUs are at most
     FEW_CPUS_SHARE = 12.5% of the machine's CPUs, or all lie in one node of a machine with two
     or more nodes. (An NVMe drive with one queue per four CPUs on every node is fine, hence
     12.5% rather than a quarter.) Machines with fewer than MIN_CPUS = 4 CPUs are not judged.
@@ -48,7 +48,7 @@ RULE_ID = "irq-affinity-skew"
 
 MIN_CPUS = 4
 MIN_DEVICE_INTERRUPTS = 5_000
-SERVED_SHARE_PCT = 90.0
+SERVED_SHARE_PCT = 95.0
 FEW_CPUS_SHARE = 0.125
 
 

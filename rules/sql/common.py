@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from dbdiag import tables as t
+from dbdiag.findings import Evidence
 from dbdiag.units import seconds  # noqa: F401 - re-exported for the SQL rules
 from dbdiag.rules.base import RuleInput, Skip
 
@@ -18,6 +19,12 @@ def statements(inp: RuleInput) -> pl.DataFrame:
     if frame is None or frame.height == 0:
         raise Skip("no SQL statements were read from the capture")
     return frame
+
+
+def statement_evidence(inp: RuleInput, sql: str | None, title: str = "Statement") -> Evidence:
+    """The statement as evidence, saying whether its literals were replaced."""
+    shown = inp.metrics.get("sql_summary", {}).get("literals_shown", False)
+    return Evidence(title=title if shown else f"{title} (literals replaced)", text=short_sql(sql))
 
 
 def db_time_s(frame: pl.DataFrame) -> float:

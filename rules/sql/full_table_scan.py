@@ -63,7 +63,7 @@ from dbdiag import tables as t
 from dbdiag.derive.sql import DIALECT_OF_ENGINE
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
-from dbdiag.rules.sql.common import db_time_s, plan_nodes_of, seconds, short_plan, short_sql, statements
+from dbdiag.rules.sql.common import db_time_s, plan_nodes_of, seconds, short_plan, short_sql, statement_evidence, statements
 
 RULE_ID = "full-table-scan"
 
@@ -340,7 +340,7 @@ def _finding(inp: RuleInput, scans: pl.DataFrame, row: dict) -> Finding:
             "rows_returned": returned,
         },
         evidence=(
-            Evidence(title="Statement (literals replaced)" if worst["sample_sql"] != worst["sql"] else "Statement", text=short_sql(worst["sample_sql"])),
+            statement_evidence(inp, worst["sample_sql"]),
             Evidence(
                 title="Scanning executions",
                 columns=("calls", "of all calls", "total", "avg", "rows examined", "rows returned", "examined per returned row", "table"),

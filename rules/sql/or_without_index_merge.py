@@ -56,7 +56,7 @@ from sqlglot import exp
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
-from dbdiag.rules.sql.common import db_time_s, seconds, short_sql, statements
+from dbdiag.rules.sql.common import db_time_s, seconds, short_sql, statement_evidence, statements
 from dbdiag.rules.sql.full_table_scan import (
     SQLGLOT_DIALECT,
     column_table,
@@ -248,7 +248,7 @@ def _finding(inp: RuleInput, runs: pl.DataFrame, row: dict, predicate: OrPredica
     shown = _shown_indexes(inp, runs, predicate.table)
     columns = ", ".join(predicate.columns)
     evidence = [
-        Evidence(title="Statement (literals replaced)" if worst["sample_sql"] != worst["sql"] else "Statement", text=short_sql(worst["sample_sql"])),
+        statement_evidence(inp, worst["sample_sql"]),
         Evidence(
             title="OR across columns",
             columns=("table", "columns", "predicate"),

@@ -45,7 +45,7 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
-from dbdiag.rules.sql.common import db_time_s, plan_nodes_of, seconds, short_plan, short_sql, statements
+from dbdiag.rules.sql.common import db_time_s, plan_nodes_of, seconds, short_plan, short_sql, statement_evidence, statements
 
 RULE_ID = "plan-flip"
 
@@ -130,7 +130,7 @@ def _finding(inp: RuleInput, frame: pl.DataFrame, fp_id: str, plans: pl.DataFram
             "slowdown": round(ratio, 1),
         },
         evidence=(
-            Evidence(title="Statement (literals replaced)" if sample["sample_sql"] != sample["sql"] else "Statement", text=short_sql(sample["sample_sql"])),
+            statement_evidence(inp, sample["sample_sql"]),
             Evidence(
                 title="Plans of this statement",
                 columns=("plan", "calls", "median", "avg", "max", "total", "first seen", "last seen", "instances"),

@@ -1,0 +1,581 @@
+"""PostgreSQL stderr logs (``log_destination = 'stderr'``, any ``log_line_prefix``), Heroku logplex
+and RFC 3339 syslog copies of them -> ``statement`` and ``plan_node`` rows.
+
+Sample input (prefix ``%m [%p] %q%u@%d ``; continuation lines start with a TAB)::
+
+    2026-11-29 19:12:25.939 UTC [21681] LOG:  starting PostgreSQL 15.18 (Debian 15.18-0+deb12u1) on x86_64-pc-linux-gnu
+    2026-11-29 19:12:26.235 UTC [21693] postgres@bench LOG:  duration: 0.287 ms  statement: drop table if exists t
+    2026-11-29 20:51:34.451 UTC [3317] postgres@bench LOG:  duration: 0.844 ms  statement: SELECT a.aid, b.bbalance
+    \t  FROM pgbench_accounts a
+    2026-11-29 20:51:34.458 UTC [3317] postgres@bench ERROR:  division by zero
+    2026-11-29 20:51:34.458 UTC [3317] postgres@bench STATEMENT:  SELECT 1/0;
+    2019-03-14T00:23:00+00:00 app[postgres.4849]: [GREEN] [19-1]  sql_error_code = 40P01 ERROR:  deadlock detected
+
+The prefix is inferred from the lines (the text before ``LOG:``, ``ERROR:``, ``STATEMENT:``...): each
+line's prefix is cut into recognisable values (timestamps, ``[pid]``, ``user@db``, ``key=value``
+pairs, session ids, numbers) and literals; the most common shape, checked against the sample,
+becomes ``log_line_prefix`` (``%m %t %n %p %c %l %u %d %a %h %r %x %v %e %Q``; ``%q`` where
+background-process lines stop; ``%*`` stands for a value it could not name). It is reported in a note.
+Values it does not map (``%l %i %s %b``, ``%*``) are matched and dropped. With no usable prefix only
+the time and ``[pid]`` found in each line's head are read, with a warning.
+
+A line is a new entry when it matches the prefix followed by a severity; any other line continues
+the entry above (of the same pid in logplex/syslog, where lines of processes interleave). DETAIL,
+HINT, CONTEXT, STATEMENT... entries belong to the previous main entry of the same pid. Statement
+rules and output columns: see ``pg_messages``; plans: ``pg_explain``. Times: ``%m``/``%t`` with the
+zone abbreviation PostgreSQL prints (fixed offsets for unambiguous ones, else ``--tz``), ``%n``
+epoch seconds, or the logplex/syslog time.
+
+Big logs are read in pieces of about ``CHUNK_CHARS`` that start at a main entry, two at a time
+(one per core); each piece keeps only its statement entries, which are paired over the whole log.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from dbdiag.parsers import pg_messages as M
+from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+
+SAMPLE_LINES = 8000
+SHAPE_SAMPLE = 400  # prefixes cut into tokens (the others only check the result)
+CHUNK_CHARS = 16_000_000  # pieces read two at a time (one per core); bounds the working memory
+MIN_PREFIX_MATCH = 0.8  # share of sampled severity lines the inferred prefix must match
+
+SEV_SPLIT_RE = re.compile(r"^(?P<prefix>(?:.*?[^A-Za-z0-9_])?)(?P<sev>" + M.SEVERITY_ALTERNATION + r"):[ \t]*(?P<msg>.*)$")
+LOGPLEX_RE = (
+    r"^(?P<wts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?P<wzone>Z|[+-]\d\d:?\d\d)? (?:\S+ )?app\[[^\]]*?\.(?P<wpid>\d+)\]:? "
+    r"\[[A-Z_]+\] \[\d+-\d+\] ?(?P<rest>.*)$"
+)
+SYSLOG_RE = (
+    r"^(?P<wts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?P<wzone>Z|[+-]\d\d:?\d\d)? \S+ [\w./-]+\[(?P<wpid>\d+)\]: "
+    r"\[\d+-\d+\] ?(?P<rest>.*)$"
+)
+WRAPPERS = {"Heroku logplex": LOGPLEX_RE, "syslog": SYSLOG_RE}
+LOOKS_LIKE_PG_HEAD_RE = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\S* (?:\S+ )?\[\d+\]")
+FOREIGN_SEVERITY_RE = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d.*?[^\W\d_]{2,}\s?:  \S")
+
+# Per escape: the regex for its value (named groups feed the record frame). ASCII classes ([0-9],
+# [^ \t]) on purpose: Unicode \d and \S make the per-line pass markedly slower.
+_ZONE_VALUE = r"(?P<zone>[A-Za-z]{1,6}|[+-][0-9][0-9](?::?[0-9][0-9])?)"
+_STAMP = r"[0-9]{4}-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]"
+ESCAPE_REGEX = {
+    "%m": r"(?P<stamp>" + _STAMP + r"\.[0-9]+) " + _ZONE_VALUE,  # PostgreSQL always prints the zone
+    "%t": r"(?P<stamp>" + _STAMP + r") " + _ZONE_VALUE,
+    "%m0": r"(?P<stamp>" + _STAMP + r"\.[0-9]+)",  # seen without a zone (edited logs)
+    "%t0": r"(?P<stamp>" + _STAMP + r")",
+    "%n": r"(?P<epoch>[0-9]+\.[0-9]+)",
+    "%s": _STAMP + r"(?: (?:[A-Za-z]{1,6}|[+-][0-9][0-9](?::?[0-9][0-9])?))?",
+    "%p": r"(?P<pid>[0-9]+)",
+    "%c": r"(?P<session>[0-9a-f]+\.[0-9a-f]+)",
+    "%l": r"[0-9]+",
+    "%u": r"(?P<user>[^ \t]*?)",
+    "%d": r"(?P<db>[^ \t]*?)",
+    "%a": r"(?P<app>.*?)",
+    "%h": r"(?P<host>[^ \t]*?)",
+    "%r": r"(?P<host>[^ \t]*?)",
+    "%x": r"(?P<xid>[0-9]*)",
+    "%v": r"(?P<vxid>[0-9/]*)",
+    "%e": r"(?P<sqlstate>[0-9A-Z]{5})",
+    "%Q": r"(?P<query_id>-?[0-9]+)",
+    "%i": r".*?",
+    "%b": r".*?",
+    "%P": r"[0-9]*",
+    "%*": r".*?",
+}
+KEYED_ESCAPES = {
+    "user": "%u", "usr": "%u", "u": "%u", "username": "%u",
+    "db": "%d", "database": "%d", "dbname": "%d", "d": "%d",
+    "app": "%a", "appli": "%a", "application": "%a", "application_name": "%a", "appname": "%a", "a": "%a",
+    "client": "%h", "host": "%h", "remote": "%h", "client_addr": "%h", "clientaddr": "%h", "h": "%h", "r": "%h",
+    "pid": "%p", "session": "%c", "sid": "%c", "session_id": "%c", "c": "%c",
+    "xid": "%x", "txid": "%x", "tx": "%x", "x": "%x", "vxid": "%v", "v": "%v",
+    "queryid": "%Q", "query_id": "%Q", "qid": "%Q", "q": "%Q",
+    "sql_error_code": "%e", "sqlstate": "%e", "state": "%e", "err": "%e", "e": "%e",
+    "line": "%l", "l": "%l", "tag": "%i", "cmd": "%i", "i": "%i", "backend": "%b", "backend_type": "%b", "b": "%b",
+}
+_ZONE = r"(?: ?(?:[A-Z]{1,5}|[+-]\d\d(?::?\d\d)?)(?![A-Za-z0-9]))?"
+TOKENS = (
+    ("ts_ms", re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+" + _ZONE)),
+    ("ts", re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d" + _ZONE)),
+    ("epoch", re.compile(r"\d{10}\.\d{3}(?![\d.])")),
+    ("linenum", re.compile(r"\[\d+-(\d+)\]")),
+    ("keyed", re.compile(r"(?P<key>[A-Za-z_]+)(?P<eq> ?= ?)(?P<val>\[[^\]\s]*\]|[^\s,\[\]()]*)(?P<port>\(\d*\))?")),
+    ("userdb", re.compile(r"(?:\[unknown\]|[^\s@\[\]:,]*)@(?:\[unknown\]|[^\s@\[\]:,]*)")),
+    ("session", re.compile(r"[0-9a-f]{4,8}\.[0-9a-f]{1,8}(?![\w.])")),
+    ("vxid", re.compile(r"\d+/\d+(?![\d/])")),
+    ("hostport", re.compile(r"(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9a-fA-F]*:[0-9a-fA-F:]+|\[local\]|[A-Za-z][\w.-]*)\(\d+\)")),
+    ("ip", re.compile(r"\d{1,3}(?:\.\d{1,3}){3}(?![\d.])|\[local\]")),
+    ("sqlstate", re.compile(r"(?:0\d{4}|(?=[0-9A-Z]{0,4}[A-Z])[0-9A-Z]{5})(?![0-9A-Za-z])")),
+    ("number", re.compile(r"-?\d+(?![\d.])")),
+    ("word", re.compile(r"[^\s\[\]():@,=|;<>{}]+")),
+)
+
+
+@dataclass
+class Prefix:
+    """The inferred log_line_prefix: its template (for the note) and the regex of an entry's first line
+    up to its severity."""
+
+    template: str
+    line_regex: str
+    recognised: bool
+    match_share: float = 1.0
+    notes: list[str] = field(default_factory=list)
+
+
+# ---- prefix inference (on a bounded sample of lines, plain Python) ------------------------------
+
+
+def _tokens(prefix: str) -> list[tuple[str, str]]:
+    """Cut a prefix into ("esc", "%x") values and ("lit", text) literals."""
+    out: list[tuple[str, str]] = []
+    used: set[str] = set()
+    position = 0
+    while position < len(prefix):
+        for kind, pattern in TOKENS:
+            match = pattern.match(prefix, position)
+            if match and match.end() > position:
+                out.extend(_classify(kind, match, used))
+                position = match.end()
+                break
+        else:
+            out.append(("lit", prefix[position]))
+            position += 1
+    return out
+
+
+def _classify(kind: str, match: re.Match, used: set[str]) -> list[tuple[str, str]]:
+    text = match.group(0)
+    if kind in ("ts_ms", "ts", "epoch"):
+        escape = {"ts_ms": "%m", "ts": "%t", "epoch": "%n"}[kind]
+        if {"%m", "%t", "%n", "%m0", "%t0"} & used:
+            escape = "%s"
+        elif kind != "epoch" and not re.search(r"[0-9] \S+$", text):
+            escape += "0"  # no zone after the time
+    elif kind == "linenum":
+        return [("lit", "["), _use("%l", used), ("lit", f"-{match.group(1)}]")]
+    elif kind == "keyed":
+        key = match.group("key")
+        escape = KEYED_ESCAPES.get(key.lower(), "%*")
+        if escape == "%h" and match.group("port") is not None:
+            escape = "%r"
+        return [("lit", key + match.group("eq")), _use(escape, used)]
+    elif kind == "userdb":
+        return [_use("%u", used), ("lit", "@"), _use("%d", used)]
+    elif kind in ("hostport", "ip"):
+        escape = "%r" if kind == "hostport" else "%h"
+    elif kind == "number":
+        digits = text.lstrip("-")
+        if text.startswith("-") or len(digits) >= 12:
+            escape = "%Q"
+        else:
+            escape = next((e for e in ("%p", "%x") if e not in used), "%*")
+    else:
+        escape = {"session": "%c", "vxid": "%v", "sqlstate": "%e", "word": "%*"}[kind]
+    return [_use(escape, used)]
+
+
+def _use(escape: str, used: set[str]) -> tuple[str, str]:
+    used.add(escape)
+    return ("esc", escape)
+
+
+def _template(tokens: list[tuple[str, str]]) -> str:
+    return "".join(text.replace("%", "%%") if kind == "lit" else text.rstrip("0") for kind, text in tokens)
+
+
+def _regex(tokens: list[tuple[str, str]], q_at: int | None) -> str:
+    parts: list[str] = []
+    groups: set[str] = set()
+    for index, (kind, text) in enumerate(tokens):
+        if index == q_at:
+            parts.append("(?:")
+        if kind == "lit":
+            parts.append(re.escape(text))
+            continue
+        value = _value_regex(text, tokens[index + 1] if index + 1 < len(tokens) else None)
+        names = re.findall(r"\(\?P<(\w+)>", value)
+        if any(name in groups for name in names):
+            value = re.sub(r"\(\?P<\w+>", "(?:", value)
+        groups.update(names)
+        parts.append(value)
+    if q_at is not None:
+        parts.append(")?")
+    return "".join(parts)
+
+
+def _value_regex(escape: str, following: tuple[str, str] | None) -> str:
+    """The value regex of ``escape``; names and hosts stop at the literal that follows them (a negated
+    class is much cheaper than a lazy ``\\S*?`` on millions of lines)."""
+    value = ESCAPE_REGEX[escape]
+    if escape in ("%u", "%d", "%h", "%r") and following and following[0] == "lit":
+        stop = following[1][0]
+        value = value.replace(r"[^ \t]*?", "[^ \\t" + re.escape(stop).replace("]", "\\]") + "]*")
+    return value
+
+
+def line_regex(prefix_regex: str) -> str:
+    """An entry's first line: the prefix (captured whole as ``head``) then the severity and its colon.
+
+    The message is sliced off after the match rather than captured: capturing it costs twice as much."""
+    return "^(?P<head>" + prefix_regex + r")(?P<sev>[A-Z]+[1-5]?):"
+
+
+def _with_q(tokens: list[tuple[str, str]], shorter: list[list[tuple[str, str]]]) -> tuple[str, int | None]:
+    """Where background lines stop (``%q``): the longest shorter shape that is a head of ``tokens``."""
+    cut = max((len(s) for s in shorter if 0 < len(s) < len(tokens) and tokens[: len(s)] == s), default=None)
+    if cut is None:
+        return _template(tokens), None
+    return _template(tokens[:cut]) + "%q" + _template(tokens[cut:]), cut
+
+
+def infer_prefix(sample: list[str]) -> Prefix | None:
+    """The log_line_prefix of the sampled entry lines; None when no line has a severity."""
+    prefixes = []
+    for line in sample:
+        if not line or line.startswith("\t"):
+            continue
+        match = SEV_SPLIT_RE.match(line)
+        if match:
+            prefixes.append(match.group("prefix"))
+    if not prefixes:
+        return None
+    step = max(1, len(prefixes) // SHAPE_SAMPLE)
+    shapes = Counter(tuple(_tokens(p)) for p in prefixes[::step])
+    distinct = [list(shape) for shape, _ in shapes.most_common()]
+    best: Prefix | None = None
+    for shape in distinct[:6]:
+        template, q_at = _with_q(shape, distinct)
+        regex = line_regex(_regex(shape, q_at))
+        compiled = re.compile(regex)
+        share = sum(1 for p in prefixes if compiled.match(p + "LOG:  x")) / len(prefixes)
+        candidate = Prefix(template, regex, True, share)
+        if best is None or share > best.match_share + 1e-9:
+            best = candidate
+    if best is None or best.match_share < MIN_PREFIX_MATCH:
+        share = best.match_share if best else 0.0
+        fallback = Prefix("?", FALLBACK_LINE_RE, False, share)
+        fallback.notes.append(
+            f"log_line_prefix not recognised (best guess {best.template if best else '?'!r} matches {share:.0%} of "
+            "sampled lines): entries split at the severity, only time and [pid] read from the prefix"
+        )
+        return fallback
+    return best
+
+
+FALLBACK_LINE_RE = r"^(?P<head>(?P<pre>(?:.*?[^A-Za-z0-9_])?))(?P<sev>" + M.SEVERITY_ALTERNATION + r"):"
+
+
+# ---- lines and entries (vectorised) ---------------------------------------------------------------
+
+
+def _sample(text: str) -> list[str]:
+    """Lines from the head, the middle and the tail (a prefix may show its full shape only later)."""
+    if len(text) <= 2_000_000:
+        return text.split("\n")[:SAMPLE_LINES]
+    quarter = SAMPLE_LINES // 4
+    head = text[:1_000_000].split("\n")[: 2 * quarter]
+    middle = text[len(text) // 2 : len(text) // 2 + 500_000].split("\n")[1 : quarter + 1]
+    tail = text[-500_000:].split("\n")[1:][-quarter:]
+    return head + middle + tail
+
+
+def _wrapper(sample: list[str]) -> str | None:
+    for name, pattern in WRAPPERS.items():
+        compiled = re.compile(pattern)
+        hits = sum(1 for line in sample[:2000] if compiled.match(line))
+        if hits and hits >= 0.5 * sum(1 for line in sample[:2000] if line.strip()):
+            return name
+    return None
+
+
+def _scan(lines: pl.DataFrame, prefix: Prefix, wrapper: str | None) -> pl.DataFrame:
+    """Per line: wrapper fields, prefix fields and severity of entry starts, and the message after them."""
+    if wrapper:
+        parts = pl.col("text").str.extract_groups(WRAPPERS[wrapper])
+        lines = lines.with_columns(
+            parts.struct.field("wts").alias("wts"),
+            parts.struct.field("wzone").alias("wzone"),
+            parts.struct.field("wpid").alias("wpid"),
+            pl.coalesce(parts.struct.field("rest").str.replace(r"^#011", "\t"), pl.col("text")).alias("text"),
+        )
+    frame = lines.with_columns(pl.col("text").str.extract_groups(prefix.line_regex).alias("fields")).unnest("fields")
+    # the regex takes any upper-case word before the colon (cheaper than the alternation): keep severities
+    frame = frame.with_columns(pl.when(pl.col("sev").is_in(M.SEVERITIES)).then(pl.col("sev")).alias("sev"))
+    after = pl.col("head").str.len_chars() + pl.col("sev").str.len_chars() + 1
+    return frame.with_columns(
+        pl.when(pl.col("sev").is_not_null()).then(pl.col("text").str.slice(after).str.strip_chars_start(" \t")).alias("msg")
+    ).drop("head")
+
+
+def _entries(frame: pl.DataFrame, wrapped: bool) -> pl.DataFrame:
+    """``is_start`` and the entry (``rec``, its first line's idx) each line belongs to."""
+    owner = pl.when(pl.col("sev").is_not_null()).then(pl.col("idx"))
+    owner = owner.forward_fill().over("wpid") if wrapped else owner.forward_fill()
+    return frame.with_columns(pl.col("sev").is_not_null().alias("is_start"), owner.alias("rec"))
+
+
+def _continuation(frame: pl.DataFrame) -> pl.DataFrame:
+    """Continuation lines joined per entry (one leading TAB removed: PostgreSQL adds it)."""
+    return (
+        frame.filter(~pl.col("is_start") & pl.col("rec").is_not_null())
+        .group_by("rec", maintain_order=True)
+        .agg(pl.col("text").str.strip_prefix("\t").str.join("\n").alias("cont"))
+    )
+
+
+def _records(starts: pl.DataFrame, continuation: pl.DataFrame, tz: str, wrapped: bool) -> tuple[pl.DataFrame, dict]:
+    """The record frame of ``pg_messages`` and the zone counts of the entries' times."""
+    cols = set(starts.columns)
+
+    def col(name: str) -> pl.Expr:
+        return pl.col(name) if name in cols else pl.lit(None, dtype=pl.String)
+
+    if continuation.is_empty():
+        frame = starts.rename({"msg": "message"})
+    else:
+        frame = starts.join(continuation, on="rec", how="left", maintain_order="left").with_columns(
+            pl.when(pl.col("cont").is_not_null())
+            .then((pl.col("msg") + "\n" + pl.col("cont")).str.strip_chars_end(" \t\n"))
+            .otherwise(pl.col("msg"))
+            .alias("message")
+        )
+    zones: dict = {}
+    if "epoch" in cols:
+        ts = pl.from_epoch((pl.col("epoch").cast(pl.Float64) * 1e6).cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")
+        zones = {"UTC": frame.height}
+    elif "stamp" in cols or wrapped:
+        stamp, zone = ("stamp", "zone") if "stamp" in cols else ("wts", "wzone")
+        zones = M.zone_counts(frame[zone] if zone in cols else pl.Series(zone, [None] * frame.height, dtype=pl.String))
+        ts = M.stamp_to_utc(pl.col(stamp), col(zone), tz, list(zones))
+    else:
+        ts = pl.lit(None, dtype=M.T.UTC_TIME)
+    pid = pl.coalesce(col("pid"), col("wpid"))
+    unknown = ["", "[unknown]"]
+    frame = frame.with_columns(
+        ts.alias("ts"),
+        pid.alias("pid"),
+        *[pl.when(~col(c).is_in(unknown)).then(col(c)).alias(c) for c in ("user", "db", "app", "host")],
+        *[col(c).alias(c) for c in ("session", "xid", "vxid", "sqlstate", "query_id")],
+    )
+    frame = frame.with_columns(_parent(frame))  # entries are in file order already
+    is_main = pl.col("parent") == pl.col("rec")
+    subs = frame.filter(~is_main & pl.col("parent").is_not_null())
+    attached = (
+        subs.filter(pl.col("sev").is_in(["STATEMENT", "CONTEXT"]))
+        .group_by("parent", maintain_order=True)
+        .agg(
+            pl.col("message").filter(pl.col("sev") == "STATEMENT").first().alias("statement"),
+            pl.col("message").filter(pl.col("sev") == "CONTEXT").str.join("\n").alias("context"),
+        )
+        .with_columns(pl.when(pl.col("context") != "").then(pl.col("context")).alias("context"))
+    )
+    records = (
+        frame.filter(is_main)
+        .join(attached, left_on="rec", right_on="parent", how="left")
+        .with_columns((pl.col("idx") + 1).alias("line"))
+    )
+    return records.select([pl.col(name).cast(dtype) for name, dtype in M.RECORD_SCHEMA.items()]), zones
+
+
+def _parent(frame: pl.DataFrame) -> pl.Expr:
+    """The main entry (LOG, ERROR...) each DETAIL/STATEMENT/CONTEXT... entry belongs to: the previous
+    main entry of the same pid. Sub-entries follow their main entry directly unless processes
+    interleave (syslog), so the cheap global fill is kept when it agrees on the pid."""
+    is_main = ~pl.col("sev").is_in(M.SUB_SEVERITIES)
+    parent = pl.when(is_main).then(pl.col("rec"))
+    sub = frame.filter(~is_main)
+    if sub.is_empty() or frame["pid"].null_count() == frame.height:
+        return parent.forward_fill().alias("parent")
+    pid_of_main = pl.when(is_main).then(pl.col("pid")).forward_fill()
+    interleaved = frame.select((~is_main & (pid_of_main != pl.col("pid"))).any()).item()
+    if interleaved:
+        return parent.forward_fill().over(pl.col("pid").fill_null("")).alias("parent")
+    return parent.forward_fill().alias("parent")
+
+
+@dataclass
+class Chunk:
+    """What one record-aligned piece of the log gives: statement entries and small counts."""
+
+    entries: pl.DataFrame
+    summary: M.EntrySummary
+    zones: dict
+    orphans: tuple[int, int, str] | None  # (count, first line, text)
+    unmatched: tuple[int, int] | None  # (count, first line)
+
+
+def _chunk_bounds(text: str, size: int, prefix: Prefix, wrapper: str | None) -> list[tuple[int, int]]:
+    """[start, end) offsets of pieces of about CHUNK_CHARS of ``text[:size]``, each starting at a main
+    entry (LOG, ERROR...: never at a DETAIL/STATEMENT that belongs to the entry before it)."""
+    if wrapper or not prefix.recognised or size <= CHUNK_CHARS:
+        return [(0, size)]
+    main = prefix.line_regex[1:].replace("(?P<sev>[A-Z]+[1-5]?)", "(?P<sev>" + "|".join(M.MAIN_SEVERITIES) + ")")
+    boundary = re.compile("\n(?=" + main + ")")
+    bounds = [0]
+    while bounds[-1] + CHUNK_CHARS < size:
+        found = boundary.search(text, bounds[-1] + CHUNK_CHARS, size)
+        if not found:
+            break
+        bounds.append(found.start() + 1)
+    return list(zip(bounds, bounds[1:] + [size]))
+
+
+def _read_chunk(text: str, first_line: int, prefix: Prefix, wrapper: str | None, tz: str) -> Chunk:
+    lines = M.split_lines(text).with_columns(pl.col("idx") + first_line)
+    frame = _entries(_scan(lines, prefix, wrapper), wrapper is not None)
+    starts = frame.filter(pl.col("is_start"))
+    if not prefix.recognised:
+        starts = _fallback_fields(starts)
+    records, zones = _records(starts, _continuation(frame), tz, wrapper is not None)
+    rest = frame.select("idx", "text", "is_start", "rec").filter(~pl.col("is_start"))
+    return Chunk(
+        M.statement_entries(records),
+        M.summarise_entries(records),
+        zones,
+        _orphans(rest.filter(pl.col("rec").is_null())),
+        _unmatched(rest, prefix),
+    )
+
+
+def _orphans(orphans: pl.DataFrame) -> tuple[int, int, str] | None:
+    lines = orphans.filter(pl.col("text").str.strip_chars() != "")
+    if lines.is_empty():
+        return None
+    first = lines.row(0, named=True)
+    return lines.height, int(first["idx"]) + 1, first["text"]
+
+
+def _unmatched(rest: pl.DataFrame, prefix: Prefix) -> tuple[int, int] | None:
+    """Lines that start like an entry (time + [pid]) but did not match the prefix: a mixed or changed prefix."""
+    if not prefix.recognised or rest.is_empty():
+        return None
+    suspicious = rest.filter(pl.col("text").str.contains(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\S* (?:\S+ )?\[\d+\]"))
+    return (suspicious.height, int(suspicious["idx"][0]) + 1) if suspicious.height else None
+
+
+def _chunk_warnings(chunks: list[Chunk], prefix: Prefix) -> list[ParseWarning]:
+    warnings = []
+    orphans = [c.orphans for c in chunks if c.orphans]
+    if orphans:
+        count, line, text = orphans[0]
+        warnings.append(ParseWarning(line, f"{sum(o[0] for o in orphans)} lines before the first log entry skipped: {text[:60]!r}"))
+    unmatched = [c.unmatched for c in chunks if c.unmatched]
+    if unmatched:
+        warnings.append(ParseWarning(
+            unmatched[0][1],
+            f"{sum(u[0] for u in unmatched)} lines look like log entries but do not match the inferred prefix "
+            f"{prefix.template!r}; they were read as continuation lines",
+        ))
+    return warnings
+
+
+def parse(text: str, ctx: ParseContext) -> ParseResult:
+    if not text or text.isspace():  # isspace stops at the first visible character
+        raise ParseError("empty PostgreSQL log")
+    tz, warnings = M.safe_tz(ctx.tz)
+    size = len(text) - 1 if text.endswith("\n") else len(text)  # no copy of a GB text to drop one newline
+    sample = _sample(text)
+    wrapper = _wrapper(sample)
+    if wrapper:
+        pattern = re.compile(WRAPPERS[wrapper])
+        sample = [m.group("rest") for m in map(pattern.match, sample) if m]
+    prefix = infer_prefix(sample)
+    if prefix is None:
+        return _no_severity(sample)
+    notes = [f"{wrapper} lines: time and pid read from the {wrapper} header"] if wrapper else []
+    if prefix.recognised:
+        notes.append(f"log_line_prefix looks like {prefix.template!r}" if prefix.template else "log_line_prefix is empty")
+    else:
+        warnings.append(ParseWarning(None, prefix.notes[0]))
+    bounds = _chunk_bounds(text, size, prefix, wrapper)
+    first_lines = [0]
+    for start, next_start in zip([b[0] for b in bounds], [b[0] for b in bounds[1:]]):
+        first_lines.append(first_lines[-1] + text.count("\n", start, next_start))
+
+    def read(index: int) -> Chunk:
+        start, end = bounds[index]
+        end = end - 1 if index + 1 < len(bounds) else end  # the newline before the next piece
+        return _read_chunk(text[start:end], first_lines[index], prefix, wrapper, tz)
+
+    if len(bounds) == 1:
+        chunks = [read(0)]
+    else:
+        with ThreadPoolExecutor(max_workers=2) as pool:  # polars releases the GIL: one piece per core
+            chunks = list(pool.map(read, range(len(bounds))))
+    entries = pl.concat([c.entries for c in chunks])
+    summary = chunks[0].summary
+    zones: Counter = Counter()
+    for chunk in chunks:
+        zones.update(chunk.zones)
+    for chunk in chunks[1:]:
+        summary = summary.merge(chunk.summary)
+    if zones:
+        notes += M.zone_notes(dict(zones), tz)
+    else:
+        notes.append("log lines carry no time (log_line_prefix has no %m/%t/%n): statements have no timestamps")
+    return M.finish(entries, summary, ctx.source, notes, warnings + _chunk_warnings(chunks, prefix))
+
+
+def _fallback_fields(starts: pl.DataFrame) -> pl.DataFrame:
+    stamp = pl.col("pre").str.extract_groups(
+        r"(?P<stamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?)(?: ?(?P<zone>[A-Z]{1,5}\b|[+-]\d\d(?::?\d\d)?))?"
+    )
+    return starts.with_columns(
+        stamp.struct.field("stamp").alias("stamp"),
+        stamp.struct.field("zone").alias("zone"),
+        pl.col("pre").str.extract(r"\[(\d+)\]", 1).alias("pid"),
+    )
+
+
+def _no_severity(sample: list[str]) -> ParseResult:
+    foreign = [line for line in sample if FOREIGN_SEVERITY_RE.match(line)]
+    if not foreign:
+        raise ParseError("no PostgreSQL log entry found (no 'LOG:', 'ERROR:', 'STATEMENT:'... after a log_line_prefix)")
+    return ParseResult(
+        tables={M.T.STATEMENT: M.T.empty(M.T.STATEMENT), M.T.PLAN_NODE: M.T.empty(M.T.PLAN_NODE)},
+        records=0,
+        warnings=[ParseWarning(
+            None,
+            f"lines look like a PostgreSQL log but no severity is in English (e.g. {foreign[0][:70]!r}): "
+            "lc_messages is not English, nothing can be read; set lc_messages = 'C' on the server",
+        )],
+        notes=["no statements read: messages are not in English"],
+    )
+
+
+# ---- detection ------------------------------------------------------------------------------------
+
+_SEV_TWO_SPACES_RE = re.compile(r"(?m)(?:^|[^\w])(?:LOG|ERROR|FATAL|PANIC|WARNING|STATEMENT|DETAIL|HINT|CONTEXT|NOTICE|INFO):  \S")
+_SEV_ONE_SPACE_RE = re.compile(r"(?m)(?:^|[^\w])(?:LOG|ERROR|FATAL|STATEMENT):\s\S")
+_PG_WORDS_RE = re.compile(
+    r"duration: \d|statement: |checkpoint (?:starting|complete)|database system|connection (?:received|authorized)|"
+    r"disconnection: |automatic (?:vacuum|analyze)|temporary file: |sql_error_code = "
+)
+
+
+def detect(head: str, name: str) -> float:
+    if head.lstrip().startswith("{"):
+        return 0.0  # jsonlog
+    two = len(_SEV_TWO_SPACES_RE.findall(head))
+    words = len(_PG_WORDS_RE.findall(head))
+    if two >= 2 or (two and words):
+        return 0.9
+    if _SEV_ONE_SPACE_RE.search(head) and words:
+        return 0.75
+    foreign = sum(1 for line in head.split("\n") if FOREIGN_SEVERITY_RE.match(line) and LOOKS_LIKE_PG_HEAD_RE.match(line))
+    return 0.6 if foreign >= 2 else 0.0
+
+
+SPEC = ParserSpec(
+    kind="postgresql-log",
+    description="PostgreSQL stderr log (any log_line_prefix; Heroku logplex, syslog): statements, errors, auto_explain plans",
+    detect=detect,
+    parse=parse,
+)
