@@ -399,12 +399,18 @@ def _read_bounded(
     reader: BinaryIO, budget_bytes: int, ratio_base_bytes: int | None, max_ratio: float, codec: str | None
 ) -> bytes:
     """Read to the end in chunks; stop as soon as the size budget or the ratio is exceeded."""
-    buffer = io.BytesIO()
+    if ratio_base_bytes is None:
+        # Stored data cannot be a bomb: one read of at most budget + 1 bytes (no chunk copies).
+        data = reader.read(budget_bytes + 1)
+        if len(data) > budget_bytes:
+            raise _Rejected("too large", codec, too_large=True)
+        return data
+    chunks: list[bytes] = []
     total_bytes = 0
     while True:
         chunk = reader.read(READ_CHUNK_BYTES)
         if not chunk:
-            return buffer.getvalue()
+            return b"".join(chunks)
         total_bytes += len(chunk)
         if total_bytes > budget_bytes:
             raise _Rejected("too large", codec, too_large=True)
@@ -414,7 +420,7 @@ def _read_bounded(
             and total_bytes > max_ratio * ratio_base_bytes
         ):
             raise _Rejected(f"decompression ratio above {max_ratio:g}:1 (bomb?)", codec)
-        buffer.write(chunk)
+        chunks.append(chunk)
 
 
 def _peek(stream: BinaryIO, size: int) -> bytes:

@@ -81,3 +81,44 @@ def test_demo_top_finding_is_softirq_on_node0(tmp_path: Path):
         "hostname": "bank-core-db03", "kernel": "5.10.0-136.12.0.86.oe2203sp1.aarch64", "arch": "aarch64",
         "cpu_model": "HUAWEI Kunpeng 920 5220", "cpus": 128, "sockets": 4, "numa_nodes": 16, "threads_per_core": 1,
     }
+
+
+SQL_RULES = {"plan-flip", "stale-statistics", "full-table-scan", "or-without-index-merge", "plan-cache-miss", "dominant-statement"}
+
+
+@pytest.mark.parametrize(
+    ("name", "statements", "top_calls"),
+    [("mariadb-sysbench-debian12", 5902, {"select c from sbtest? where id=?": 2950}),
+     ("postgres-pgbench-debian12", 2254, {"select abalance from pgbench_accounts where aid = ?": 311})],
+)
+def test_healthy_captures_profile_their_workload_and_fire_no_sql_rule(name, statements, top_calls, corpus: Path, tmp_path: Path):
+    code, document = run_json(["analyze", str(corpus / "captures" / f"{name}.tar.gz")], tmp_path)
+    assert code == 0
+    assert document["metrics"]["sql_summary"]["statements"] == statements
+    by_fingerprint = {row["fingerprint"]: row for row in document["metrics"]["sql_profile"]}
+    for fingerprint, calls in top_calls.items():
+        assert by_fingerprint[fingerprint]["calls"] == calls
+    total = sum(row["total_time_s"] for row in document["metrics"]["sql_profile"])
+    assert total == pytest.approx(document["metrics"]["sql_summary"]["db_time_s"], rel=1e-6)
+    fired = {f["rule"] for f in document["findings"]}
+    assert not (fired & SQL_RULES - {"dominant-statement"})
+
+
+def test_demo_sql_findings_and_privacy(tmp_path: Path):
+    code, document = run_json(["demo"], tmp_path)
+    assert code == 0
+    by_rule = {f["rule"]: f for f in document["findings"]}
+    assert SQL_RULES - {"dominant-statement"} <= set(by_rule)
+    flip = by_rule["plan-flip"]
+    assert flip["severity"] == "critical" and "4 instance(s)" in flip["title"]
+    assert "62.1 ms -> 37.8 s" in flip["title"]
+    assert "CREATE GLOBAL BINDING" in flip["remediation"] and "LOCK STATS" in flip["remediation"]
+    assert "72.7%" in by_rule["plan-cache-miss"]["title"]
+    assert "acct_txn_log" in by_rule["full-table-scan"]["title"].lower()
+    assert "ADD INDEX" in by_rule["full-table-scan"]["remediation"]
+    text = json.dumps(document)
+    assert "6228480" not in text and "13734578434" not in text
+    assert document["metrics"]["sql_summary"]["literals"] == "replaced by placeholders"
+    out = tmp_path / "lit.json"
+    CliRunner().invoke(app, ["demo", "--show-literals", "-f", "json", "-o", str(out)])
+    assert "6228480" in out.read_text(encoding="utf-8")

@@ -35,35 +35,57 @@ class SqlOptions:
 def fingerprinted(statements: pl.DataFrame, options: SqlOptions) -> pl.DataFrame:
     """Add fingerprint, fp_id, plan_key and sample_sql; fingerprints are computed per engine dialect.
 
-    Unless ``show_literals``, ``sql`` and ``plan`` are replaced by their redacted forms here, so
-    that nothing downstream (rules, metrics, report) can show a literal by accident.
+    Unless ``show_literals``, ``sql`` and ``plan`` are replaced here, so that nothing downstream
+    (rules, metrics, report) can show a literal by accident: ``sql`` and ``sample_sql`` become the
+    redacted text of the fingerprint's slowest execution, ``plan`` the redacted plan of the
+    slowest execution with the same plan. Redacting a few hundred representatives instead of
+    every row is what keeps a 200 MB log fast.
     """
     parts = []
     for (engine,), group in statements.group_by("engine", maintain_order=True):
         dialect = DIALECT_OF_ENGINE.get(engine or "", "mysql")
-        sql = group["sql"].fill_null("")
-        fingerprints = sqlnorm.fingerprint_series(sql, dialect)
-        samples = sql if options.show_literals else sqlnorm.redact_series(sql, dialect)
-        parts.append(group.with_columns(fingerprints.alias("fingerprint"), samples.alias("sample_sql")))
+        fingerprints = sqlnorm.fingerprint_series(group["sql"].fill_null(""), dialect)
+        parts.append(group.with_columns(fingerprints.alias("fingerprint"), pl.lit(dialect).alias("dialect")))
     frame = pl.concat(parts, how="vertical_relaxed") if parts else statements
-    if not options.show_literals:
-        frame = frame.with_columns(pl.col("sample_sql").alias("sql"), redacted_plans(frame["plan"]))
     unique_fingerprints = frame["fingerprint"].unique()
     ids = pl.DataFrame(
         {"fingerprint": unique_fingerprints, "fp_id": [sqlnorm.fingerprint_id(f) for f in unique_fingerprints.to_list()]}
     )
-    return frame.join(ids, on="fingerprint", how="left").with_columns(
+    frame = frame.join(ids, on="fingerprint", how="left").with_columns(
         pl.coalesce(pl.col("plan_digest"), pl.col("plan_signature")).alias("plan_key")
     )
+    if options.show_literals:
+        return frame.with_columns(pl.col("sql").alias("sample_sql")).drop("dialect")
+    return _redacted(frame).drop("dialect")
 
 
-def redacted_plans(plans: pl.Series) -> pl.Series:
-    """Plans with their compared values replaced, computed once per distinct plan text."""
-    distinct = plans.drop_nulls().unique()
-    if distinct.len() == 0:
-        return plans.alias("plan")
-    redacted = pl.Series([sqlnorm.redact_plan(text) for text in distinct.to_list()], dtype=pl.String)
-    return plans.replace_strict(distinct, redacted, default=None, return_dtype=pl.String).alias("plan")
+def _slowest_per(frame: pl.DataFrame, keys: list[str], columns: list[str]) -> pl.DataFrame:
+    """The slowest row of each group (its keys and ``columns``), without sorting the big text columns."""
+    picks = (
+        frame.select(*keys, "query_time_s")
+        .with_row_index("row")
+        .group_by(keys)
+        .agg(pl.col("row").get(pl.col("query_time_s").fill_null(-1.0).arg_max()))
+    )
+    return frame.select(*keys, *columns)[picks["row"].sort()]
+
+
+def _redacted(frame: pl.DataFrame) -> pl.DataFrame:
+    samples = _slowest_per(frame, ["fp_id"], ["sql", "dialect"])
+    samples = samples.with_columns(
+        pl.Series("sample_sql", [sqlnorm.redact_literals(sql or "", dialect) for sql, dialect in samples.select("sql", "dialect").iter_rows()], dtype=pl.String)
+    ).select("fp_id", "sample_sql")
+    frame = frame.join(samples, on="fp_id", how="left").with_columns(pl.col("sample_sql").alias("sql"))
+    with_plan = frame.filter(pl.col("plan").is_not_null())
+    if with_plan.height == 0:
+        return frame
+    plans = _slowest_per(with_plan, ["fp_id", "plan_key"], ["plan"])
+    plans = plans.with_columns(pl.Series("public_plan", [sqlnorm.redact_plan(p) for p in plans["plan"].to_list()], dtype=pl.String)).drop("plan")
+    return (
+        frame.join(plans, on=["fp_id", "plan_key"], how="left", nulls_equal=True)
+        .with_columns(pl.when(pl.col("plan").is_not_null()).then(pl.col("public_plan")).alias("plan"))
+        .drop("public_plan")
+    )
 
 
 def public_plan_nodes(nodes: pl.DataFrame, options: SqlOptions) -> pl.DataFrame:
@@ -116,12 +138,7 @@ def sql_profile(statements: pl.DataFrame) -> list[dict[str, Any]]:
         .sort("total_time_s", descending=True)
         .head(PROFILE_LIMIT)
     )
-    worst = (
-        timed.sort("query_time_s", descending=True)
-        .group_by("fp_id", maintain_order=True)
-        .first()
-        .select("fp_id", "sample_sql", "query_time_s", "end_ts", "source", "line")
-    )
+    worst = _slowest_per(timed, ["fp_id"], ["sample_sql", "query_time_s", "end_ts", "source", "line"])
     plans = (
         timed.filter(pl.col("plan_key").is_not_null())
         .group_by("fp_id", "plan_key")
