@@ -225,7 +225,14 @@ def line_chart_geometry(title: str, unit: str, series: list[dict[str, Any]]) -> 
             "path": " ".join(f"{x:.1f},{y:.1f}" for x, y, _, _ in pts),
             "dots": [{"x": round(x, 1), "y": round(y, 1), "title": f"{w:%H:%M:%S} {_tick(v)} {unit}"} for x, y, w, v in pts],
         })
-    x_ticks = [{"x": round(x_of(t0 + (t1 - t0) * i / 4), 1), "label": datetime.fromtimestamp(t0 + (t1 - t0) * i / 4, tz=points[0][0].tzinfo).strftime("%H:%M:%S")} for i in range(5)]
+    x_ticks = [
+        {
+            "x": round(x_of(t0 + (t1 - t0) * i / 4), 1),
+            "label": datetime.fromtimestamp(t0 + (t1 - t0) * i / 4, tz=points[0][0].tzinfo).strftime("%H:%M:%S"),
+            "anchor": ("start", "middle", "middle", "middle", "end")[i],
+        }
+        for i in range(5)
+    ]
     return {
         "title": title + (" (log scale)" if log_y else ""),
         "unit": unit,
@@ -241,11 +248,12 @@ def line_chart_geometry(title: str, unit: str, series: list[dict[str, Any]]) -> 
 
 def _sql_charts(document: dict[str, Any]) -> list[dict[str, Any]]:
     timeline = document["metrics"].get("sql_timeline") or {}
-    profile = {row["fp_id"]: row for row in document["metrics"].get("sql_profile", [])}
     series = []
-    for rank, (fp_id, buckets) in enumerate(timeline.items(), start=1):
-        label = f"#{rank} {fp_id}: {(profile.get(fp_id, {}).get('fingerprint') or '')[:60]}"
-        series.append({"label": label, "points": [(_as_datetime(b["bucket"]), b["p99_s"]) for b in buckets]})
+    for rank, row in enumerate(document["metrics"].get("sql_profile", []), start=1):
+        buckets = timeline.get(row["fp_id"])
+        if buckets:
+            label = f"#{rank} {row['fp_id'][:12]}…: {(row.get('fingerprint') or '')[:60]}"
+            series.append({"label": label, "points": [(_as_datetime(b["bucket"]), b["p99_s"]) for b in buckets]})
     chart = line_chart_geometry("p99 latency over time of the top statements", "s", series) if series else None
     return [chart] if chart else []
 

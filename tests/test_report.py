@@ -1,0 +1,65 @@
+"""Report rendering: chart geometry, escaping in HTML and Markdown, formats agree."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from dbdiag.report import chart_geometry, line_chart_geometry, render_html, render_markdown
+
+T0 = datetime(2024, 5, 14, 2, 0, tzinfo=timezone.utc)
+
+
+def bar_chart(values: list[float], unit: str = "%") -> dict:
+    return {"title": "t", "unit": unit, "groups": [{"label": "node 0", "bars": [{"label": f"CPU {i}", "value": v, "highlight": False} for i, v in enumerate(values)]}]}
+
+
+def test_percent_bars_never_blow_up_tiny_values():
+    geometry = chart_geometry(bar_chart([0.1, 0.05]))
+    assert geometry["ticks"][-1]["value"] == 10.0
+    heights = [bar["h"] for bar in geometry["groups"][0]["bars"]]
+    assert max(heights) < 0.02 * (geometry["plot_bottom"] - 10)
+
+
+def test_bars_scale_to_a_round_top():
+    geometry = chart_geometry(bar_chart([3_353_332, 1_482_721], unit="interrupts"))
+    assert geometry["ticks"][-1]["value"] == 5_000_000
+    tallest = geometry["groups"][0]["bars"][0]
+    assert tallest["y"] + tallest["h"] == geometry["plot_bottom"]
+
+
+def test_latency_lines_use_log_scale_over_two_decades():
+    series = [{"label": "flip", "points": [(T0 + timedelta(seconds=i), v) for i, v in enumerate([0.062, 0.061, 38.0, 37.5])]}]
+    geometry = line_chart_geometry("p99", "s", series)
+    assert geometry["title"].endswith("(log scale)")
+    labels = [tick["label"] for tick in geometry["y_ticks"]]
+    assert labels[0] == "0.01" and labels[-1] == "100"
+    flat = line_chart_geometry("p99", "s", [{"label": "x", "points": [(T0, 1.0), (T0 + timedelta(seconds=1), 2.0)]}])
+    assert "log" not in flat["title"]
+
+
+def _document(sql: str) -> dict:
+    finding = {
+        "rule": "plan-flip", "severity": "warning", "scope": "statement", "title": "a | b <i>x</i>", "subject": "s",
+        "impact": {"description": "d"}, "evidence": [{"title": "Statement", "columns": [], "rows": [], "text": sql}],
+        "remediation": "r", "sources": ["db/slow.log:1"], "charts": [],
+    }
+    return {
+        "schema_version": 1, "dbdiag_version": "0", "generated_at": None,
+        "capture": {"source": "c", "container": "file", "members": 1, "partial": False, "partial_reasons": [], "tz": "UTC", "tz_origin": "default"},
+        "verdict": {"headline": "h", "findings_by_severity": {"critical": 0, "warning": 1, "info": 0}, "rules_by_status": {"fired": 1, "passed": 0, "skipped": 0, "errored": 0}},
+        "inputs": [], "rules": [{"id": "plan-flip", "title": "t", "status": "fired", "missing": [], "measured": "m|<b>", "error": None}],
+        "findings": [finding], "metrics": {},
+    }
+
+
+def test_hostile_sql_is_escaped_in_html():
+    html = render_html(_document("SELECT '</pre><script>alert(1)</script>'"))
+    assert "<script>" not in html
+    assert "&lt;/pre&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "a | b &lt;i&gt;x&lt;/i&gt;" in html
+
+
+def test_markdown_escapes_pipes_and_tags_in_table_cells():
+    markdown = render_markdown(_document("SELECT 1"))
+    assert "| `plan-flip` | fired | m\\|&lt;b&gt; |" in markdown
+    assert "a \\| b &lt;i&gt;x&lt;/i&gt;" in markdown
