@@ -29,34 +29,48 @@ Output tables (see ``dbdiag.tables``):
   from the server header and the fields present), start_ts, end_ts, query_time_s, lock_time_s,
   rows_sent/examined/affected, user, client_host, db, conn_id, txn_id (InnoDB_trx_id), full_scan,
   full_join, tmp_table, tmp_table_on_disk, filesort, plan, plan_signature, index_names, success,
-  error_code, sql, source, line (1-based line of the entry's first header line).
+  error_code, sql, source, line (1-based line of the entry's first header line). full_scan is also
+  set by an explain row of access type ALL; with MariaDB's query_plan verbosity the Full_scan and
+  Filesort lines are written only when a flag is Yes, so entries without them get No.
 - ``plan_node``: one row per MariaDB ``# explain:`` data row: node_type = access type (``ALL``,
   ``ref``...), relation = table, index_name = key, est_rows = rows, actual_rows = r_rows,
   filter = Extra; node_id in row order, depth 0 (tabular EXPLAIN is a flat list in join order).
 
 What an entry is, as pt-query-digest reads it: everything from a header (``# Time:``, or
-``# User@Host:`` not right after a ``# Time:`` line, or a ``# Query_time:`` line that does not follow
-other header lines) to the next one. ``use db;`` before the statement and ``SET timestamp=N;``
-are metadata, not statements; the text after them (every line, several statements or blank lines
-included) is the statement. An entry with no statement text but a ``use`` in SQL position (after
-``SET timestamp``) is the ``use`` itself.
+``# User@Host:`` not right after a ``# Time:`` line, or a ``# Query_time:``/``# Thread_id:``/
+``# Schema:``/``# Client:`` line that does not follow other header lines) to the next one. ``use db;``
+before the statement and ``SET timestamp=N;`` are metadata, not statements; all the text after them
+(several statements, blank lines, ``#`` comment lines) is the statement, its last ``;`` removed.
+``# administrator command: Quit;`` gives ``administrator command: Quit``. A ``use x;`` after
+``SET timestamp`` is the statement itself (the server writes its own ``use`` first). Server start
+banners (``mysqld, Version: ... started with:`` + ``Tcp port`` + ``Time Id Command``) are skipped
+wherever they are. Lines before the first header (a file cut at its start) make one statement
+without timings; a last entry cut after its header is dropped; both with a warning.
 
-Times: ``# Time:`` is when the entry was written (the end); without a zone it is server local
-time, read in ``ctx.tz`` (said in a note). ``SET timestamp`` is the start, in whole UTC seconds;
-``log_slow_extra`` ``Start:``/``End:`` are exact and win. start_ts = Start, else own sub-second
-``# Time`` minus Query_time, else SET timestamp, else end minus Query_time; end_ts = End, else
-``# Time``, else start plus Query_time. The server writes ``# Time`` only when the second changed, so
-entries without one take the previous entry's (as pt-query-digest does); likewise ``use`` is written
-only when the database changed, so ``db`` carries over until the next ``use`` or ``Schema:``.
+Times. ``# Time:`` is when the entry was written (the end). Without a zone it is server local time,
+read in ``ctx.tz`` (said in a note); ``2016-07-20T18:13:25.698433Z`` and ``+08:00`` are exact.
+``SET timestamp`` is whole UTC seconds: the statement start for MySQL 8.0+ ("the slow log always
+logs the query start time"), but the write time, like ``# Time``, for MySQL <= 5.7, Percona <= 5.7
+and MariaDB ("now we always write current timestamp"); the banner's version decides, else
+statements of 2 s or more show it. ``log_slow_extra`` ``Start:``/``End:`` are exact and win.
+end_ts = End, else the entry's ``# Time``, else SET timestamp (plus Query_time if it is the start),
+else the last ``# Time`` above (the server writes one only when the second changed, so entries
+without one take the previous entry's, as pt-query-digest does); start_ts = Start, else SET
+timestamp when it is the start (unless ``# Time`` has microseconds), else end_ts - Query_time.
+When zone-less ``# Time`` lines disagree with SET timestamp by a whole zone offset, ``--tz`` is not
+the server's zone: the ``# Time`` lines are moved by that offset, with a warning. The database
+carries over the same way: the server writes ``use`` only when it changed.
 
-Speed: the text is cut into entry-aligned chunks, each read as a column of lines by polars' CSV
-reader; line kinds come from vectorised prefix tests, fields from literal finds on the lines that
-carry them, repeated lines (User@Host, Thread_id, flags, explain rows) are parsed once per distinct
-value. No Python loop runs per line or per entry.
+Speed (hundreds of MB): the text is cut into entry-aligned pieces parsed on two threads; each piece
+is read as a column of lines by polars' CSV reader; line kinds come from the 4-byte prefixes polars
+keeps inline in its string views (numpy, no pass over the text); header lines that repeat (User@Host,
+Thread_id, flags, use, SET timestamp, explain rows) are parsed once per distinct text; Query_time
+lines are split at positions learnt from the first one. No Python loop runs per line or per entry.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -88,18 +102,25 @@ QT_RE = (  # the first four fields, always in this order, one or two spaces apar
     r"^# Query_time: (?<qt_text>\S+) +Lock_time: (?<lock_text>\S+) +Rows_sent: (?<rows_sent_text>\S+)"
     r" +Rows_examined: (?<rows_examined_text>\S+)"
 )
-QT_FIELDS = {"qt_text": "Query_time", "lock_text": "Lock_time", "rows_sent_text": "Rows_sent", "rows_examined_text": "Rows_examined"}
+QT_FIELDS = {
+    "qt_text": "Query_time", "lock_text": "Lock_time", "rows_sent_text": "Rows_sent", "rows_examined_text": "Rows_examined",
+}
 QT_EXTRA = pl.col("t").str.count_matches(": ", literal=True) > 4
 
 
 EXPLAIN_COLUMNS = ("table", "type", "key", "rows", "r_rows", "Extra")
 
-SERVER_HEADER_RE = r"^(?:.*(?:mysqld|mariadbd|mysqld\.exe), Version: .*(?:started with:|embedded library)|T[cC][pP] [pP]ort: \d+.*|Time\s+Id\s+Command\s+Argument)\s*$"
+SERVER_HEADER_RE = (  # the three lines a server writes when it (re)opens the log
+    r"^(?:.*(?:mysqld|mariadbd|mysqld\.exe), Version: .*(?:started with:|embedded library)"
+    r"|T[cC][pP] [pP]ort: \d+.*|Time\s+Id\s+Command\s+Argument)\s*$"
+)
 USER_HOST_RE = (
     r"^\s*(?P<priv>[^\[@]*?)\s*(?:\[(?P<login>[^\]]*)\])?\s*@\s*(?P<host>[^\s\[]*)\s*"
     r"(?:\[(?P<ip>[^\]]*)\])?(?:\s+Id:\s*(?P<id>\d+))?"
 )
-OLD_TIME_RE = r"^(?P<yy>\d{2})(?P<mo>\d{2})(?P<dd>\d{2})\s+(?P<hh>\d{1,2}):(?P<mi>\d{2}):(?P<ss>\d{2})(?:\.(?P<frac>\d+))?$"
+OLD_TIME_RE = (  # 081127  8:51:20, 120315 18:01:58.479076, 121123 19:56:06.0000001967
+    r"^(?P<yy>\d{2})(?P<mo>\d{2})(?P<dd>\d{2})\s+(?P<hh>\d{1,2}):(?P<mi>\d{2}):(?P<ss>\d{2})(?:\.(?P<frac>\d+))?$"
+)
 ISO_TIME_RE = (
     r"^(?P<yyyy>\d{4})-(?P<mo>\d{2})-(?P<dd>\d{2})[T ](?P<hh>\d{2}):(?P<mi>\d{2}):(?P<ss>\d{2})"
     r"(?:\.(?P<frac>\d+))?(?P<zone>Z|[+-]\d{2}:?\d{2})?$"
@@ -115,7 +136,9 @@ DETECT_QT_BARE_RE = re.compile(r"^# Query_time: [\d.]+", re.M)
 DETECT_UH_RE = re.compile(r"^# (?:Time: .*)?User@Host: .*@", re.M)
 DETECT_TIME_RE = re.compile(r"^# Time: (?:\d{6}\s+\d{1,2}:\d{2}:\d{2}|\d{4}-\d{2}-\d{2}T)", re.M)
 DETECT_SERVER_RE = re.compile(r"^.*(?:mysqld|mariadbd), Version: .*started with:\s*$", re.M)
-DETECT_GENERAL_LOG_RE = re.compile(r"^(?:\d{6}\s+\d{1,2}:\d{2}:\d{2}|\d{4}-\d{2}-\d{2}T\S+|\t)\s+\d+ (?:Query|Connect|Quit|Init DB)\b", re.M)
+DETECT_GENERAL_LOG_RE = re.compile(
+    r"^(?:\d{6}\s+\d{1,2}:\d{2}:\d{2}|\d{4}-\d{2}-\d{2}T\S+|\t)\s+\d+ (?:Query|Connect|Quit|Init DB)\b", re.M
+)
 
 
 # ---- detection --------------------------------------------------------------------------------
@@ -199,9 +222,10 @@ def _heads(lines: pl.Series) -> tuple[np.ndarray, np.ndarray]:
         views = np.frombuffer(chunk.buffers()[1], dtype="<u4").reshape(-1, 4)
         parts.append(views[chunk.offset : chunk.offset + len(chunk), :2])
     heads = np.concatenate(parts) if parts else np.zeros((0, 2), "<u4")
-    length = heads[:, 0].astype(np.int64)
-    keep = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF], dtype=np.uint64)[np.minimum(length, 4)]
-    return length, (heads[:, 1].astype(np.uint64) & keep).astype(np.uint32)
+    length, prefix = heads[:, 0].copy(), heads[:, 1].copy()
+    short = np.flatnonzero(length < 4)  # keep only their own bytes
+    prefix[short] &= np.array([0, 0xFF, 0xFFFF, 0xFFFFFF], dtype=np.uint32)[length[short]]
+    return length, prefix
 
 
 def _code(start: str) -> int:
@@ -269,8 +293,8 @@ def _classify(lines: pl.Series, length: np.ndarray, prefix: np.ndarray) -> np.nd
 
 def _before_in_entry(flag: np.ndarray, entry: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Whether a flagged line occurs earlier in the same entry."""
-    seen = np.cumsum(flag) - flag
-    base = np.zeros(len(starts) + 1, dtype=np.int64)
+    seen = np.cumsum(flag, dtype=np.int32) - flag
+    base = np.zeros(len(starts) + 1, dtype=np.int32)
     base[1:] = seen[starts]
     return seen - base[entry] > 0
 
@@ -286,7 +310,7 @@ def _mark(kind: np.ndarray) -> dict[str, np.ndarray]:
         | ((kind == USER_HOST) & (previous != TIME))
         | (((kind == QUERY_TIME) | (kind == ATTR_START)) & ~previous_header)
     )
-    entry = np.cumsum(start)
+    entry = np.cumsum(start, dtype=np.int64)
     starts = np.flatnonzero(start)
     plain = (kind == SQL) | (kind == ADMIN)
     set_meta = kind == SET_META
@@ -472,30 +496,48 @@ def _times(lines: pl.Series, kind: np.ndarray, pick, first_line: int) -> dict[st
     return {"time_line": line.set(line < 0, None), "time_text": text.alias("time_text")}
 
 
-def _query_time_layout(line: str) -> dict[str, int] | None:
-    """Token positions (split on single spaces) of the four values in a ``# Query_time:`` line, or None."""
+def _query_time_layout(line: str) -> tuple[str, dict[str, int]] | None:
+    """How the four values sit in a ``# Query_time:`` line: ("  ", {}) when the fields are two spaces
+    apart (MariaDB, Percona), else (" ", token index of each value), or None."""
+    keys = ["# Query_time", "Lock_time", "Rows_sent", "Rows_examined"]
+    if [part.split(": ", 1)[0] for part in line.split("  ")[:4]] == keys:
+        return "  ", {}
     tokens = line.split(" ")
     keys = {field: f"{key}:" for field, key in QT_FIELDS.items()}
     if not all(key in tokens for key in keys.values()):
         return None
-    return {field: tokens.index(key) + 1 for field, key in keys.items()}
+    return " ", {field: tokens.index(key) + 1 for field, key in keys.items()}
 
 
 def _query_time(lines: pl.Series, position: np.ndarray, first_line: int) -> dict[str, pl.Series]:
     """Query_time, Lock_time, Rows_sent, Rows_examined; what follows them (Percona Rows_affected,
     MySQL 8 log_slow_extra) is read by key on the lines that have it.
 
-    A server writes every such line with the same spacing, so the token positions are learnt from the
-    first line and checked on each (a split is much cheaper than a regex); other lines use the regex."""
+    A server writes every such line with the same spacing, so the layout is learnt from the first
+    line and checked on each (a split is much cheaper than a regex); other lines use the regex."""
     text = _take(lines, position).alias("t")
     t = pl.col("t")
     present = text.drop_nulls()
     layout = _query_time_layout(present[0]) if present.len() else None
-    if layout:
-        last = max(layout.values())
+    if layout and layout[0] == "  ":
+        parts = text.str.splitn("  ", 5).struct.unnest()
+        values, checks = {}, []
+        for number, (field, key) in enumerate(QT_FIELDS.items()):
+            label = f"# {key}: " if number == 0 else f"{key}: "
+            checks.append(parts[f"field_{number}"].str.starts_with(label).fill_null(False).to_numpy())
+            values[field] = parts[f"field_{number}"].str.strip_prefix(label)
+        # MySQL 8 log_slow_extra follows Rows_examined after one space
+        extra = parts["field_4"].is_not_null() | values["rows_examined_text"].str.contains(" ", literal=True)
+        frame = pl.DataFrame(values).with_columns(regular=pl.Series(np.logical_and.reduce(checks)), extra=extra)
+        spaced = np.flatnonzero(extra.fill_null(False).to_numpy())
+        if spaced.size:
+            first = frame["rows_examined_text"].gather(spaced).str.split_exact(" ", 1).struct.field("field_0")
+            frame = frame.with_columns(frame["rows_examined_text"].scatter(spaced, first))
+    elif layout:
+        last = max(layout[1].values())
         parts = text.str.splitn(" ", last + 2).struct.unnest()
-        checks = [parts[f"field_{at - 1}"] == f"{QT_FIELDS[field]}:" for field, at in layout.items()]
-        frame = pl.DataFrame({field: parts[f"field_{at}"] for field, at in layout.items()}).with_columns(
+        checks = [parts[f"field_{at - 1}"] == f"{QT_FIELDS[field]}:" for field, at in layout[1].items()]
+        frame = pl.DataFrame({field: parts[f"field_{at}"] for field, at in layout[1].items()}).with_columns(
             regular=pl.Series(np.logical_and.reduce([c.fill_null(False).to_numpy() for c in checks])),
             extra=parts[f"field_{last + 1}"].is_not_null(),
         )
@@ -530,17 +572,19 @@ def _query_time(lines: pl.Series, position: np.ndarray, first_line: int) -> dict
 
 
 def _header_fields(
-    lines: pl.Series, kind: np.ndarray, prefix: np.ndarray, entry: np.ndarray, marks: dict[str, np.ndarray], n_entries: int
+    lines: pl.Series, kind: np.ndarray, prefix: np.ndarray, entry: np.ndarray,
+    marks: dict[str, np.ndarray], n_entries: int,
 ) -> tuple[dict[str, pl.Series], dict[str, bool]]:
     """Fields of the header lines that repeat a lot (User@Host, Thread_id, Rows_affected, flags, use,
     SET timestamp...): parsed once per distinct text, then each entry takes the fields of its first
     line of each group."""
     names = list(LINE_GROUPS)
-    header = ((kind == ATTR) | (kind == ATTR_START)) & ~marks["is_sql"]
+    header = np.flatnonzero(((kind == ATTR) | (kind == ATTR_START)) & ~marks["is_sql"])
+    header_prefix = prefix[header]
     group = np.full(len(kind), -1, dtype=np.int8)
     for code, (starts, _) in enumerate(LINE_GROUPS.values()):
         for start in starts:
-            group[header & (prefix == _code(start))] = code
+            group[header[header_prefix == _code(start)]] = code
     user_host = kind == USER_HOST
     times = np.flatnonzero(kind == TIME)
     if times.size:  # "# Time: 071218 11:48:27 # User@Host: [SQL_SLAVE] @  []" on one line
@@ -580,7 +624,7 @@ def _header_fields(
             else series[0] if len(series) == 1
             else pl.DataFrame({str(i): s for i, s in enumerate(series)}).select(pl.coalesce(pl.all()))[:, 0]
         ).alias(column)
-    return out, _flavour(distinct, rows, bool((header & (prefix == _code("#   "))).any()))
+    return out, _flavour(distinct, rows, bool((header_prefix == _code("#   ")).any()))
 
 
 HEADER_DTYPES = {"set_ts": pl.Int64}
@@ -619,10 +663,14 @@ def _sql(lines: pl.Series, kind: np.ndarray, entry: np.ndarray, is_sql: np.ndarr
     return pl.DataFrame({"entry": joined["entry"], "sql": sql, "terminated": terminated})
 
 
-def _explain(lines: pl.Series, kind: np.ndarray, entry: np.ndarray, is_sql: np.ndarray, n_entries: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _explain(
+    lines: pl.Series, kind: np.ndarray, entry: np.ndarray, is_sql: np.ndarray, n_entries: int
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """MariaDB ``# explain:`` rows -> (per entry: plan, plan_signature, index_names, plan_full_scan;
     plan nodes: entry and the cells of each data row, found through the entry's header row)."""
-    plan_schema = {"plan": pl.String, "plan_signature": pl.String, "index_names": pl.String, "plan_full_scan": pl.Boolean}
+    plan_schema = {
+        "plan": pl.String, "plan_signature": pl.String, "index_names": pl.String, "plan_full_scan": pl.Boolean,
+    }
     node_schema = {"entry": pl.Int64, **{c: pl.String for c in EXPLAIN_COLUMNS}, "sig": pl.String}
     at = np.flatnonzero((kind == EXPLAIN) & ~is_sql)
     if not at.size:
@@ -663,14 +711,22 @@ def _explain(lines: pl.Series, kind: np.ndarray, entry: np.ndarray, is_sql: np.n
 
 
 def _explain_cells(data: pl.DataFrame, header: str) -> pl.DataFrame:
-    """Cells of the data rows under one header. The server separates them with tabs; a copy with
-    tabs expanded to spaces is split on whitespace, the last column (Extra) taking the rest."""
+    """Cells of the data rows under one header, once per distinct row, and each row's
+    ``table:type(key)`` for plan_signature."""
+    return pl.concat([data, _by_distinct(data["body"], _cell_exprs(header))], how="horizontal")
+
+
+@functools.cache
+def _cell_exprs(header: str) -> dict[str, pl.Expr]:
+    """The server separates cells with tabs; a copy with tabs expanded to spaces is split on
+    whitespace, the last column (Extra) taking the rest."""
     tabbed = "\t" in header
     names = header.split("\t") if tabbed else header.split()
     if tabbed:
         cells = pl.col("body").str.split("\t")
     else:  # two-word select types would shift the columns after them
-        merged = pl.col("body").str.strip_chars().str.replace(r"^(\S+\s+(?:DEPENDENT|UNCACHEABLE|UNION|LATERAL))\s+", "${1}_")
+        two_words = r"^(\S+\s+(?:DEPENDENT|UNCACHEABLE|UNION|LATERAL))\s+"
+        merged = pl.col("body").str.strip_chars().str.replace(two_words, "${1}_")
         cells = merged.str.replace_all(r"\s+", "\t").str.split("\t")
     exprs = {}
     for column in EXPLAIN_COLUMNS:
@@ -682,11 +738,12 @@ def _explain_cells(data: pl.DataFrame, header: str) -> pl.DataFrame:
         if column == names[-1] and not tabbed:
             cell = cells.list.slice(at).list.join(" ")
         exprs[column] = pl.when(cell.is_in(["NULL", ""])).then(None).otherwise(cell)
-    cells_frame = _by_distinct(data["body"], exprs).with_columns(
-        sig=pl.col("table") + ":" + pl.col("type").fill_null("NULL")
-        + pl.when(pl.col("key").is_not_null()).then("(" + pl.col("key") + ")").otherwise(pl.lit(""))
+    key = exprs["key"]
+    exprs["sig"] = (
+        exprs["table"] + ":" + exprs["type"].fill_null("NULL")
+        + pl.when(key.is_not_null()).then("(" + key + ")").otherwise(pl.lit(""))
     )
-    return pl.concat([data, cells_frame], how="horizontal")
+    return exprs
 
 
 # ---- whole file ---------------------------------------------------------------------------------
@@ -703,13 +760,17 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         notes.append("CRLF line ends (file passed through Windows); read as plain lines")
 
     jobs = [(text, start, end, index == 0, tz) for index, (start, end) in enumerate(_chunk_bounds(text, CHUNK_CHARS))]
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:  # polars and numpy release the GIL
-        pieces = list(pool.map(lambda job: _parse_chunk(*job), jobs))
+    if len(jobs) == 1:
+        pieces = [_parse_chunk(*jobs[0])]
+    else:
+        with ThreadPoolExecutor(max_workers=WORKERS) as pool:  # polars and numpy release the GIL
+            pieces = list(pool.map(lambda job: _parse_chunk(*job), jobs))
     # pieces number their entries and lines from 0; shift them by what came before
     entry_bases = np.cumsum([0] + [p["n_entries"] for p in pieces])
     line_bases = np.cumsum([0] + [p["n_lines"] for p in pieces])
+    line_columns = ("line", "qt_line", "time_line")
     entries = pl.concat([
-        p["entries"].with_columns(pl.col("entry") + int(e), *[pl.col(c) + int(b) for c in ("line", "qt_line", "time_line")])
+        p["entries"].with_columns(pl.col("entry") + int(e), *[pl.col(c) + int(b) for c in line_columns])
         for p, e, b in zip(pieces, entry_bases, line_bases)
     ], how="vertical_relaxed")
     plan_nodes = pl.concat([p["plan_nodes"].with_columns(pl.col("entry") + int(e)) for p, e in zip(pieces, entry_bases)])
@@ -801,6 +862,47 @@ def _version(server: pl.DataFrame) -> str | None:
     return versions[-1] if versions.len() else None
 
 
+def _flag(key: str) -> pl.Expr:
+    return pl.when(pl.col(key) == "Yes").then(True).when(pl.col(key) == "No").then(False)
+
+
+def _positive(key: str) -> pl.Expr:
+    return _number(pl.col(key), pl.Int64) > 0
+
+
+def _typed_exprs() -> dict[str, pl.Expr]:
+    error_code = pl.coalesce(pl.col("Last_errno"), pl.col("qt_Errno"))
+    trx = pl.col("InnoDB_trx_id")
+    client = pl.col("Client").str.replace(r":\d+$", "")
+    return {
+        "rows_affected": _number(pl.coalesce(pl.col("qt_Rows_affected"), pl.col("Rows_affected")), pl.Int64),
+        "client_host": pl.coalesce(pl.col("client_host"), pl.when(client != "").then(client)),
+        # "use" in this entry, else Schema ("" = no database); entries with neither carry the last one
+        "db_written": pl.coalesce(pl.col("use_db"), pl.col("Schema")),
+        "conn_id": pl.coalesce(pl.col("uh_id"), pl.col("Thread_id"), pl.col("qt_Thread_id")),
+        "txn_id": pl.when(trx.is_not_null() & (trx != "0") & (trx != "")).then(trx),  # 0 = no InnoDB transaction
+        "full_scan": pl.when(pl.col("plan_full_scan").fill_null(False)).then(True).otherwise(_flag("Full_scan")),
+        "full_join": _flag("Full_join"),
+        "tmp_table": pl.coalesce(_flag("Tmp_table"), _positive("Tmp_tables"), _positive("qt_Created_tmp_tables")),
+        "tmp_table_on_disk": pl.coalesce(
+            _flag("Tmp_table_on_disk"), _positive("Tmp_disk_tables"), _positive("qt_Created_tmp_disk_tables")
+        ),
+        "filesort": pl.coalesce(
+            _flag("Filesort"),
+            (_number(pl.col("qt_Sort_scan_count"), pl.Int64) + _number(pl.col("qt_Sort_range_count"), pl.Int64)) > 0,
+        ),
+        "success": error_code.is_null() | (error_code == "0"),
+        "error_code": error_code,
+    }
+
+
+TYPED_KEPT = (
+    "entry", "line", "qt_line", "time_line", "time_text", "set_ts", "sql", "terminated", "plan", "plan_signature",
+    "index_names", "Log_slow_rate_type", "Log_slow_rate_limit", "user",
+)
+TYPED_EXPRS = _typed_exprs()
+
+
 def _typed(entries: pl.DataFrame, tz: str) -> tuple[pl.DataFrame, list[tuple[int, str]]]:
     """Row-local work on one piece's entries: numbers, flags, times read (not yet inherited)."""
     warnings: list[tuple[int, str]] = []
@@ -813,7 +915,9 @@ def _typed(entries: pl.DataFrame, tz: str) -> tuple[pl.DataFrame, list[tuple[int
     )
     for column, label, parsed in (("qt_text", "Query_time", "query_time_s"), ("lock_text", "Lock_time", "lock_time_s"),
                                   ("rows_sent_text", "Rows_sent", "rows_sent"), ("rows_examined_text", "Rows_examined", "rows_examined")):
-        bad = (entries[column].is_not_null() & (entries[column] != "") & numbers[parsed].is_null()).to_numpy()
+        bad = (numbers[parsed].is_null() & entries[column].is_not_null()).to_numpy()
+        if bad.any():
+            bad &= (entries[column] != "").to_numpy()
         if bad.any():
             rows = np.flatnonzero(bad)[:MAX_WARNINGS]
             for line, value in zip(numbers["qt_line"].gather(rows).to_list(), entries[column].gather(rows).to_list()):
@@ -828,32 +932,7 @@ def _typed(entries: pl.DataFrame, tz: str) -> tuple[pl.DataFrame, list[tuple[int
         else:
             times.append(pl.DataFrame([_nulls(f"{column}_utc", T.UTC_TIME, entries.height)]))
 
-    flag = lambda key: pl.when(pl.col(key) == "Yes").then(True).when(pl.col(key) == "No").then(False)  # noqa: E731
-    positive = lambda key: _number(pl.col(key), pl.Int64) > 0  # noqa: E731
-    error_code = pl.coalesce(pl.col("Last_errno"), pl.col("qt_Errno"))
-    trx = pl.col("InnoDB_trx_id")
-    client = pl.col("Client").str.replace(r":\d+$", "")
-    typed = entries.select(
-        "entry", "line", "qt_line", "time_line", "time_text", "set_ts", "sql", "terminated",
-        "plan", "plan_signature", "index_names", "Log_slow_rate_type", "Log_slow_rate_limit",
-        rows_affected=_number(pl.coalesce(pl.col("qt_Rows_affected"), pl.col("Rows_affected")), pl.Int64),
-        user="user",
-        client_host=pl.coalesce(pl.col("client_host"), pl.when(client != "").then(client)),
-        # "use" in this entry, else Schema ("" = no database); entries with neither carry the last one
-        db_written=pl.coalesce(pl.col("use_db"), pl.col("Schema")),
-        conn_id=pl.coalesce(pl.col("uh_id"), pl.col("Thread_id"), pl.col("qt_Thread_id")),
-        txn_id=pl.when(trx.is_not_null() & (trx != "0") & (trx != "")).then(trx),  # 0 = no InnoDB transaction
-        full_scan=pl.when(pl.col("plan_full_scan").fill_null(False)).then(True).otherwise(flag("Full_scan")),
-        full_join=flag("Full_join"),
-        tmp_table=pl.coalesce(flag("Tmp_table"), positive("Tmp_tables"), positive("qt_Created_tmp_tables")),
-        tmp_table_on_disk=pl.coalesce(flag("Tmp_table_on_disk"), positive("Tmp_disk_tables"), positive("qt_Created_tmp_disk_tables")),
-        filesort=pl.coalesce(
-            flag("Filesort"),
-            (_number(pl.col("qt_Sort_scan_count"), pl.Int64) + _number(pl.col("qt_Sort_range_count"), pl.Int64)) > 0,
-        ),
-        success=error_code.is_null() | (error_code == "0"),
-        error_code=error_code,
-    )
+    typed = entries.select(*TYPED_KEPT, **TYPED_EXPRS)
     return pl.concat([typed, numbers.drop("qt_line"), *times], how="horizontal"), warnings
 
 
@@ -879,6 +958,7 @@ def _statement(
     return T.conform(T.STATEMENT, statement), warnings, notes
 
 
+@functools.cache
 def _parse_time_text(column: str, tz: str) -> dict[str, pl.Expr]:
     """Expressions turning a ``# Time:``/``Start:`` text into UTC (``*_utc``) and whether it had a zone."""
     old = pl.col(column).str.extract_groups(OLD_TIME_RE)

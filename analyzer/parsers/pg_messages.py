@@ -223,25 +223,28 @@ def _kinds(records: pl.DataFrame) -> pl.DataFrame:
 
     Offsets and short windows rather than one regex or full copies: this runs on every entry of
     GB-sized logs. ``duration: 0.287 ms  statement: SQL``: the "rest" starts after ``ms`` and its
-    spaces; the verb and statement name are read in a short window of it; the body is sliced once."""
+    spaces; the verb is read in its first characters, the statement name (``execute <name>:``) in a
+    longer window taken only where there is one; the body is sliced once."""
     msg, sev = pl.col("message"), pl.col("sev")
     is_dur = msg.str.starts_with("duration: ")
     candidate = (sev == "LOG") & (is_dur | msg.str.starts_with("statement: ") | msg.str.starts_with("execute "))
     frame = records.filter(candidate | (sev.is_in(ERROR_SEVERITIES) & pl.col("statement").is_not_null()))
     ms_at = msg.str.find(" ms", literal=True).cast(pl.Int64)  # bytes = characters: ASCII before it
     after_ms = msg.str.slice(ms_at + 3, 4)
-    spaces = after_ms.str.len_chars() - after_ms.str.strip_chars_start(" \t").str.len_chars()
+    spaces = after_ms.str.len_bytes() - after_ms.str.strip_chars_start(" \t").str.len_bytes()  # one byte each
     frame = frame.with_columns(
         pl.when(is_dur).then(msg.str.slice(10, ms_at - 10)).cast(pl.Float64, strict=False).alias("dur_ms"),
         pl.when(is_dur).then(ms_at + 3 + spaces).otherwise(0).alias("rest_at"),
     )
-    frame = frame.with_columns(msg.str.slice(pl.col("rest_at"), VERB_WINDOW).alias("window"))
-    window = pl.col("window")
+    markers = (("statement", "statement: "), ("execute", "execute "), ("parse", "parse "), ("bind", "bind "), ("plan", "plan:"))
+    frame = frame.with_columns(msg.str.slice(pl.col("rest_at"), max(len(marker) for _, marker in markers)).alias("head"))
+    head = pl.col("head")
     verb = pl.lit(None, dtype=pl.String)
-    for word, marker in (("statement", "statement: "), ("execute", "execute "), ("parse", "parse "), ("bind", "bind "), ("plan", "plan:")):
-        verb = pl.when(window.str.starts_with(marker)).then(pl.lit(word)).otherwise(verb)
-    frame = frame.with_columns(verb.alias("verb"), (window == "").alias("nothing_after"))
+    for word, marker in markers:
+        verb = pl.when(head.str.starts_with(marker)).then(pl.lit(word)).otherwise(verb)
+    frame = frame.with_columns(verb.alias("verb"), (head == "").alias("nothing_after"))
     verb = pl.col("verb")
+    window = msg.str.slice(pl.col("rest_at"), pl.when(verb.is_in(["execute", "parse", "bind"])).then(VERB_WINDOW).otherwise(0))
     named = window.str.splitn(": ", 2).struct.field("field_0").str.len_chars() + 2  # "execute <name>: "
     body_at = pl.when(verb == "plan").then(5).when(verb == "statement").then(11).otherwise(named)
     body = pl.when(verb.is_not_null()).then(msg.str.slice(pl.col("rest_at") + body_at))
@@ -260,7 +263,7 @@ def _kinds(records: pl.DataFrame) -> pl.DataFrame:
         frame.with_columns(kind.alias("kind"))
         .filter(pl.col("kind").is_not_null())
         .with_columns(body.alias("body"))
-        .drop("rest_at", "nothing_after", "window")
+        .drop("rest_at", "head", "nothing_after", "message")
     )
 
 
@@ -270,6 +273,7 @@ def _normalised_sql(expr: pl.Expr) -> pl.Expr:
 
 def _pair_openers(frame: pl.DataFrame) -> pl.DataFrame:
     """For each log_statement opener, the closer (bare duration, or the ERROR of the same SQL) that ends it."""
+    frame = frame.filter(pl.col("kind").is_in(["stmt_only", "dur_only", "error"]))  # the only kinds that pair
     with_open = frame.with_columns(
         pl.when(pl.col("kind") == "stmt_only").then(pl.col("rec")).forward_fill().over("conn").alias("open_rec")
     )
@@ -369,21 +373,24 @@ def _statement_rows(frame: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([dur_stmt, opened, errors], how="diagonal_relaxed").with_columns(pl.lit(False).alias("is_internal"))
 
 
+def _closes(rows: pl.DataFrame) -> pl.DataFrame:
+    """Entries that close a statement row (its duration or error entry), by connection, in log order."""
+    return (
+        rows.filter(pl.col("close_rec").is_not_null())
+        .select(pl.col("close_rec").alias("next_close"), "conn", pl.col("rec").alias("row_rec"), pl.col("sql").alias("row_sql"))
+        .sort("next_close")
+    )
+
+
 def _attach_plans(frame: pl.DataFrame, rows: pl.DataFrame, plans: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Match each plan entry to the statement row it belongs to; return (rows + plan-only rows, plan -> row key)."""
     if plans.is_empty():
         return rows, pl.DataFrame(schema={"rec": pl.Int64, "row_rec": pl.Int64})
-    closes = rows["close_rec"].drop_nulls().implode()
-    ordered = frame.with_columns(  # frame is in rec order: the window keeps it
-        pl.when(pl.col("rec").is_in(closes)).then(pl.col("rec")).backward_fill().over("conn").alias("next_close")
-    )
-    close_sql = rows.filter(pl.col("close_rec").is_not_null()).select(
-        pl.col("close_rec").alias("next_close"), pl.col("rec").alias("row_rec"), _normalised_sql(pl.col("sql")).alias("row_sql")
-    )
     entries = (
-        ordered.filter(pl.col("kind") == "plan")
-        .join(plans.select("rec", "query_text"), on="rec", how="left")
-        .join(close_sql, on="next_close", how="left")
+        frame.filter(pl.col("kind") == "plan")
+        .join(plans.select("rec", "query_text"), on="rec", how="left", maintain_order="left")
+        .join_asof(_closes(rows), left_on="rec", right_on="next_close", by="conn", strategy="forward", coalesce=False, check_sortedness=False)
+        .with_columns(_normalised_sql(pl.col("row_sql")).alias("row_sql"))
     )
     nested = pl.col("context").is_not_null()
     matches = ~nested & pl.col("row_rec").is_not_null() & (_normalised_sql(pl.col("query_text")) == pl.col("row_sql"))
@@ -406,18 +413,26 @@ def _attach_plans(frame: pl.DataFrame, rows: pl.DataFrame, plans: pl.DataFrame) 
     return pl.concat([rows, own_rows], how="diagonal_relaxed"), plan_owner
 
 
+def _sorted(frame: pl.DataFrame, first: str, *then: str) -> pl.DataFrame:
+    """``frame`` sorted by ``first`` then ``then``; not copied when ``first`` already rises strictly
+    (the usual case: entries come in log order, and sorting a frame of SQL texts is costly)."""
+    if frame.select((pl.col(first).diff() > 0).all()).item():
+        return frame
+    return frame.sort(first, *then)
+
+
 def assemble(entries: pl.DataFrame, source: str) -> Assembled:
     """Statement and plan-node rows from ``statement_entries`` output (see module docstring)."""
-    frame = entries.sort("rec").with_columns(pl.coalesce(pl.col("session"), pl.col("pid"), pl.lit("")).alias("conn"))
+    frame = _sorted(entries, "rec").with_columns(pl.coalesce(pl.col("session"), pl.col("pid"), pl.lit("")).alias("conn"))
     pairs = _pair_openers(frame)
     rows = _statement_rows(frame, pairs)
     plan_entries = frame.filter(pl.col("kind") == "plan").select("rec", "body")
     parsed = pg_explain.parse_plans(plan_entries)
     rows, plan_owner = _attach_plans(frame, rows, parsed.summary)
-    rows = rows.sort("line", "rec").with_row_index("stmt_id").with_columns(pl.col("stmt_id").cast(pl.Int64))
+    rows = _sorted(rows, "line", "rec").with_row_index("stmt_id").with_columns(pl.col("stmt_id").cast(pl.Int64))
     owner = plan_owner.join(rows.select(pl.col("rec").alias("row_rec"), "stmt_id"), on="row_rec")
     summary = parsed.summary.join(owner.select("rec", "stmt_id"), on="rec")
-    statements = rows.join(summary.drop("rec", "query_text"), on="stmt_id", how="left").sort("stmt_id").with_columns(
+    statements = rows.join(summary.drop("rec", "query_text"), on="stmt_id", how="left", maintain_order="left").with_columns(
         pl.lit(ENGINE).alias("engine"), pl.lit(source).alias("source"), pl.col("is_internal").fill_null(False)
     )
     nodes = parsed.nodes.join(owner.select("rec", "stmt_id"), on="rec").sort("stmt_id", "node_id").with_columns(source=pl.lit(source))

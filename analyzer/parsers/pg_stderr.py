@@ -119,14 +119,16 @@ TOKENS = (
 
 @dataclass
 class Prefix:
-    """The inferred log_line_prefix: its template (for the note) and the regex of an entry's first line
-    up to its severity."""
+    """The inferred log_line_prefix: its template (for the note), the regex of an entry's first line
+    up to its severity, and the same as ``lead_regexes`` for the vectorised pass: a line's fields come
+    from the first of them that matches (with ``%q``: the whole prefix, then the part before ``%q``)."""
 
     template: str
     line_regex: str
     recognised: bool
     match_share: float = 1.0
     notes: list[str] = field(default_factory=list)
+    lead_regexes: tuple[str, ...] = ()
 
 
 # ---- prefix inference (on a bounded sample of lines, plain Python) ------------------------------
@@ -190,12 +192,11 @@ def _template(tokens: list[tuple[str, str]]) -> str:
     return "".join(text.replace("%", "%%") if kind == "lit" else text.rstrip("0") for kind, text in tokens)
 
 
-def _regex(tokens: list[tuple[str, str]], q_at: int | None) -> str:
+def _regex_parts(tokens: list[tuple[str, str]]) -> list[str]:
+    """The regex of each token (a group name already used is not captured again)."""
     parts: list[str] = []
     groups: set[str] = set()
     for index, (kind, text) in enumerate(tokens):
-        if index == q_at:
-            parts.append("(?:")
         if kind == "lit":
             parts.append(re.escape(text))
             continue
@@ -205,9 +206,13 @@ def _regex(tokens: list[tuple[str, str]], q_at: int | None) -> str:
             value = re.sub(r"\(\?P<\w+>", "(?:", value)
         groups.update(names)
         parts.append(value)
-    if q_at is not None:
-        parts.append(")?")
-    return "".join(parts)
+    return parts
+
+
+def _regex(parts: list[str], q_at: int | None) -> str:
+    if q_at is None:
+        return "".join(parts)
+    return "".join(parts[:q_at]) + "(?:" + "".join(parts[q_at:]) + ")?"
 
 
 def _value_regex(escape: str, following: tuple[str, str] | None) -> str:
@@ -221,10 +226,19 @@ def _value_regex(escape: str, following: tuple[str, str] | None) -> str:
 
 
 def line_regex(prefix_regex: str) -> str:
-    """An entry's first line: the prefix (captured whole as ``head``) then the severity and its colon.
-
-    The message is sliced off after the match rather than captured: capturing it costs twice as much."""
+    """An entry's first line: the prefix (captured whole as ``head``) then the severity and its colon."""
     return "^(?P<head>" + prefix_regex + r")(?P<sev>[A-Z]+[1-5]?):"
+
+
+def lead_regexes(parts: list[str], q_at: int | None) -> tuple[str, ...]:
+    """``line_regex`` for the vectorised pass, the optional part after ``%q`` tried as two regexes: the
+    whole prefix, then the part before ``%q`` (the same match as ``(?:...)?``, and each of them can be
+    one-pass where the optional one cannot: twice as fast). ``lead`` is the whole match, so that the
+    message is the line without it; capturing the message instead costs twice as much."""
+    whole = "^(?P<lead>" + "".join(parts) + r"(?P<sev>[A-Z]+[1-5]?):)"
+    if q_at is None:
+        return (whole,)
+    return whole, "^(?P<lead>" + "".join(parts[:q_at]) + r"(?P<sev>[A-Z]+[1-5]?):)"
 
 
 def _with_q(tokens: list[tuple[str, str]], shorter: list[list[tuple[str, str]]]) -> tuple[str, int | None]:
@@ -252,15 +266,16 @@ def infer_prefix(sample: list[str]) -> Prefix | None:
     best: Prefix | None = None
     for shape in distinct[:6]:
         template, q_at = _with_q(shape, distinct)
-        regex = line_regex(_regex(shape, q_at))
+        parts = _regex_parts(shape)
+        regex = line_regex(_regex(parts, q_at))
         compiled = re.compile(regex)
         share = sum(1 for p in prefixes if compiled.match(p + "LOG:  x")) / len(prefixes)
-        candidate = Prefix(template, regex, True, share)
+        candidate = Prefix(template, regex, True, share, lead_regexes=lead_regexes(parts, q_at))
         if best is None or share > best.match_share + 1e-9:
             best = candidate
     if best is None or best.match_share < MIN_PREFIX_MATCH:
         share = best.match_share if best else 0.0
-        fallback = Prefix("?", FALLBACK_LINE_RE, False, share)
+        fallback = Prefix("?", FALLBACK_LINE_RE, False, share, lead_regexes=(FALLBACK_LEAD_RE,))
         fallback.notes.append(
             f"log_line_prefix not recognised (best guess {best.template if best else '?'!r} matches {share:.0%} of "
             "sampled lines): entries split at the severity, only time and [pid] read from the prefix"
@@ -270,6 +285,7 @@ def infer_prefix(sample: list[str]) -> Prefix | None:
 
 
 FALLBACK_LINE_RE = r"^(?P<head>(?P<pre>(?:.*?[^A-Za-z0-9_])?))(?P<sev>" + M.SEVERITY_ALTERNATION + r"):"
+FALLBACK_LEAD_RE = r"^(?P<lead>(?P<pre>(?:.*?[^A-Za-z0-9_])?)(?P<sev>" + M.SEVERITY_ALTERNATION + r"):)"
 
 
 # ---- lines and entries (vectorised) ---------------------------------------------------------------
@@ -305,13 +321,28 @@ def _scan(lines: pl.DataFrame, prefix: Prefix, wrapper: str | None) -> pl.DataFr
             parts.struct.field("wpid").alias("wpid"),
             pl.coalesce(parts.struct.field("rest").str.replace(r"^#011", "\t"), pl.col("text")).alias("text"),
         )
-    frame = lines.with_columns(pl.col("text").str.extract_groups(prefix.line_regex).alias("fields")).unnest("fields")
+    frame = _lead_fields(lines, prefix.lead_regexes)
     # the regex takes any upper-case word before the colon (cheaper than the alternation): keep severities
     frame = frame.with_columns(pl.when(pl.col("sev").is_in(M.SEVERITIES)).then(pl.col("sev")).alias("sev"))
-    after = pl.col("head").str.len_chars() + pl.col("sev").str.len_chars() + 1
     return frame.with_columns(
-        pl.when(pl.col("sev").is_not_null()).then(pl.col("text").str.slice(after).str.strip_chars_start(" \t")).alias("msg")
-    ).drop("head")
+        pl.when(pl.col("sev").is_not_null())
+        .then(pl.col("text").str.strip_prefix(pl.col("lead")).str.strip_chars_start(" \t"))
+        .alias("msg")
+    ).drop("lead")
+
+
+def _lead_fields(lines: pl.DataFrame, regexes: tuple[str, ...]) -> pl.DataFrame:
+    """The groups of the first of ``regexes`` that matches each line (null where none does). Each regex
+    after the first reads only the lines the ones before it missed, and its few hits are written in
+    place (rebuilding whole columns with ``when`` costs more than that regex)."""
+    frame = lines.with_columns(pl.col("text").str.extract_groups(regexes[0]).alias("fields")).unnest("fields")
+    for regex in regexes[1:]:
+        missed = pl.when(pl.col("sev").is_null()).then(pl.col("text"))
+        found = frame.select(missed.str.extract_groups(regex).alias("fields")).unnest("fields")
+        hits = found["sev"].is_not_null().arg_true()
+        if hits.len():
+            frame = frame.with_columns(frame[name].clone().scatter(hits, found[name].gather(hits)) for name in found.columns)
+    return frame
 
 
 def _entries(frame: pl.DataFrame, wrapped: bool) -> pl.DataFrame:
