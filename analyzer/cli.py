@@ -20,9 +20,9 @@ import typer
 from rich.console import Console
 
 from dbdiag import __version__
-from dbdiag.capture import CaptureError, read_capture
+from dbdiag.capture import CaptureError
 from dbdiag.findings import Severity
-from dbdiag.pipeline import Analysis, Options, UnknownTimeZone, analyze_capture
+from dbdiag.pipeline import Analysis, Options, UnknownTimeZone, analyze as analyze_path
 from dbdiag.report import build_document, render
 from dbdiag.rules import RULES, rule_by_id
 
@@ -129,14 +129,11 @@ def _run(
     formats = list(dict.fromkeys(formats or [Format.html]))
     targets = _output_paths(output, formats, default_stem)
     try:
-        capture = read_capture(capture_path)
-    except CaptureError as error:
-        _fail(str(error))
-    try:
         with _progress() as progress:
-            analysis = analyze_capture(capture, Options(tz=tz, show_literals=show_literals), progress=progress)
-    except UnknownTimeZone as error:
+            analysis = analyze_path(capture_path, Options(tz=tz, show_literals=show_literals), progress=progress)
+    except (CaptureError, UnknownTimeZone) as error:
         _fail(str(error))
+    capture = analysis.capture
     document = build_document(analysis, generated_at=datetime.now(timezone.utc).replace(microsecond=0))
     for fmt, path in targets.items():
         text = render(document, fmt.value)

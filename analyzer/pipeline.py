@@ -8,7 +8,7 @@ The report stage (``report.py``) renders an ``Analysis``; nothing here writes fi
 from __future__ import annotations
 
 import zoneinfo
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -92,8 +92,12 @@ def decode(data: bytes) -> str:
 
 
 def parse_member(member: Member, spec: ParserSpec, tz: str) -> tuple[ParseResult | None, str | None]:
+    return parse_text(decode(member.data or b""), member.path, spec, tz)
+
+
+def parse_text(text: str, path: str, spec: ParserSpec, tz: str) -> tuple[ParseResult | None, str | None]:
     try:
-        return spec.parse(decode(member.data or b""), ParseContext(source=member.path, tz=tz)), None
+        return spec.parse(text, ParseContext(source=path, tz=tz)), None
     except ParseError as error:
         return None, str(error)
     except Exception as error:  # noqa: BLE001 - one bad member must not stop the capture
@@ -159,9 +163,34 @@ def analyze_capture(
     rules: tuple[Rule, ...] = RULES,
     progress: Callable[[str], None] | None = None,
 ) -> Analysis:
+    """Analyze a capture that stays the caller's (its member bytes are kept)."""
+    return _analyze(capture, list(capture.members), options, parsers, rules, progress)
+
+
+def analyze(path: Path, options: Options = Options(), progress: Callable[[str], None] | None = None) -> Analysis:
+    """Read and analyze a capture, letting go of each member's bytes once it is decoded.
+
+    A 200 MB slow log would otherwise sit in memory three times (bytes, text, parsed lines).
+    """
+    capture = read_capture(path, options.limits)
+    members = capture.members
+    info = replace(capture, members=[replace(member, data=None) for member in members])
+    del capture
+    return _analyze(info, members, options, PARSERS, RULES, progress)
+
+
+def _analyze(
+    capture: Capture,
+    members: list[Member],
+    options: Options,
+    parsers: tuple[ParserSpec, ...],
+    rules: tuple[Rule, ...],
+    progress: Callable[[str], None] | None,
+) -> Analysis:
+    """The stages; ``members`` is consumed (emptied) so that bytes are freed as parsing goes."""
     inputs: list[InputRecord] = []
     to_parse: list[tuple[Member, ParserSpec, InputRecord]] = []
-    for member in capture.members:
+    for member in members:
         record = InputRecord(path=member.path, size_bytes=member.size, skipped=member.skipped)
         inputs.append(record)
         if member.skipped or member.data is None:
@@ -173,13 +202,19 @@ def analyze_capture(
             continue
         record.kind = detection.spec.kind
         to_parse.append((member, detection.spec, record))
+    members.clear()
 
     zone, zone_origin = _resolve_tz([(m, s) for m, s, _ in to_parse], options.tz)
     results: list[ParseResult] = []
-    for member, spec, record in to_parse:
+    to_parse.reverse()  # popped from the end, in capture order
+    while to_parse:
+        member, spec, record = to_parse.pop()
         if progress:
             progress(member.path)
-        result, error = parse_member(member, spec, zone)
+        text, path = decode(member.data or b""), member.path
+        del member  # the bytes go now, before the parser builds its tables
+        result, error = parse_text(text, path, spec, zone)
+        del text
         if result is None:
             record.error = error
             continue
@@ -193,7 +228,3 @@ def analyze_capture(
     derived = derive_all(tables, SqlOptions(show_literals=options.show_literals))
     outcomes = run_rules(rules, RuleInput(tables=_public_tables(tables, derived), derived=derived.tables, metrics=derived.metrics))
     return Analysis(capture, inputs, tables, derived, outcomes, zone, zone_origin)
-
-
-def analyze(path: Path, options: Options = Options(), progress: Callable[[str], None] | None = None) -> Analysis:
-    return analyze_capture(read_capture(path, options.limits), options, progress=progress)

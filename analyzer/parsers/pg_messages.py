@@ -67,6 +67,7 @@ SUB_SEVERITIES = ("DETAIL", "HINT", "QUERY", "CONTEXT", "LOCATION", "STATEMENT")
 SEVERITY_ALTERNATION = "|".join(("DEBUG[1-5]", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "LOG", "FATAL", "PANIC", *SUB_SEVERITIES))
 ERROR_SEVERITIES = ("ERROR", "FATAL", "PANIC")
 SEVERITIES = MAIN_SEVERITIES + SUB_SEVERITIES
+ROW_KINDS = ("dur_stmt", "stmt_only", "plan", "error")  # statement entries that always make a statement row
 
 RECORD_SCHEMA = {
     "rec": pl.Int64,
@@ -127,15 +128,22 @@ def zone_offset_s(zone: str) -> int | None:
     return ZONE_OFFSETS_S.get(zone.upper())
 
 
-def stamp_to_utc(stamp: pl.Expr, zone: pl.Expr, tz: str, zones: list[str]) -> pl.Expr:
-    """``2024-01-01 10:00:00[.123]`` (or with ``T``) and a zone text -> Datetime(us, UTC).
+def stamp_to_utc(stamp: pl.Expr, zone: pl.Expr, tz: str, zones: list[str | None], with_t: bool = True) -> pl.Expr:
+    """``2024-01-01 10:00:00[.123]`` (or with ``T`` when ``with_t``) and a zone text -> Datetime(us, UTC).
 
-    ``zones`` lists the distinct zone texts (offsets are looked up once each). A known zone gives a
-    fixed offset; no zone or an unknown/ambiguous one is read in ``tz``."""
-    naive = stamp.str.replace("T", " ", literal=True).str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+    ``zones`` lists the distinct zone texts, None for entries without one (offsets are looked up once
+    each). A known zone gives a fixed offset; no zone or an unknown/ambiguous one is read in ``tz``.
+    When every zone is known (the usual case) the reading in ``tz`` is left out of the expression."""
+    if with_t:
+        stamp = stamp.str.replace("T", " ", literal=True)
+    naive = stamp.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
     offsets = {z: zone_offset_s(z) for z in zones if z is not None}
+    if offsets and None not in zones and None not in offsets.values() and set(offsets.values()) == {0}:
+        return naive.dt.replace_time_zone("UTC")
     offset = zone.replace_strict(offsets, default=None, return_dtype=pl.Int64) if offsets else pl.lit(None, dtype=pl.Int64)
     fixed = (naive - pl.duration(seconds=offset)).dt.replace_time_zone("UTC")
+    if offsets and None not in zones and None not in offsets.values():
+        return fixed
     return pl.when(offset.is_not_null()).then(fixed).otherwise(local_to_utc(naive, tz))
 
 
@@ -168,7 +176,7 @@ def records_from_fields(fields: pl.DataFrame, tz: str) -> tuple[pl.DataFrame, li
     )
     frame = fields.with_columns(parts.struct.field("stamp").alias("stamp"), parts.struct.field("zone").alias("zone"))
     zones = zone_counts(frame["zone"])
-    frame = frame.with_columns(stamp_to_utc(pl.col("stamp"), pl.col("zone"), tz, [z for z in zones if z]).alias("ts"))
+    frame = frame.with_columns(stamp_to_utc(pl.col("stamp"), pl.col("zone"), tz, list(zones)).alias("ts"))
     notes = zone_notes(zones, tz)
     steps = frame.select(pl.col("ts").diff().dt.total_microseconds().alias("step"))["step"].drop_nulls()
     backwards, forwards = int((steps < 0).sum()), int((steps > 0).sum())
@@ -289,10 +297,13 @@ def _pair_openers(frame: pl.DataFrame) -> pl.DataFrame:
         closers.group_by("open_rec")
         .agg(pl.col("rec").min().alias("close_rec"))
         .join(
-            closers.select(pl.col("rec").alias("close_rec"), "kind", "ts", "dur_ms", "sqlstate", *_ids()), on="close_rec"
+            closers.select(
+                pl.col("rec").alias("close_rec"), "kind", "ts", "start_ts", "query_time_s", "sqlstate", "txn_id", "digest"
+            ),
+            on="close_rec",
         )
-        .rename({"kind": "close_kind", "ts": "close_ts", "dur_ms": "close_dur_ms", "sqlstate": "close_sqlstate",
-                 "txn_id": "close_txn_id", "digest": "close_digest"})
+        .rename({"kind": "close_kind", "ts": "close_ts", "start_ts": "close_start_ts", "query_time_s": "close_query_time_s",
+                 "sqlstate": "close_sqlstate", "txn_id": "close_txn_id", "digest": "close_digest"})
     )
 
 
@@ -305,27 +316,23 @@ def _ids() -> list[pl.Expr]:
     return [pl.coalesce(real_vxid, real_xid).alias("txn_id"), query_id.alias("digest")]
 
 
-def _base_columns() -> list[pl.Expr]:
-    """Columns every statement row takes from the entry that carries its SQL."""
+def _entry_columns() -> list[pl.Expr]:
+    """The columns of a statement row that depend on its entry alone (``statement_entries`` adds them:
+    each chunk of a big log computes its own, in parallel). ``start_ts`` and ``query_time_s`` are
+    those of a duration entry (null without a duration); ``conn`` keys the pairing per connection."""
     host = pl.col("host").str.replace(r"\(\d*\)$", "").str.replace(r"^(\d{1,3}(?:\.\d{1,3}){3}):\d+$", "$1")
+    dur_ms = pl.col("dur_ms")
     return [
-        pl.col("rec"),
-        pl.col("line"),
-        pl.col("conn"),
-        pl.col("user"),
-        pl.col("db"),
+        pl.coalesce(pl.col("session"), pl.col("pid"), pl.lit("")).alias("conn"),
         host.alias("client_host"),
         pl.coalesce(pl.col("session"), pl.col("pid")).alias("conn_id"),
         *_ids(),
-    ]
-
-
-def _timed(end: pl.Expr, dur_ms: pl.Expr) -> list[pl.Expr]:
-    return [
-        end.alias("end_ts"),
-        (end - pl.duration(microseconds=(dur_ms * 1000).round(0).cast(pl.Int64))).alias("start_ts"),
+        (pl.col("ts") - pl.duration(microseconds=(dur_ms * 1000).round(0).cast(pl.Int64))).alias("start_ts"),
         seconds(dur_ms).alias("query_time_s"),
     ]
+
+
+BASE_COLUMNS = ("rec", "line", "conn", "user", "db", "client_host", "conn_id", "txn_id", "digest")  # from the SQL's entry
 
 
 def seconds(dur_ms: pl.Expr) -> pl.Expr:
@@ -337,10 +344,10 @@ def seconds(dur_ms: pl.Expr) -> pl.Expr:
 
 def _statement_rows(frame: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
     """Rows from duration entries, log_statement openers and errors (plans come later)."""
-    base = _base_columns()
+    base = BASE_COLUMNS
     no_time = pl.lit(None, dtype=pl.Float64)
     dur_stmt = frame.filter(pl.col("kind") == "dur_stmt").select(
-        *base, *_timed(pl.col("ts"), pl.col("dur_ms")),
+        *base, pl.col("ts").alias("end_ts"), "start_ts", "query_time_s",
         pl.col("body").alias("sql"), (pl.col("verb") == "execute").alias("prepared"),
         pl.lit(True).alias("success"), pl.lit(None, dtype=pl.String).alias("error_code"),
         pl.col("rec").alias("close_rec"),
@@ -348,12 +355,11 @@ def _statement_rows(frame: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
     openers = frame.filter(pl.col("kind") == "stmt_only").join(pairs, left_on="rec", right_on="open_rec", how="left")
     by_duration = pl.col("close_kind") == "dur_only"
     by_error = pl.col("close_kind") == "error"
-    close_start = pl.col("close_ts") - pl.duration(microseconds=(pl.col("close_dur_ms") * 1000).round(0).cast(pl.Int64))
     opened = openers.select(
         *base,
         pl.col("close_ts").alias("end_ts"),
-        pl.when(by_duration).then(close_start).otherwise(pl.col("ts")).alias("start_ts"),
-        pl.when(by_duration).then(seconds(pl.col("close_dur_ms"))).otherwise(no_time).alias("query_time_s"),
+        pl.when(by_duration).then(pl.col("close_start_ts")).otherwise(pl.col("ts")).alias("start_ts"),
+        pl.when(by_duration).then(pl.col("close_query_time_s")).otherwise(no_time).alias("query_time_s"),
         pl.col("body").alias("sql"), (pl.col("verb") == "execute").alias("prepared"),
         (~by_error.fill_null(False)).alias("success"),
         pl.when(by_error).then(pl.col("close_sqlstate")).alias("error_code"),
@@ -373,23 +379,25 @@ def _statement_rows(frame: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([dur_stmt, opened, errors], how="diagonal_relaxed").with_columns(pl.lit(False).alias("is_internal"))
 
 
-def _closes(rows: pl.DataFrame) -> pl.DataFrame:
-    """Entries that close a statement row (its duration or error entry), by connection, in log order."""
-    return (
-        rows.filter(pl.col("close_rec").is_not_null())
-        .select(pl.col("close_rec").alias("next_close"), "conn", pl.col("rec").alias("row_rec"), pl.col("sql").alias("row_sql"))
-        .sort("next_close")
+def _closes(rows: pl.DataFrame, conns: pl.Series) -> pl.DataFrame:
+    """Entries that close a statement row (its duration or error entry) on the connections ``conns``, in log order."""
+    closes = rows.filter(pl.col("close_rec").is_not_null() & pl.col("conn").is_in(conns.unique().implode())).select(
+        pl.col("close_rec").alias("next_close"), "conn", pl.col("rec").alias("row_rec"), pl.col("sql").alias("row_sql")
     )
+    return _sorted(closes, "next_close")
 
 
 def _attach_plans(frame: pl.DataFrame, rows: pl.DataFrame, plans: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Match each plan entry to the statement row it belongs to; return (rows + plan-only rows, plan -> row key)."""
     if plans.is_empty():
         return rows, pl.DataFrame(schema={"rec": pl.Int64, "row_rec": pl.Int64})
+    entries = frame.filter(pl.col("kind") == "plan")
     entries = (
-        frame.filter(pl.col("kind") == "plan")
-        .join(plans.select("rec", "query_text"), on="rec", how="left", maintain_order="left")
-        .join_asof(_closes(rows), left_on="rec", right_on="next_close", by="conn", strategy="forward", coalesce=False, check_sortedness=False)
+        entries.join(plans.select("rec", "query_text"), on="rec", how="left", maintain_order="left")
+        .join_asof(
+            _closes(rows, entries["conn"]), left_on="rec", right_on="next_close", by="conn", strategy="forward",
+            coalesce=False, check_sortedness=False,
+        )
         .with_columns(_normalised_sql(pl.col("row_sql")).alias("row_sql"))
     )
     nested = pl.col("context").is_not_null()
@@ -401,8 +409,10 @@ def _attach_plans(frame: pl.DataFrame, rows: pl.DataFrame, plans: pl.DataFrame) 
     own = entries.join(attached, on="rec", how="anti")
     internal = nested | pl.col("matched")
     own_rows = own.select(
-        *_base_columns(),
-        *_timed(pl.col("ts"), pl.col("dur_ms")),
+        *BASE_COLUMNS,
+        pl.col("ts").alias("end_ts"),
+        "start_ts",
+        "query_time_s",
         pl.col("query_text").alias("sql"),
         pl.lit(None, dtype=pl.Boolean).alias("prepared"),
         pl.lit(True).alias("success"),
@@ -423,7 +433,7 @@ def _sorted(frame: pl.DataFrame, first: str, *then: str) -> pl.DataFrame:
 
 def assemble(entries: pl.DataFrame, source: str) -> Assembled:
     """Statement and plan-node rows from ``statement_entries`` output (see module docstring)."""
-    frame = _sorted(entries, "rec").with_columns(pl.coalesce(pl.col("session"), pl.col("pid"), pl.lit("")).alias("conn"))
+    frame = _sorted(entries, "rec")
     pairs = _pair_openers(frame)
     rows = _statement_rows(frame, pairs)
     plan_entries = frame.filter(pl.col("kind") == "plan").select("rec", "body")
@@ -441,8 +451,9 @@ def assemble(entries: pl.DataFrame, source: str) -> Assembled:
 
 
 def statement_entries(records: pl.DataFrame) -> pl.DataFrame:
-    """The entries statements are made of (a small part of a log): what a chunk hands to ``assemble``."""
-    return _kinds(records)
+    """The entries statements are made of (a small part of a log) with the row columns they decide
+    alone (``_entry_columns``): what a chunk hands to ``assemble``."""
+    return _kinds(records).with_columns(_entry_columns()).drop("pid", "session", "host", "app", "xid", "vxid", "query_id")
 
 
 def _notes(frame: pl.DataFrame, pairs: pl.DataFrame, plan_owner: pl.DataFrame, rows: pl.DataFrame) -> list[str]:
@@ -504,12 +515,18 @@ class EntrySummary:
         )
 
 
-def summarise_entries(records: pl.DataFrame) -> EntrySummary:
-    """Counts over all entries: translated duration messages (lc_messages) and the commonest messages."""
-    log = records.filter((pl.col("sev") == "LOG") & pl.col("message").str.contains(" ", literal=True))["message"]
-    candidates = log.filter(~log.str.starts_with("duration: ") & log.str.contains(r"\d[.,]\d"))
+def summarise_entries(records: pl.DataFrame, entries: pl.DataFrame | None = None) -> EntrySummary:
+    """Counts over all entries: translated duration messages (lc_messages) and the commonest messages.
+
+    The commonest messages only explain a result without statements: they are not counted when
+    ``entries`` (``statement_entries`` of the same records) hold an entry that always makes a row."""
+    message = pl.col("message")
+    log = records.filter((pl.col("sev") == "LOG") & ~message.str.starts_with("duration: "))["message"]
+    candidates = log.filter(log.str.contains(" ", literal=True) & log.str.contains(r"\d[.,]\d"))
     translated = candidates.filter(candidates.str.contains(TRANSLATED_DURATION_RE))
-    heads = records["message"].head(HEAD_SAMPLE).str.extract(r"^([a-z ]{3,30}?)(?: of| for|:|$)", 1).drop_nulls().value_counts(sort=True).head(5)
+    heads = pl.DataFrame(schema={"head": pl.String, "count": pl.UInt32})
+    if entries is None or not entries["kind"].is_in(ROW_KINDS).any():
+        heads = records["message"].head(HEAD_SAMPLE).str.extract(r"^([a-z ]{3,30}?)(?: of| for|:|$)", 1).drop_nulls().value_counts(sort=True).head(5)
     stamps = records["ts"].drop_nulls()
     return EntrySummary(
         records.height,
@@ -548,7 +565,8 @@ def finish(entries: pl.DataFrame, summary: EntrySummary, source: str, notes: lis
 
 def result(records: pl.DataFrame, source: str, notes: list[str], warnings: list[ParseWarning]) -> ParseResult:
     """``finish`` for a record frame read in one piece (csvlog, jsonlog)."""
-    return finish(statement_entries(records), summarise_entries(records), source, notes, warnings)
+    entries = statement_entries(records)
+    return finish(entries, summarise_entries(records, entries), source, notes, warnings)
 
 
 def _why_no_statements(summary: EntrySummary) -> str:

@@ -384,7 +384,8 @@ def _records(starts: pl.DataFrame, continuation: pl.DataFrame, tz: str, wrapped:
     elif "stamp" in cols or wrapped:
         stamp, zone = ("stamp", "zone") if "stamp" in cols else ("wts", "wzone")
         zones = M.zone_counts(frame[zone] if zone in cols else pl.Series(zone, [None] * frame.height, dtype=pl.String))
-        ts = M.stamp_to_utc(pl.col(stamp), col(zone), tz, list(zones))
+        with_t = stamp not in cols or frame[stamp].str.contains("T", literal=True).any()
+        ts = M.stamp_to_utc(pl.col(stamp), col(zone), tz, list(zones), with_t)
     else:
         ts = pl.lit(None, dtype=M.T.UTC_TIME)
     pid = pl.coalesce(col("pid"), col("wpid"))
@@ -397,8 +398,18 @@ def _records(starts: pl.DataFrame, continuation: pl.DataFrame, tz: str, wrapped:
     )
     frame = frame.with_columns(_parent(frame))  # entries are in file order already
     is_main = pl.col("parent") == pl.col("rec")
-    subs = frame.filter(~is_main & pl.col("parent").is_not_null())
-    attached = (
+    records = frame.filter(is_main).with_columns((pl.col("idx") + 1).alias("line"))
+    attached = _attached(frame.filter(~is_main & pl.col("parent").is_not_null()))
+    if attached.is_empty():
+        records = records.with_columns(pl.lit(None, dtype=pl.String).alias("statement"), pl.lit(None, dtype=pl.String).alias("context"))
+    else:
+        records = records.join(attached, left_on="rec", right_on="parent", how="left", maintain_order="left")
+    return records.select([pl.col(name).cast(dtype) for name, dtype in M.RECORD_SCHEMA.items()]), zones
+
+
+def _attached(subs: pl.DataFrame) -> pl.DataFrame:
+    """The STATEMENT text and the CONTEXT lines of each main entry (``parent``) that has them."""
+    return (
         subs.filter(pl.col("sev").is_in(["STATEMENT", "CONTEXT"]))
         .group_by("parent", maintain_order=True)
         .agg(
@@ -407,12 +418,6 @@ def _records(starts: pl.DataFrame, continuation: pl.DataFrame, tz: str, wrapped:
         )
         .with_columns(pl.when(pl.col("context") != "").then(pl.col("context")).alias("context"))
     )
-    records = (
-        frame.filter(is_main)
-        .join(attached, left_on="rec", right_on="parent", how="left")
-        .with_columns((pl.col("idx") + 1).alias("line"))
-    )
-    return records.select([pl.col(name).cast(dtype) for name, dtype in M.RECORD_SCHEMA.items()]), zones
 
 
 def _parent(frame: pl.DataFrame) -> pl.Expr:
@@ -466,9 +471,10 @@ def _read_chunk(text: str, first_line: int, prefix: Prefix, wrapper: str | None,
         starts = _fallback_fields(starts)
     records, zones = _records(starts, _continuation(frame), tz, wrapper is not None)
     rest = frame.select("idx", "text", "is_start", "rec").filter(~pl.col("is_start"))
+    entries = M.statement_entries(records)
     return Chunk(
-        M.statement_entries(records),
-        M.summarise_entries(records),
+        entries,
+        M.summarise_entries(records, entries),
         zones,
         _orphans(rest.filter(pl.col("rec").is_null())),
         _unmatched(rest, prefix),
