@@ -76,7 +76,7 @@ MAX_FINDINGS = 5
 MAX_INDEX_COLUMNS = 4
 MAX_IDENTIFIER_CHARS = 63  # PostgreSQL's limit; MySQL/TiDB allow 64
 
-FULL_SCAN_NODE_TYPES = ("TableFullScan", "Seq Scan", "ALL")
+FULL_SCAN_NODE_TYPES = ("TableFullScan", "Seq Scan", "Parallel Seq Scan", "ALL")
 MYSQL_FAMILY = ("mysql", "mariadb", "percona")
 SQLGLOT_DIALECT = {"mysql": "mysql", "tidb": "mysql", "postgresql": "postgres"}
 
@@ -132,11 +132,13 @@ def full_scan_executions(inp: RuleInput, frame: pl.DataFrame) -> pl.DataFrame:
     else:
         joined = frame.join(per_statement, on=["source", "stmt_id"], how="left")
     joined = joined.join(_planned(inp), on=["source", "stmt_id"], how="left")
-    # A logged plan shows the access paths: the examined/returned ratio only stands in without one.
+    # A logged plan shows the access paths: the flag and the examined/returned ratio only stand in without one.
     unplanned = ~pl.col("has_plan").fill_null(False)
     return joined.with_columns(
         pl.col("scan_by_plan").fill_null(False),
-        (pl.col("full_scan").fill_null(False) & ~pl.col("small_scans_only").fill_null(False)).alias("scan_by_flag"),
+        # The log's Full_scan flag stands in only without a plan: with one, the plan's nodes decide
+        # (a flagged INSERT ... SELECT from a sequence generator reads no table worth an index).
+        (pl.col("full_scan").fill_null(False) & unplanned).alias("scan_by_flag"),
         (unplanned & (examined >= MIN_SCANNED_ROWS) & (examined >= EXAMINED_PER_RETURNED * returned)).alias("scan_by_rows"),
     ).drop("small_scans_only", "has_plan")
 
@@ -351,7 +353,7 @@ def _finding(inp: RuleInput, scans: pl.DataFrame, row: dict) -> Finding:
                 columns=("signal", "executions"),
                 rows=(
                     (f"full-scan plan node reading >= {MIN_SCANNED_ROWS:,} rows (or an unknown number)", row["by_plan"]),
-                    ("full-scan flag of the log (Full_scan / TableFullScan)", row["by_flag"]),
+                    ("no plan logged; the log's Full_scan flag", row["by_flag"]),
                     (f"no plan logged; rows examined >= {MIN_SCANNED_ROWS:,} and >= {EXAMINED_PER_RETURNED:.0f}x rows returned", row["by_rows"]),
                 ),
             ),

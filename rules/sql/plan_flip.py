@@ -27,8 +27,8 @@ Remediation:
     Pin the good plan and stop the statistics that caused the flip from coming back: TiDB
     ``CREATE GLOBAL BINDING ... USING ... /*+ USE_INDEX(t, idx) */`` and ``LOCK STATS t`` (after
     ``ANALYZE TABLE t`` on representative data); MySQL/MariaDB an index hint or optimizer hint,
-    ``ALTER TABLE t ALTER INDEX idx VISIBLE`` if the good index was made invisible, and
-    ``ANALYZE TABLE``; PostgreSQL ``ANALYZE t`` and a higher statistics target on the column.
+    ``ALTER TABLE t ALTER INDEX idx VISIBLE`` (MySQL) or ``... NOT IGNORED`` (MariaDB) if the good
+    index was set aside, and ``ANALYZE TABLE``; PostgreSQL ``ANALYZE t`` and a higher statistics target on the column.
 
 References:
     TiDB docs "SQL Plan Management (SPM)" (CREATE BINDING), "Lock statistics" (LOCK STATS),
@@ -145,14 +145,20 @@ def _finding(inp: RuleInput, frame: pl.DataFrame, fp_id: str, plans: pl.DataFram
 
 
 def _short_key(key: str | None) -> str:
-    return (key or "")[:16] + ("…" if key and len(key) > 16 else "")
+    """Digests are shortened to 16 hex digits; plan signatures are kept readable (they name the indexes)."""
+    text = key or ""
+    limit = 16 if text and all(c in "0123456789abcdefABCDEF" for c in text) else 120
+    return text[:limit] + ("…" if len(text) > limit else "")
 
 
 def _index_of(inp: RuleInput, statement: dict) -> tuple[str | None, str | None]:
     """(table, index) the fast plan used, from its plan nodes, else TiDB's Index_names."""
-    nodes = plan_nodes_of(inp, statement["source"], statement["stmt_id"]).filter(pl.col("index_name").is_not_null())
+    plan = plan_nodes_of(inp, statement["source"], statement["stmt_id"])
+    nodes = plan.filter(pl.col("index_name").is_not_null())
     if nodes.height:
-        return nodes["relation"][0], nodes["index_name"][0]
+        # A PostgreSQL Bitmap Index Scan names no table: its Bitmap Heap Scan parent does.
+        tables = plan["relation"].drop_nulls()
+        return nodes["relation"][0] or (tables[0] if tables.len() else None), nodes["index_name"][0]
     names = statement.get("index_names") or ""
     match = re.search(r"([\w$]+):([\w$]+)", names)
     return (match.group(1), match.group(2)) if match else (None, None)
@@ -181,10 +187,18 @@ def _remediation(engine: str, sql: str, fast_index: tuple[str | None, str | None
                 f"With pg_hint_plan installed the plan can be pinned: /*+ IndexScan({table_text} {index_text}) */",
             ]
         )
+    if engine == "mariadb":
+        return "\n".join(
+            [
+                f"If the good index was set aside: ALTER TABLE {table_text} ALTER INDEX {index_text} NOT IGNORED;   (MariaDB 10.6+)",
+                f"Refresh the statistics: ANALYZE TABLE {table_text} PERSISTENT FOR ALL;",
+                f"Pin the plan in the statement: ... FROM {table_text} FORCE INDEX ({index_text}) ...",
+            ]
+        )
     return "\n".join(
         [
-            f"Refresh the statistics: ANALYZE TABLE {table_text};   (MariaDB: ANALYZE TABLE {table_text} PERSISTENT FOR ALL;)",
-            f"If the good index was made invisible: ALTER TABLE {table_text} ALTER INDEX {index_text} VISIBLE;   (MariaDB 10.6+: NOT IGNORED)",
+            f"If the good index was made invisible: ALTER TABLE {table_text} ALTER INDEX {index_text} VISIBLE;   (MySQL 8.0+)",
+            f"Refresh the statistics: ANALYZE TABLE {table_text};",
             f"Pin the plan in the statement: ... FROM {table_text} FORCE INDEX ({index_text}) ...  or MySQL 8: SELECT /*+ INDEX({table_text} {index_text}) */ ...",
         ]
     )

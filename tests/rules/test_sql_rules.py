@@ -53,7 +53,7 @@ def test_full_scan_fires_with_table_index_and_tidb_ddl():
     assert executions.rows[0][:2] == (10, 10)
     assert executions.rows[0][4:8] == (20_000_000, 120, round(20_000_000 / 120, 1), "orders")
     signals = dict(_evidence(finding, "How the scan shows").rows)
-    assert list(signals.values()) == [10, 10, 0]  # rows examined only stand in when no plan was logged
+    assert list(signals.values()) == [10, 0, 0]  # the flag and rows examined only stand in when no plan was logged
     node = _evidence(finding, "Full-scan plan nodes").rows[0]
     assert node[:4] == ("TableFullScan", "orders", 2_000_000.0, 2_000_000.0)
     assert "ALTER TABLE orders ADD INDEX idx_orders_status_created_at (status, created_at);" in finding.remediation
