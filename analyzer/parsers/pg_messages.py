@@ -237,7 +237,8 @@ def _kinds(records: pl.DataFrame) -> pl.DataFrame:
     is_dur = msg.str.starts_with("duration: ")
     candidate = (sev == "LOG") & (is_dur | msg.str.starts_with("statement: ") | msg.str.starts_with("execute "))
     frame = records.filter(candidate | (sev.is_in(ERROR_SEVERITIES) & pl.col("statement").is_not_null()))
-    ms_at = msg.str.find(" ms", literal=True).cast(pl.Int64)  # bytes = characters: ASCII before it
+    frame = frame.with_columns(msg.str.find(" ms", literal=True).cast(pl.Int64).alias("ms_at"))  # bytes = characters: ASCII before it
+    ms_at = pl.col("ms_at")
     after_ms = msg.str.slice(ms_at + 3, 4)
     spaces = after_ms.str.len_bytes() - after_ms.str.strip_chars_start(" \t").str.len_bytes()  # one byte each
     frame = frame.with_columns(
@@ -252,9 +253,11 @@ def _kinds(records: pl.DataFrame) -> pl.DataFrame:
         verb = pl.when(head.str.starts_with(marker)).then(pl.lit(word)).otherwise(verb)
     frame = frame.with_columns(verb.alias("verb"), (head == "").alias("nothing_after"))
     verb = pl.col("verb")
-    window = msg.str.slice(pl.col("rest_at"), pl.when(verb.is_in(["execute", "parse", "bind"])).then(VERB_WINDOW).otherwise(0))
-    named = window.str.splitn(": ", 2).struct.field("field_0").str.len_chars() + 2  # "execute <name>: "
-    body_at = pl.when(verb == "plan").then(5).when(verb == "statement").then(11).otherwise(named)
+    body_at = pl.when(verb == "plan").then(5).when(verb == "statement").then(11)
+    has_name = verb.is_in(["execute", "parse", "bind"])
+    if frame.select(has_name.any()).item():
+        window = msg.str.slice(pl.col("rest_at"), pl.when(has_name).then(VERB_WINDOW).otherwise(0))
+        body_at = body_at.otherwise(window.str.splitn(": ", 2).struct.field("field_0").str.len_chars() + 2)  # "execute <name>: "
     body = pl.when(verb.is_not_null()).then(msg.str.slice(pl.col("rest_at") + body_at))
     dur = pl.col("dur_ms")
     is_log = sev == "LOG"
@@ -271,7 +274,7 @@ def _kinds(records: pl.DataFrame) -> pl.DataFrame:
         frame.with_columns(kind.alias("kind"))
         .filter(pl.col("kind").is_not_null())
         .with_columns(body.alias("body"))
-        .drop("rest_at", "head", "nothing_after", "message")
+        .drop("ms_at", "rest_at", "head", "nothing_after", "message")
     )
 
 
@@ -342,16 +345,20 @@ def seconds(dur_ms: pl.Expr) -> pl.Expr:
     return (microseconds / 1_000_000).cast(pl.Float64)
 
 
-def _statement_rows(frame: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
-    """Rows from duration entries, log_statement openers and errors (plans come later)."""
-    base = BASE_COLUMNS
-    no_time = pl.lit(None, dtype=pl.Float64)
-    dur_stmt = frame.filter(pl.col("kind") == "dur_stmt").select(
-        *base, pl.col("ts").alias("end_ts"), "start_ts", "query_time_s",
+def _duration_row() -> list[pl.Expr]:
+    """The statement row of a ``duration ... statement/execute`` entry: its own time and SQL."""
+    return [
+        *BASE_COLUMNS, pl.col("ts").alias("end_ts"), "start_ts", "query_time_s",
         pl.col("body").alias("sql"), (pl.col("verb") == "execute").alias("prepared"),
         pl.lit(True).alias("success"), pl.lit(None, dtype=pl.String).alias("error_code"),
-        pl.col("rec").alias("close_rec"),
-    )
+        pl.col("rec").alias("close_rec"), pl.lit(False).alias("is_internal"),
+    ]
+
+
+def _statement_rows(frame: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
+    """Rows from log_statement openers and errors (duration entries are rows already; plans come later)."""
+    base = BASE_COLUMNS
+    no_time = pl.lit(None, dtype=pl.Float64)
     openers = frame.filter(pl.col("kind") == "stmt_only").join(pairs, left_on="rec", right_on="open_rec", how="left")
     by_duration = pl.col("close_kind") == "dur_only"
     by_error = pl.col("close_kind") == "error"
@@ -376,7 +383,7 @@ def _statement_rows(frame: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
         pl.lit(False).alias("success"), pl.col("sqlstate").alias("error_code"),
         pl.lit(None, dtype=pl.Int64).alias("close_rec"),
     )
-    return pl.concat([dur_stmt, opened, errors], how="diagonal_relaxed").with_columns(pl.lit(False).alias("is_internal"))
+    return pl.concat([opened, errors], how="diagonal_relaxed").with_columns(pl.lit(False).alias("is_internal"))
 
 
 def _closes(rows: pl.DataFrame, conns: pl.Series) -> pl.DataFrame:
@@ -387,15 +394,16 @@ def _closes(rows: pl.DataFrame, conns: pl.Series) -> pl.DataFrame:
     return _sorted(closes, "next_close")
 
 
-def _attach_plans(frame: pl.DataFrame, rows: pl.DataFrame, plans: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Match each plan entry to the statement row it belongs to; return (rows + plan-only rows, plan -> row key)."""
+def _attach_plans(frame: pl.DataFrame, rows: list[pl.DataFrame], plans: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Match each plan entry to the statement row (of ``rows``) it belongs to; return (plan-only rows, plan -> row key)."""
     if plans.is_empty():
-        return rows, pl.DataFrame(schema={"rec": pl.Int64, "row_rec": pl.Int64})
+        return pl.DataFrame(), pl.DataFrame(schema={"rec": pl.Int64, "row_rec": pl.Int64})
     entries = frame.filter(pl.col("kind") == "plan")
+    closing = pl.concat([part.select("close_rec", "conn", "rec", "sql") for part in rows])
     entries = (
         entries.join(plans.select("rec", "query_text"), on="rec", how="left", maintain_order="left")
         .join_asof(
-            _closes(rows, entries["conn"]), left_on="rec", right_on="next_close", by="conn", strategy="forward",
+            _closes(closing, entries["conn"]), left_on="rec", right_on="next_close", by="conn", strategy="forward",
             coalesce=False, check_sortedness=False,
         )
         .with_columns(_normalised_sql(pl.col("row_sql")).alias("row_sql"))
@@ -420,7 +428,7 @@ def _attach_plans(frame: pl.DataFrame, rows: pl.DataFrame, plans: pl.DataFrame) 
         internal.alias("is_internal"),
     ).with_columns(pl.when(pl.col("is_internal")).then(None).otherwise(pl.col("query_time_s")).alias("query_time_s"))
     plan_owner = pl.concat([attached, own.select("rec", pl.col("rec").alias("row_rec"))])
-    return pl.concat([rows, own_rows], how="diagonal_relaxed"), plan_owner
+    return own_rows, plan_owner
 
 
 def _sorted(frame: pl.DataFrame, first: str, *then: str) -> pl.DataFrame:
@@ -431,18 +439,34 @@ def _sorted(frame: pl.DataFrame, first: str, *then: str) -> pl.DataFrame:
     return frame.sort(first, *then)
 
 
-def assemble(entries: pl.DataFrame, source: str) -> Assembled:
+def _in_line_order(rows: pl.DataFrame, more: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` (the bulk, in log order already) and ``more`` (a few rows) in line order: merged, so
+    that the bulk is not sorted again (an entry's line is its own: no two rows share one)."""
+    rows = _sorted(rows, "line", "rec")
+    if more.is_empty():
+        return rows
+    more = pl.concat([rows.head(0), more], how="diagonal_relaxed").select(
+        [pl.col(name).cast(dtype) for name, dtype in rows.schema.items()]
+    )
+    return rows.merge_sorted(more.sort("line", "rec"), key="line")
+
+
+def assemble(entries: StatementEntries, source: str) -> Assembled:
     """Statement and plan-node rows from ``statement_entries`` output (see module docstring)."""
-    frame = _sorted(entries, "rec")
+    frame = _sorted(entries.others, "rec")
     pairs = _pair_openers(frame)
-    rows = _statement_rows(frame, pairs)
+    paired = _statement_rows(frame, pairs)
     plan_entries = frame.filter(pl.col("kind") == "plan").select("rec", "body")
     parsed = pg_explain.parse_plans(plan_entries)
-    rows, plan_owner = _attach_plans(frame, rows, parsed.summary)
-    rows = _sorted(rows, "line", "rec").with_row_index("stmt_id").with_columns(pl.col("stmt_id").cast(pl.Int64))
-    owner = plan_owner.join(rows.select(pl.col("rec").alias("row_rec"), "stmt_id"), on="row_rec")
+    own_rows, plan_owner = _attach_plans(frame, [entries.rows, paired], parsed.summary)
+    rows = _in_line_order(entries.rows, pl.concat([paired, own_rows], how="diagonal_relaxed"))
+    rows = rows.with_row_index("stmt_id").with_columns(pl.col("stmt_id").cast(pl.Int64))
+    planned = rows.filter(pl.col("rec").is_in(plan_owner["row_rec"].implode())).select(pl.col("rec").alias("row_rec"), "stmt_id")
+    owner = plan_owner.join(planned, on="row_rec")
     summary = parsed.summary.join(owner.select("rec", "stmt_id"), on="rec")
-    statements = rows.join(summary.drop("rec", "query_text"), on="stmt_id", how="left", maintain_order="left").with_columns(
+    # the plan columns are joined to the stmt_id column alone: joining the whole frame would copy it
+    plan_columns = rows.select("stmt_id").join(summary.drop("rec", "query_text"), on="stmt_id", how="left", maintain_order="left")
+    statements = rows.hstack(plan_columns.drop("stmt_id")).with_columns(
         pl.lit(ENGINE).alias("engine"), pl.lit(source).alias("source"), pl.col("is_internal").fill_null(False)
     )
     nodes = parsed.nodes.join(owner.select("rec", "stmt_id"), on="rec").sort("stmt_id", "node_id").with_columns(source=pl.lit(source))
@@ -450,10 +474,36 @@ def assemble(entries: pl.DataFrame, source: str) -> Assembled:
     return Assembled(T.conform(T.STATEMENT, statements), T.conform(T.PLAN_NODE, nodes), notes + parsed.notes, parsed.warnings)
 
 
-def statement_entries(records: pl.DataFrame) -> pl.DataFrame:
-    """The entries statements are made of (a small part of a log) with the row columns they decide
-    alone (``_entry_columns``): what a chunk hands to ``assemble``."""
-    return _kinds(records).with_columns(_entry_columns()).drop("pid", "session", "host", "app", "xid", "vxid", "query_id")
+@dataclass
+class StatementEntries:
+    """What ``assemble`` reads; each chunk of a big log hands over its own. ``rows``: the statement
+    rows of ``duration ... statement/execute`` entries, ready (most of a log, so they are made per
+    chunk, in parallel); ``others``: the other statement entries (log_statement openers, bare
+    durations, errors, plans, parse/bind phases), classified, to be paired over the whole log."""
+
+    rows: pl.DataFrame
+    others: pl.DataFrame
+
+    @staticmethod
+    def concat(parts: list["StatementEntries"]) -> "StatementEntries":
+        return StatementEntries(pl.concat([p.rows for p in parts]), pl.concat([p.others for p in parts]))
+
+    def shifted(self, lines: int) -> StatementEntries:
+        """The same entries numbered ``lines`` lines further on (``rec`` counts lines in a stderr log)."""
+        moved = [pl.col(name) + lines for name in ("rec", "line", "close_rec")]
+        return StatementEntries(self.rows.with_columns(moved), self.others.with_columns(moved[:2]))
+
+    def make_rows(self) -> bool:
+        """Whether these entries give at least one statement row."""
+        return self.rows.height > 0 or self.others["kind"].is_in(ROW_KINDS).any()
+
+
+def statement_entries(records: pl.DataFrame) -> StatementEntries:
+    """The entries statements are made of (a small part of a log), with the row columns they decide
+    alone (``_entry_columns``); duration entries already turned into rows."""
+    entries = _kinds(records).with_columns(_entry_columns()).drop("pid", "session", "host", "app", "xid", "vxid", "query_id")
+    is_row = pl.col("kind") == "dur_stmt"
+    return StatementEntries(entries.filter(is_row).select(_duration_row()), entries.filter(~is_row))
 
 
 def _notes(frame: pl.DataFrame, pairs: pl.DataFrame, plan_owner: pl.DataFrame, rows: pl.DataFrame) -> list[str]:
@@ -471,7 +521,7 @@ def _notes(frame: pl.DataFrame, pairs: pl.DataFrame, plan_owner: pl.DataFrame, r
     stray = counts.get("dur_only", 0) - paired_by_duration
     if stray:
         notes.append(f"{stray} bare duration lines with no open statement before them (parse/bind under log_duration) not counted")
-    unpaired = rows.filter(pl.col("query_time_s").is_null() & pl.col("success") & ~pl.col("is_internal").fill_null(False)).height
+    unpaired = _count(rows, pl.col("query_time_s").is_null() & pl.col("success") & ~pl.col("is_internal").fill_null(False))
     if unpaired:
         notes.append(f"{unpaired} statements logged without a duration (log_statement only): query_time_s is null")
     attached = plan_owner.filter(pl.col("rec") != pl.col("row_rec")).height
@@ -480,16 +530,21 @@ def _notes(frame: pl.DataFrame, pairs: pl.DataFrame, plan_owner: pl.DataFrame, r
             f"{counts['plan']} auto_explain plans; {attached} attached to the duration entry of the same execution "
             "(counted once)"
         )
-    internal = rows.filter(pl.col("is_internal").fill_null(False)).height
+    internal = _count(rows, pl.col("is_internal").fill_null(False))
     if internal:
         notes.append(
             f"{internal} plans of statements run inside another one (CONTEXT), or of an earlier statement of the same "
             "query string, kept as is_internal rows with no query_time_s (their time is in the caller's)"
         )
-    errors = rows.filter(~pl.col("success").fill_null(True)).height
+    errors = _count(rows, ~pl.col("success").fill_null(True))
     if errors:
         notes.append(f"{errors} failed statements (ERROR/FATAL with their statement text)")
     return notes
+
+
+def _count(frame: pl.DataFrame, condition: pl.Expr) -> int:
+    """Rows where ``condition`` holds, counted without building the filtered frame."""
+    return frame.select(condition.fill_null(False).sum()).item()
 
 
 @dataclass
@@ -515,7 +570,7 @@ class EntrySummary:
         )
 
 
-def summarise_entries(records: pl.DataFrame, entries: pl.DataFrame | None = None) -> EntrySummary:
+def summarise_entries(records: pl.DataFrame, entries: StatementEntries | None = None) -> EntrySummary:
     """Counts over all entries: translated duration messages (lc_messages) and the commonest messages.
 
     The commonest messages only explain a result without statements: they are not counted when
@@ -525,7 +580,7 @@ def summarise_entries(records: pl.DataFrame, entries: pl.DataFrame | None = None
     candidates = log.filter(log.str.contains(" ", literal=True) & log.str.contains(r"\d[.,]\d"))
     translated = candidates.filter(candidates.str.contains(TRANSLATED_DURATION_RE))
     heads = pl.DataFrame(schema={"head": pl.String, "count": pl.UInt32})
-    if entries is None or not entries["kind"].is_in(ROW_KINDS).any():
+    if entries is None or not entries.make_rows():
         heads = records["message"].head(HEAD_SAMPLE).str.extract(r"^([a-z ]{3,30}?)(?: of| for|:|$)", 1).drop_nulls().value_counts(sort=True).head(5)
     stamps = records["ts"].drop_nulls()
     return EntrySummary(
@@ -538,7 +593,7 @@ def summarise_entries(records: pl.DataFrame, entries: pl.DataFrame | None = None
     )
 
 
-def finish(entries: pl.DataFrame, summary: EntrySummary, source: str, notes: list[str], warnings: list[ParseWarning]) -> ParseResult:
+def finish(entries: StatementEntries, summary: EntrySummary, source: str, notes: list[str], warnings: list[ParseWarning]) -> ParseResult:
     """The ParseResult every PostgreSQL parser returns."""
     assembled = assemble(entries, source)
     if summary.translated:

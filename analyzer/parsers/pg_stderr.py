@@ -27,11 +27,13 @@ zone abbreviation PostgreSQL prints (fixed offsets for unambiguous ones, else ``
 epoch seconds, or the logplex/syslog time.
 
 Big logs are read in pieces of about ``CHUNK_CHARS`` that start at a main entry, two at a time
-(one per core); each piece keeps only its statement entries, which are paired over the whole log.
+(one per core); each piece turns its ``duration ... statement`` entries into statement rows and
+keeps its other statement entries, which are paired over the whole log.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -273,6 +275,8 @@ def infer_prefix(sample: list[str]) -> Prefix | None:
         candidate = Prefix(template, regex, True, share, lead_regexes=lead_regexes(parts, q_at))
         if best is None or share > best.match_share + 1e-9:
             best = candidate
+        if best.match_share == 1.0:
+            break  # no other shape can do better
     if best is None or best.match_share < MIN_PREFIX_MATCH:
         share = best.match_share if best else 0.0
         fallback = Prefix("?", FALLBACK_LINE_RE, False, share, lead_regexes=(FALLBACK_LEAD_RE,))
@@ -312,7 +316,7 @@ def _wrapper(sample: list[str]) -> str | None:
 
 
 def _scan(lines: pl.DataFrame, prefix: Prefix, wrapper: str | None) -> pl.DataFrame:
-    """Per line: wrapper fields, prefix fields and severity of entry starts, and the message after them."""
+    """Per line: wrapper fields, and the prefix fields, severity and ``lead`` (prefix and severity) of entry starts."""
     if wrapper:
         parts = pl.col("text").str.extract_groups(WRAPPERS[wrapper])
         lines = lines.with_columns(
@@ -323,12 +327,7 @@ def _scan(lines: pl.DataFrame, prefix: Prefix, wrapper: str | None) -> pl.DataFr
         )
     frame = _lead_fields(lines, prefix.lead_regexes)
     # the regex takes any upper-case word before the colon (cheaper than the alternation): keep severities
-    frame = frame.with_columns(pl.when(pl.col("sev").is_in(M.SEVERITIES)).then(pl.col("sev")).alias("sev"))
-    return frame.with_columns(
-        pl.when(pl.col("sev").is_not_null())
-        .then(pl.col("text").str.strip_prefix(pl.col("lead")).str.strip_chars_start(" \t"))
-        .alias("msg")
-    ).drop("lead")
+    return frame.with_columns(pl.when(pl.col("sev").is_in(M.SEVERITIES)).then(pl.col("sev")).alias("sev"))
 
 
 def _lead_fields(lines: pl.DataFrame, regexes: tuple[str, ...]) -> pl.DataFrame:
@@ -352,10 +351,11 @@ def _entries(frame: pl.DataFrame, wrapped: bool) -> pl.DataFrame:
     return frame.with_columns(pl.col("sev").is_not_null().alias("is_start"), owner.alias("rec"))
 
 
-def _continuation(frame: pl.DataFrame) -> pl.DataFrame:
-    """Continuation lines joined per entry (one leading TAB removed: PostgreSQL adds it)."""
+def _continuation(rest: pl.DataFrame) -> pl.DataFrame:
+    """Continuation lines (of ``rest``, the lines that start no entry) joined per entry (one leading
+    TAB removed: PostgreSQL adds it)."""
     return (
-        frame.filter(~pl.col("is_start") & pl.col("rec").is_not_null())
+        rest.filter(pl.col("rec").is_not_null())
         .group_by("rec", maintain_order=True)
         .agg(pl.col("text").str.strip_prefix("\t").str.join("\n").alias("cont"))
     )
@@ -368,15 +368,7 @@ def _records(starts: pl.DataFrame, continuation: pl.DataFrame, tz: str, wrapped:
     def col(name: str) -> pl.Expr:
         return pl.col(name) if name in cols else pl.lit(None, dtype=pl.String)
 
-    if continuation.is_empty():
-        frame = starts.rename({"msg": "message"})
-    else:
-        frame = starts.join(continuation, on="rec", how="left", maintain_order="left").with_columns(
-            pl.when(pl.col("cont").is_not_null())
-            .then((pl.col("msg") + "\n" + pl.col("cont")).str.strip_chars_end(" \t\n"))
-            .otherwise(pl.col("msg"))
-            .alias("message")
-        )
+    frame = starts.with_columns(_messages(starts, continuation)).drop("msg")
     zones: dict = {}
     if "epoch" in cols:
         ts = pl.from_epoch((pl.col("epoch").cast(pl.Float64) * 1e6).cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")
@@ -396,15 +388,32 @@ def _records(starts: pl.DataFrame, continuation: pl.DataFrame, tz: str, wrapped:
         *[pl.when(~col(c).is_in(unknown)).then(col(c)).alias(c) for c in ("user", "db", "app", "host")],
         *[col(c).alias(c) for c in ("session", "xid", "vxid", "sqlstate", "query_id")],
     )
-    frame = frame.with_columns(_parent(frame))  # entries are in file order already
-    is_main = pl.col("parent") == pl.col("rec")
-    records = frame.filter(is_main).with_columns((pl.col("idx") + 1).alias("line"))
-    attached = _attached(frame.filter(~is_main & pl.col("parent").is_not_null()))
-    if attached.is_empty():
-        records = records.with_columns(pl.lit(None, dtype=pl.String).alias("statement"), pl.lit(None, dtype=pl.String).alias("context"))
-    else:
-        records = records.join(attached, left_on="rec", right_on="parent", how="left", maintain_order="left")
+    records = _with_sub_entries(frame).with_columns((pl.col("idx") + 1).alias("line"))
     return records.select([pl.col(name).cast(dtype) for name, dtype in M.RECORD_SCHEMA.items()]), zones
+
+
+def _messages(starts: pl.DataFrame, continuation: pl.DataFrame) -> pl.Series:
+    """Each entry's ``message``: its first line's message, and its continuation lines when it has some
+    (written in place: most entries have none, a join would copy them all)."""
+    message = starts["msg"].alias("message")
+    if continuation.is_empty():
+        return message
+    at = starts["rec"].search_sorted(continuation["rec"])  # entries are in line order
+    joined = (message.gather(at) + "\n" + continuation["cont"]).str.strip_chars_end(" \t\n")
+    return message.clone().scatter(at, joined)
+
+
+def _with_sub_entries(frame: pl.DataFrame) -> pl.DataFrame:
+    """The main entries, each with the ``statement`` and ``context`` of its sub-entries."""
+    attached = pl.DataFrame()
+    if frame["sev"].is_in(M.SUB_SEVERITIES).any():  # else every entry is a main one: nothing to filter or join
+        frame = frame.with_columns(_parent(frame))  # entries are in file order already
+        is_main = pl.col("parent") == pl.col("rec")
+        attached = _attached(frame.filter(~is_main & pl.col("parent").is_not_null()))
+        frame = frame.filter(is_main)
+    if attached.is_empty():
+        return frame.with_columns(pl.lit(None, dtype=pl.String).alias("statement"), pl.lit(None, dtype=pl.String).alias("context"))
+    return frame.join(attached, left_on="rec", right_on="parent", how="left", maintain_order="left")
 
 
 def _attached(subs: pl.DataFrame) -> pl.DataFrame:
@@ -426,8 +435,7 @@ def _parent(frame: pl.DataFrame) -> pl.Expr:
     interleave (syslog), so the cheap global fill is kept when it agrees on the pid."""
     is_main = ~pl.col("sev").is_in(M.SUB_SEVERITIES)
     parent = pl.when(is_main).then(pl.col("rec"))
-    sub = frame.filter(~is_main)
-    if sub.is_empty() or frame["pid"].null_count() == frame.height:
+    if frame["pid"].null_count() == frame.height:
         return parent.forward_fill().alias("parent")
     pid_of_main = pl.when(is_main).then(pl.col("pid")).forward_fill()
     interleaved = frame.select((~is_main & (pid_of_main != pl.col("pid"))).any()).item()
@@ -438,13 +446,23 @@ def _parent(frame: pl.DataFrame) -> pl.Expr:
 
 @dataclass
 class Chunk:
-    """What one record-aligned piece of the log gives: statement entries and small counts."""
+    """What one record-aligned piece of the log gives: statement entries and small counts. A piece
+    numbers its lines from 0 (counting the lines before it would hold up the start of every piece);
+    ``shifted`` numbers them in the whole log once the line counts of the pieces before are known."""
 
-    entries: pl.DataFrame
+    lines: int
+    entries: M.StatementEntries
     summary: M.EntrySummary
     zones: dict
     orphans: tuple[int, int, str] | None  # (count, first line, text)
     unmatched: tuple[int, int] | None  # (count, first line)
+
+    def shifted(self, lines_before: int) -> Chunk:
+        if not lines_before:
+            return self
+        orphans = (self.orphans[0], self.orphans[1] + lines_before, self.orphans[2]) if self.orphans else None
+        unmatched = (self.unmatched[0], self.unmatched[1] + lines_before) if self.unmatched else None
+        return Chunk(self.lines, self.entries.shifted(lines_before), self.summary, self.zones, orphans, unmatched)
 
 
 def _chunk_bounds(text: str, size: int, prefix: Prefix, wrapper: str | None) -> list[tuple[int, int]]:
@@ -463,16 +481,24 @@ def _chunk_bounds(text: str, size: int, prefix: Prefix, wrapper: str | None) -> 
     return list(zip(bounds, bounds[1:] + [size]))
 
 
-def _read_chunk(text: str, first_line: int, prefix: Prefix, wrapper: str | None, tz: str) -> Chunk:
-    lines = M.split_lines(text).with_columns(pl.col("idx") + first_line)
-    frame = _entries(_scan(lines, prefix, wrapper), wrapper is not None)
-    starts = frame.filter(pl.col("is_start"))
+def _read_chunk(text: str, prefix: Prefix, wrapper: str | None, tz: str) -> Chunk:
+    """One piece of the log, its lines numbered from 0. The frame of all lines is let go as soon as
+    the entry starts and the other lines are apart (two pieces are read at a time, each of them
+    needs several times its size)."""
+    frame = _entries(_scan(M.split_lines(text), prefix, wrapper), wrapper is not None)
+    lines = frame.height
+    rest = frame.filter(~pl.col("is_start")).select("idx", "text", "rec")
+    starts = frame.filter(pl.col("is_start")).with_columns(
+        pl.col("text").str.strip_prefix(pl.col("lead")).str.strip_chars_start(" \t").alias("msg")
+    ).drop("text", "lead", "is_start")
+    del frame
     if not prefix.recognised:
         starts = _fallback_fields(starts)
-    records, zones = _records(starts, _continuation(frame), tz, wrapper is not None)
-    rest = frame.select("idx", "text", "is_start", "rec").filter(~pl.col("is_start"))
+    records, zones = _records(starts, _continuation(rest), tz, wrapper is not None)
+    del starts
     entries = M.statement_entries(records)
     return Chunk(
+        lines,
         entries,
         M.summarise_entries(records, entries),
         zones,
@@ -532,21 +558,20 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     else:
         warnings.append(ParseWarning(None, prefix.notes[0]))
     bounds = _chunk_bounds(text, size, prefix, wrapper)
-    first_lines = [0]
-    for start, next_start in zip([b[0] for b in bounds], [b[0] for b in bounds[1:]]):
-        first_lines.append(first_lines[-1] + text.count("\n", start, next_start))
 
     def read(index: int) -> Chunk:
         start, end = bounds[index]
         end = end - 1 if index + 1 < len(bounds) else end  # the newline before the next piece
-        return _read_chunk(text[start:end], first_lines[index], prefix, wrapper, tz)
+        return _read_chunk(text[start:end], prefix, wrapper, tz)
 
     if len(bounds) == 1:
         chunks = [read(0)]
     else:
         with ThreadPoolExecutor(max_workers=2) as pool:  # polars releases the GIL: one piece per core
             chunks = list(pool.map(read, range(len(bounds))))
-    entries = pl.concat([c.entries for c in chunks])
+        firsts = itertools.accumulate((chunk.lines for chunk in chunks[:-1]), initial=0)
+        chunks = [chunk.shifted(first) for chunk, first in zip(chunks, firsts)]
+    entries = M.StatementEntries.concat([c.entries for c in chunks])
     summary = chunks[0].summary
     zones: Counter = Counter()
     for chunk in chunks:
