@@ -64,8 +64,9 @@ carries over the same way: the server writes ``use`` only when it changed.
 Speed (hundreds of MB): the text is cut into entry-aligned pieces parsed on two threads; each piece
 is read as a column of lines by polars' CSV reader; line kinds come from the 4-byte prefixes polars
 keeps inline in its string views (numpy, no pass over the text); header lines that repeat (User@Host,
-Thread_id, flags, use, SET timestamp, explain rows) are parsed once per distinct text; Query_time
-lines are split at positions learnt from the first one. No Python loop runs per line or per entry.
+Thread_id, flags, use, SET timestamp, explain rows) are parsed once per distinct text, and a plan is
+joined once per distinct pair of explain lines (entries share its bytes); Query_time lines are split at
+positions learnt from the first one. No Python loop runs per line or per entry.
 """
 
 from __future__ import annotations
@@ -205,7 +206,8 @@ def _read_lines(chunk: str) -> pl.Series:
         io.BytesIO(data), has_header=False, separator=separator, quote_char=None,
         new_columns=["t"], schema={"t": pl.String},
     )
-    return frame["t"].fill_null("")
+    # the reader returns several chunks; gathers on one chunk are much faster
+    return frame["t"].fill_null("").rechunk()
 
 
 def _heads(lines: pl.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -276,10 +278,12 @@ def _classify(lines: pl.Series, length: np.ndarray, prefix: np.ndarray) -> np.nd
         at = np.flatnonzero(prefix == _code(start))
         if at.size and confirm:
             texts = lines.gather(at)
-            ok = texts.str.starts_with(confirm[0])
-            for other in confirm[1:]:
-                ok = ok | texts.str.starts_with(other)
-            at = at[ok.to_numpy()]
+            ok = texts.str.starts_with(confirm[0]).to_numpy()
+            rest = np.flatnonzero(~ok)
+            if rest.size and len(confirm) > 1:  # the common start first, the others only on the rest
+                others = texts.gather(rest)
+                ok[rest] = np.logical_or.reduce([others.str.starts_with(o).to_numpy() for o in confirm[1:]])
+            at = at[ok]
         kind[at] = line_kind
     # a server start banner is three lines around "Tcp port: N  Unix socket: ..."
     tcp = np.flatnonzero((prefix == _code("Tcp ")) | (prefix == _code("TCP ")))
@@ -394,10 +398,14 @@ HEADER_EXPRS = {
 
 def _by_distinct(values: pl.Series, exprs: dict[str, pl.Expr]) -> pl.DataFrame:
     """``exprs`` (over ``pl.col(values.name)``) for every row of ``values``, evaluated once per distinct
-    value (logs repeat these lines a lot); values are matched by their 64-bit hash."""
-    keyed = pl.DataFrame({"_h": values.hash(), values.name: values})
-    distinct = keyed.unique(subset="_h").with_columns(**exprs).drop(values.name)
-    return keyed.select("_h").join(distinct, on="_h", how="left", maintain_order="left").drop("_h")
+    value (logs repeat these lines a lot) and once for null; values are matched by their 64-bit hash."""
+    present = np.flatnonzero(values.is_not_null().to_numpy())  # often few: # Time is written once a second
+    code, distinct = _distinct_codes(values.gather(present))
+    null_first = pl.concat([pl.Series(values.name, [None], dtype=values.dtype), distinct])
+    table = pl.DataFrame({values.name: null_first}).with_columns(**exprs).drop(values.name)
+    index = np.zeros(values.len(), dtype=np.int64)
+    index[present] = code + 1
+    return table.select(pl.all().gather(index))
 
 
 def _join_lines(frame: pl.DataFrame, column: str, separator: str, distinct: bool = False) -> pl.DataFrame:
@@ -426,6 +434,40 @@ def _join_lines(frame: pl.DataFrame, column: str, separator: str, distinct: bool
         rows = frame.filter(pl.Series(more)).select("entry", column)
         values = pl.col(column).unique(maintain_order=True) if distinct else pl.col(column)
         parts.append(rows.group_by("entry", maintain_order=True).agg(values.str.join(separator)))
+    return pl.concat(parts, how="vertical_relaxed")
+
+
+def _distinct_codes(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
+    """(for each row the number of its distinct value, the distinct values in first-seen order);
+    values are matched by their 64-bit hash."""
+    keyed = pl.DataFrame({"_h": values.hash()})
+    firsts = keyed.with_row_index("_r").unique(subset="_h", keep="first", maintain_order=True)
+    numbered = firsts.select("_h", _d=pl.int_range(pl.len(), dtype=pl.Int64))
+    code = keyed.join(numbered, on="_h", how="left", maintain_order="left")["_d"].to_numpy()
+    return code, values.gather(firsts["_r"])
+
+
+def _join_coded(owner: np.ndarray, code: np.ndarray, texts: pl.Series, column: str, separator: str) -> pl.DataFrame:
+    """Like ``_join_lines`` for rows given as codes into ``texts``: each distinct pair is joined once
+    and the entries share its bytes."""
+    first = np.ones(owner.size, dtype=bool)
+    first[1:] = owner[1:] != owner[:-1]
+    starts = np.flatnonzero(first)
+    sizes = np.diff(np.append(starts, owner.size))
+    single, pair = starts[sizes == 1], starts[sizes == 2]
+    pair_key = code[pair] * texts.len() + code[pair + 1]
+    keys, to_key = np.unique(pair_key, return_inverse=True)
+    joined = pl.DataFrame({"a": texts.gather(keys // texts.len()), "b": texts.gather(keys % texts.len())}).select(
+        pl.concat_str(["a", "b"], separator=separator)
+    ).to_series()
+    parts = [
+        pl.DataFrame({"entry": owner[single], column: texts.gather(code[single])}),
+        pl.DataFrame({"entry": owner[pair], column: joined.gather(to_key.reshape(-1))}),
+    ]
+    more = np.repeat(sizes > 2, sizes)
+    if more.any():
+        rows = pl.DataFrame({"entry": owner[more], column: texts.gather(code[more])})
+        parts.append(rows.group_by("entry", maintain_order=True).agg(pl.col(column).str.join(separator)))
     return pl.concat(parts, how="vertical_relaxed")
 
 
@@ -524,8 +566,11 @@ def _query_time(lines: pl.Series, position: np.ndarray, first_line: int) -> dict
         values, checks = {}, []
         for number, (field, key) in enumerate(QT_FIELDS.items()):
             label = f"# {key}: " if number == 0 else f"{key}: "
-            checks.append(parts[f"field_{number}"].str.starts_with(label).fill_null(False).to_numpy())
-            values[field] = parts[f"field_{number}"].str.strip_prefix(label)
+            value = parts[f"field_{number}"].str.strip_prefix(label)
+            # the prefix was there when stripping it shortened the field (lengths are stored: no pass over bytes)
+            shortened = parts[f"field_{number}"].str.len_bytes() - value.str.len_bytes()
+            checks.append((shortened == len(label)).fill_null(False).to_numpy())
+            values[field] = value
         # MySQL 8 log_slow_extra follows Rows_examined after one space
         extra = parts["field_4"].is_not_null() | values["rows_examined_text"].str.contains(" ", literal=True)
         frame = pl.DataFrame(values).with_columns(regular=pl.Series(np.logical_and.reduce(checks)), extra=extra)
@@ -593,12 +638,8 @@ def _header_fields(
     group[marks["use_meta"]] = names.index("use")
     group[marks["set_meta"]] = names.index("set")
     at = np.flatnonzero(group >= 0)
-    texts = lines.gather(at).alias("t")
-    keyed = pl.DataFrame({"_h": texts.hash()})
-    firsts = keyed.with_row_index("_r").unique(subset="_h", keep="first", maintain_order=True)
-    distinct = pl.DataFrame({"t": texts.gather(firsts["_r"])}).with_columns(**HEADER_EXPRS)
-    numbered = firsts.select("_h", _d=pl.int_range(pl.len(), dtype=pl.Int64))
-    to_distinct = keyed.join(numbered, on="_h", how="left", maintain_order="left")["_d"].to_numpy()
+    to_distinct, texts = _distinct_codes(lines.gather(at))
+    distinct = pl.DataFrame({"t": texts}).with_columns(**HEADER_EXPRS)
 
     line_group, owner = group[at], entry[at]
     found: dict[str, list[pl.Series]] = {}
@@ -676,27 +717,31 @@ def _explain(
     if not at.size:
         return pl.DataFrame([_nulls(c, t, n_entries) for c, t in plan_schema.items()]), pl.DataFrame(schema=node_schema)
     owner = entry[at]
-    body = lines.gather(at).str.strip_prefix("# explain: ")
-    is_head = (body.str.starts_with("id\t") | body.str.starts_with("id ")).to_numpy()
+    # explain lines repeat a lot: every step below works on the distinct lines, rows only carry a code
+    code, distinct = _distinct_codes(lines.gather(at))
+    body = distinct.str.strip_prefix("# explain: ")
+    is_head = (body.str.starts_with("id\t") | body.str.starts_with("id ")).to_numpy()[code]
     # each data row belongs to the nearest header row above it in the same entry
     header_row = np.maximum.accumulate(np.where(is_head, np.arange(at.size), -1))
     data = ~is_head & (header_row >= 0)
     data &= owner[np.maximum(header_row, 0)] == owner
-    head_at = np.flatnonzero(is_head)
-    heads = body.gather(head_at)
-    header_code = np.full(at.size, -1, dtype=np.int64)
+    head_codes = np.unique(code[is_head])
+    heads = body.gather(head_codes)
+    header_of_code = np.full(distinct.len(), -1, dtype=np.int64)
     parts = []
-    for code, header in enumerate(heads.unique().to_list()):  # one or two distinct headers per file
-        header_code[head_at[(heads == header).to_numpy()]] = code
-        mine = np.flatnonzero(data & (header_code[np.maximum(header_row, 0)] == code))
-        frame = pl.DataFrame({"row": mine, "entry": owner[mine], "body": body.gather(mine)})
-        parts.append(_explain_cells(frame, header))
+    for number, header in enumerate(heads.unique().to_list()):  # one or two distinct headers per file
+        header_of_code[head_codes[(heads == header).to_numpy()]] = number
+        mine = np.flatnonzero(data & (header_of_code[code[np.maximum(header_row, 0)]] == number))
+        cells = pl.DataFrame({"body": body}).select(**_cell_exprs(header))
+        parts.append(pl.concat([
+            pl.DataFrame({"row": mine, "entry": owner[mine]}), cells.select(pl.all().gather(code[mine]))
+        ], how="horizontal"))
     nodes = pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame(schema={"row": pl.Int64, **node_schema})
     if len(parts) > 1:
         nodes = nodes.sort("row")
-    nodes = nodes.drop("row", "body", strict=False)
+    nodes = nodes.drop("row")
 
-    plan = _join_lines(pl.DataFrame({"entry": owner, "plan": body}), "plan", "\n")
+    plan = _join_coded(owner, code, body, "plan", "\n")
     named = nodes.filter(pl.col("table").is_not_null())
     signature = _join_lines(named.select("entry", plan_signature="sig"), "plan_signature", "|")
     keys = named.filter(pl.col("key").is_not_null()).select("entry", index_names="key")
@@ -708,12 +753,6 @@ def _explain(
         pl.DataFrame({"plan_full_scan": full}),
     ], how="horizontal")
     return per_entry, nodes
-
-
-def _explain_cells(data: pl.DataFrame, header: str) -> pl.DataFrame:
-    """Cells of the data rows under one header, once per distinct row, and each row's
-    ``table:type(key)`` for plan_signature."""
-    return pl.concat([data, _by_distinct(data["body"], _cell_exprs(header))], how="horizontal")
 
 
 @functools.cache
@@ -945,16 +984,18 @@ def _statement(
                        "set_ts", "query_time_s", "qt_Start_utc", "qt_End_utc"), tz, version
     )
     db = pl.col("db_written").forward_fill()
-    statement = entries.with_columns(times).with_columns(
+    flags = []
+    if engine == "mariadb" and bool(markers["flag_lines"].any()):
+        # MariaDB (log_slow_verbosity=query_plan) writes the Full_scan/Filesort lines only when a flag is Yes
+        flags = [pl.col("full_scan", "full_join", "tmp_table", "tmp_table_on_disk", "filesort").fill_null(False)]
+    statement = entries.with_columns(
+        *flags,
+        *times,
         stmt_id=pl.int_range(pl.len(), dtype=pl.Int64),
         engine=pl.lit(engine),
         db=pl.when(db != "").then(db),
         source=pl.lit(source),
     )
-    if engine == "mariadb" and bool(markers["flag_lines"].any()):
-        # MariaDB (log_slow_verbosity=query_plan) writes the Full_scan/Filesort lines only when a flag is Yes
-        flags = ["full_scan", "full_join", "tmp_table", "tmp_table_on_disk", "filesort"]
-        statement = statement.with_columns(pl.col(flags).fill_null(False))
     return T.conform(T.STATEMENT, statement), warnings, notes
 
 
@@ -1056,9 +1097,11 @@ def _set_timestamp_is_start(frame: pl.DataFrame, version: str | None) -> bool:
 
 def _inherit_time(frame: pl.DataFrame) -> pl.DataFrame:
     """``written``: the entry's own # Time, else the last one above it (null when that one was unreadable)."""
-    run = pl.col("time_line").is_not_null().cast(pl.UInt32).cum_sum()
+    has_time = frame["time_line"].is_not_null().to_numpy()
+    last_time = np.maximum.accumulate(np.where(has_time, np.arange(has_time.size), -1))
+    index = pl.Series(last_time)
     return frame.with_columns(
-        written=pl.when(run > 0).then(pl.col("time_text_utc").first().over(run)),
+        written=frame["time_text_utc"].gather(index.set(index < 0, None)),
         own_subsecond=pl.col("time_line").is_not_null() & pl.col("time_text_subsecond").fill_null(False),
     )
 
