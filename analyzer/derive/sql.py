@@ -41,22 +41,42 @@ def fingerprinted(statements: pl.DataFrame, options: SqlOptions) -> pl.DataFrame
     slowest execution with the same plan. Redacting a few hundred representatives instead of
     every row is what keeps a 200 MB log fast.
     """
+    engines = statements["engine"].unique(maintain_order=True)
+    if engines.len() <= 1:
+        groups = [(engines[0] if engines.len() else None, statements)]
+    else:
+        groups = [(engine, group) for (engine,), group in statements.group_by("engine", maintain_order=True)]
     parts = []
-    for (engine,), group in statements.group_by("engine", maintain_order=True):
+    for engine, group in groups:
         dialect = DIALECT_OF_ENGINE.get(engine or "", "mysql")
-        fingerprints = sqlnorm.fingerprint_series(group["sql"].fill_null(""), dialect)
-        parts.append(group.with_columns(fingerprints.alias("fingerprint"), pl.lit(dialect).alias("dialect")))
+        classes = _classes(group["sql"].fill_null(""), dialect)
+        parts.append(group.hstack(classes).with_columns(pl.lit(dialect).alias("dialect")))
     frame = pl.concat(parts, how="vertical_relaxed") if parts else statements
-    unique_fingerprints = frame["fingerprint"].unique()
-    ids = pl.DataFrame(
-        {"fingerprint": unique_fingerprints, "fp_id": [sqlnorm.fingerprint_id(f) for f in unique_fingerprints.to_list()]}
-    )
-    frame = frame.join(ids, on="fingerprint", how="left").with_columns(
-        pl.coalesce(pl.col("plan_digest"), pl.col("plan_signature")).alias("plan_key")
-    )
+    frame = frame.with_columns(pl.coalesce(pl.col("plan_digest"), pl.col("plan_signature")).alias("plan_key"))
     if options.show_literals:
         return frame.with_columns(pl.col("sql").alias("sample_sql")).drop("dialect")
     return _redacted(frame).drop("dialect")
+
+
+def _classes(texts: pl.Series, dialect: str) -> pl.DataFrame:
+    """``fingerprint`` and ``fp_id`` of each text, computed once per distinct text.
+
+    Big logs repeat the same texts many times, and even distinct texts share a few classes:
+    the rows are matched to their distinct text by a 64-bit hash (checked: as many distinct
+    hashes as texts, else by the text itself), and the ids computed per class.
+    """
+    hashes = texts.hash()
+    first = hashes.is_first_distinct()
+    distinct = pl.DataFrame({"key": hashes.filter(first), "text": texts.filter(first)})
+    rows = hashes.alias("key").to_frame()
+    if distinct.height != texts.n_unique():  # a hash collision: match by text instead
+        distinct = pl.DataFrame({"key": texts.unique(maintain_order=True)}).with_columns(pl.col("key").alias("text"))
+        rows = texts.alias("key").to_frame()
+    distinct = distinct.with_columns(sqlnorm.fingerprint_series(distinct["text"], dialect).alias("fingerprint"))
+    names = distinct["fingerprint"].unique()
+    ids = pl.DataFrame({"fingerprint": names, "fp_id": [sqlnorm.fingerprint_id(name) for name in names.to_list()]})
+    per_text = distinct.join(ids, on="fingerprint", how="left").select("key", "fingerprint", "fp_id")
+    return rows.join(per_text, on="key", how="left", maintain_order="left").drop("key")
 
 
 def _slowest_per(frame: pl.DataFrame, keys: list[str], columns: list[str]) -> pl.DataFrame:
@@ -71,21 +91,22 @@ def _slowest_per(frame: pl.DataFrame, keys: list[str], columns: list[str]) -> pl
 
 
 def _redacted(frame: pl.DataFrame) -> pl.DataFrame:
-    samples = _slowest_per(frame, ["fp_id"], ["sql", "dialect"])
+    # The joins run on the key columns only: joining the whole frame would copy every text.
+    samples = _slowest_per(frame.select("fp_id", "query_time_s", "sql", "dialect"), ["fp_id"], ["sql", "dialect"])
     samples = samples.with_columns(
         pl.Series("sample_sql", [sqlnorm.redact_literals(sql or "", dialect) for sql, dialect in samples.select("sql", "dialect").iter_rows()], dtype=pl.String)
     ).select("fp_id", "sample_sql")
-    frame = frame.join(samples, on="fp_id", how="left").with_columns(pl.col("sample_sql").alias("sql"))
-    with_plan = frame.filter(pl.col("plan").is_not_null())
+    sample_sql = frame.select("fp_id").join(samples, on="fp_id", how="left", maintain_order="left")["sample_sql"]
+    frame = frame.with_columns(sample_sql.alias("sql"), sample_sql)
+    with_plan = frame.select("fp_id", "plan_key", "query_time_s", "plan").filter(pl.col("plan").is_not_null())
     if with_plan.height == 0:
         return frame
     plans = _slowest_per(with_plan, ["fp_id", "plan_key"], ["plan"])
     plans = plans.with_columns(pl.Series("public_plan", [sqlnorm.redact_plan(p) for p in plans["plan"].to_list()], dtype=pl.String)).drop("plan")
-    return (
-        frame.join(plans, on=["fp_id", "plan_key"], how="left", nulls_equal=True)
-        .with_columns(pl.when(pl.col("plan").is_not_null()).then(pl.col("public_plan")).alias("plan"))
-        .drop("public_plan")
-    )
+    public_plan = frame.select("fp_id", "plan_key").join(
+        plans, on=["fp_id", "plan_key"], how="left", nulls_equal=True, maintain_order="left"
+    )["public_plan"]
+    return frame.with_columns(pl.when(pl.col("plan").is_not_null()).then(public_plan).alias("plan"))
 
 
 def public_plan_nodes(nodes: pl.DataFrame, options: SqlOptions) -> pl.DataFrame:
@@ -115,13 +136,14 @@ def _latency_aggregations() -> list[pl.Expr]:
 
 def sql_profile(statements: pl.DataFrame) -> list[dict[str, Any]]:
     """Per fingerprint, heaviest first (by total time), at most PROFILE_LIMIT entries."""
-    timed = statements.filter(pl.col("query_time_s").is_not_null())
+    timed = _timed(statements)
     if timed.height == 0:
         return []
     db_time_s = float(timed["query_time_s"].sum()) or 1.0
     per_class = (
-        timed.group_by("fp_id", "fingerprint")
+        timed.group_by("fp_id")  # one fingerprint per fp_id: grouping by the long text too costs time
         .agg(
+            pl.col("fingerprint").first(),
             *_latency_aggregations(),
             pl.col("rows_examined").sum().alias("rows_examined"),
             pl.col("rows_sent").sum().alias("rows_sent"),
@@ -140,10 +162,11 @@ def sql_profile(statements: pl.DataFrame) -> list[dict[str, Any]]:
     )
     worst = _slowest_per(timed, ["fp_id"], ["sample_sql", "query_time_s", "end_ts", "source", "line"])
     plans = (
-        timed.filter(pl.col("plan_key").is_not_null())
+        timed.select("fp_id", "plan_key", "query_time_s", "end_ts", "plan")
+        .filter(pl.col("plan_key").is_not_null())
         .group_by("fp_id", "plan_key")
         .agg(*_latency_aggregations(), pl.col("plan").drop_nulls().first().alias("plan"))
-        .sort("fp_id", "first_seen")
+        .sort("fp_id", "first_seen", "plan_key")  # plan_key: ties in a stable order
     )
     plans_by_class = {fp_id: group.drop("fp_id").to_dicts() for (fp_id,), group in plans.group_by("fp_id")}
     worst_by_class = {row["fp_id"]: row for row in worst.to_dicts()}
@@ -161,9 +184,18 @@ def sql_profile(statements: pl.DataFrame) -> list[dict[str, Any]]:
     return profile
 
 
+def _timed(statements: pl.DataFrame) -> pl.DataFrame:
+    """The statements with a query time (without copying the frame when all have one)."""
+    if statements["query_time_s"].null_count() == 0:
+        return statements
+    return statements.filter(pl.col("query_time_s").is_not_null())
+
+
 def latency_timeline(statements: pl.DataFrame, fp_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
     """p50/p99 and calls per time bucket for the given fingerprints (for the report's line charts)."""
-    timed = statements.filter(pl.col("query_time_s").is_not_null(), pl.col("end_ts").is_not_null(), pl.col("fp_id").is_in(fp_ids))
+    timed = statements.select("fp_id", "end_ts", "query_time_s").filter(
+        pl.col("query_time_s").is_not_null(), pl.col("end_ts").is_not_null(), pl.col("fp_id").is_in(fp_ids)
+    )
     if timed.height == 0:
         return {}
     start, end = timed["end_ts"].min(), timed["end_ts"].max()
@@ -198,7 +230,7 @@ def derive_sql(tables: dict[str, pl.DataFrame], options: SqlOptions) -> tuple[pl
 
 
 def _summary(frame: pl.DataFrame, options: SqlOptions) -> dict[str, Any]:
-    timed = frame.filter(pl.col("query_time_s").is_not_null())
+    timed = _timed(frame)
     return {
         "statements": frame.height,
         "timed_statements": timed.height,

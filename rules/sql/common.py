@@ -38,6 +38,46 @@ def plan_nodes_of(inp: RuleInput, source: str, stmt_id: int) -> pl.DataFrame:
     return nodes.filter(pl.col("source") == source, pl.col("stmt_id") == stmt_id).sort("node_id")
 
 
+_STATEMENT_STRIDE = 1 << 40  # stmt_id is a record number within its source
+
+
+def statement_key(*frames: pl.DataFrame) -> pl.Expr | None:
+    """One Int64 per (source, stmt_id), the same in all ``frames`` (None if stmt_id is out of range).
+
+    Hashing the source text of every row makes two-column joins several times slower than
+    joins on one integer: the pair is packed into one (source number x stride + stmt_id).
+    """
+    first = next((frame["source"][0] for frame in frames if frame.height), None)
+    if first is not None and all(frame["source"].eq_missing(first).all() for frame in frames):
+        return pl.col("stmt_id").alias("_statement")  # one source (the usual case): the id is the key
+    sources = pl.concat([frame["source"].unique() for frame in frames]).drop_nulls().unique().sort()
+    for frame in frames:
+        low, high = frame["stmt_id"].min(), frame["stmt_id"].max()
+        if (low is not None and low < 0) or (high is not None and high >= _STATEMENT_STRIDE):
+            return None
+    number = pl.col("source").replace_strict(sources, pl.int_range(sources.len(), eager=True), default=None, return_dtype=pl.Int64)
+    return (number * _STATEMENT_STRIDE + pl.col("stmt_id")).alias("_statement")
+
+
+def join_statements(left: pl.DataFrame, right: pl.DataFrame, how: str = "left") -> pl.DataFrame:
+    """``left`` joined with ``right`` on (source, stmt_id), in ``left``'s order."""
+    key = statement_key(left, right)
+    if key is None:
+        return left.join(right, on=["source", "stmt_id"], how=how, maintain_order="left")
+    joined = left.with_columns(key).join(right.with_columns(key).drop("source", "stmt_id"), on="_statement", how=how, maintain_order="left")
+    return joined.drop("_statement")
+
+
+def has_statement(frame: pl.DataFrame, others: pl.DataFrame) -> pl.Series:
+    """Per row of ``frame``: whether ``others`` has a row with its (source, stmt_id)."""
+    key = statement_key(frame, others)
+    if key is None:
+        found = others.select("source", "stmt_id").unique().with_columns(pl.lit(True).alias("found"))
+        joined = frame.select("source", "stmt_id").join(found, on=["source", "stmt_id"], how="left", maintain_order="left")
+        return joined["found"].fill_null(False)
+    return frame.select(key.is_in(others.select(key).to_series().implode()).fill_null(False)).to_series()
+
+
 def short_sql(sql: str | None) -> str:
     text = " ".join((sql or "").split())
     return text if len(text) <= SQL_EVIDENCE_CHARS else text[: SQL_EVIDENCE_CHARS - 1] + "…"

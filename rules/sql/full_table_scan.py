@@ -63,7 +63,17 @@ from dbdiag import tables as t
 from dbdiag.derive.sql import DIALECT_OF_ENGINE
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
-from dbdiag.rules.sql.common import db_time_s, plan_nodes_of, seconds, short_plan, short_sql, statement_evidence, statements
+from dbdiag.rules.sql.common import (
+    db_time_s,
+    has_statement,
+    join_statements,
+    plan_nodes_of,
+    seconds,
+    short_plan,
+    short_sql,
+    statement_evidence,
+    statements,
+)
 
 RULE_ID = "full-table-scan"
 
@@ -116,38 +126,41 @@ def column_table(column: exp.Column, aliases: dict[str, str]) -> str | None:
     return next(iter(names)) if len(names) == 1 else None
 
 
+def timed_full_scan_executions(inp: RuleInput) -> pl.DataFrame:
+    """:func:`full_scan_executions` of the timed statements (full-table-scan and or-without-index-merge use it)."""
+    everything = statements(inp)
+    return full_scan_executions(inp, everything.filter(pl.col("query_time_s").is_not_null()))
+
+
 def full_scan_executions(inp: RuleInput, frame: pl.DataFrame) -> pl.DataFrame:
-    """``frame`` plus scan_by_plan / scan_by_flag / scan_by_rows and the biggest full-scan node's table, type and rows."""
+    """``frame`` plus scan_by_plan / scan_by_flag / scan_by_rows and the biggest full-scan node's table, type and rows.
+
+    The joins run on the statement keys only and their results are put beside ``frame``: joining
+    the whole frame would copy its SQL and plan texts, row by row.
+    """
     per_statement = _full_scan_nodes(inp, frame)
     returned = (pl.col("rows_sent").fill_null(0) + pl.col("rows_affected").fill_null(0)).clip(lower_bound=1)
     examined = pl.col("rows_examined").fill_null(0)
+    keys = frame.select("source", "stmt_id")
     if per_statement is None:
-        joined = frame.with_columns(
+        found = keys.with_columns(
             pl.lit(False).alias("scan_by_plan"),
-            pl.lit(False).alias("small_scans_only"),
             pl.lit(None, dtype=pl.String).alias("scan_table"),
             pl.lit(None, dtype=pl.String).alias("scan_node"),
             pl.lit(None, dtype=pl.Float64).alias("scan_rows"),
         )
     else:
-        joined = frame.join(per_statement, on=["source", "stmt_id"], how="left")
-    joined = joined.join(_planned(inp), on=["source", "stmt_id"], how="left")
+        found = join_statements(keys, per_statement.drop("small_scans_only"))
+    nodes = inp.table(t.PLAN_NODE)
     # A logged plan shows the access paths: the flag and the examined/returned ratio only stand in without one.
-    unplanned = ~pl.col("has_plan").fill_null(False)
-    return joined.with_columns(
+    unplanned = pl.lit(~has_statement(keys, nodes)) if nodes is not None else pl.lit(True)
+    return frame.hstack(found.select("scan_by_plan", "scan_table", "scan_node", "scan_rows")).with_columns(
         pl.col("scan_by_plan").fill_null(False),
         # The log's Full_scan flag stands in only without a plan: with one, the plan's nodes decide
         # (a flagged INSERT ... SELECT from a sequence generator reads no table worth an index).
         (pl.col("full_scan").fill_null(False) & unplanned).alias("scan_by_flag"),
         (unplanned & (examined >= MIN_SCANNED_ROWS) & (examined >= EXAMINED_PER_RETURNED * returned)).alias("scan_by_rows"),
-    ).drop("small_scans_only", "has_plan")
-
-
-def _planned(inp: RuleInput) -> pl.DataFrame:
-    nodes = inp.table(t.PLAN_NODE)
-    if nodes is None:
-        return pl.DataFrame(schema={"source": pl.String, "stmt_id": pl.Int64, "has_plan": pl.Boolean})
-    return nodes.select("source", "stmt_id").unique().with_columns(pl.lit(True).alias("has_plan"))
+    )
 
 
 def _full_scan_nodes(inp: RuleInput, frame: pl.DataFrame) -> pl.DataFrame | None:
@@ -155,8 +168,8 @@ def _full_scan_nodes(inp: RuleInput, frame: pl.DataFrame) -> pl.DataFrame | None
     nodes = inp.table(t.PLAN_NODE)
     if nodes is None:
         return None
-    keyed = nodes.filter(pl.col("node_type").is_in(FULL_SCAN_NODE_TYPES)).join(
-        frame.select("source", "stmt_id", "engine"), on=["source", "stmt_id"], how="inner"
+    keyed = join_statements(
+        nodes.filter(pl.col("node_type").is_in(FULL_SCAN_NODE_TYPES)), frame.select("source", "stmt_id", "engine"), how="inner"
     )
     if keyed.height == 0:
         return None
@@ -271,9 +284,9 @@ def index_ddl(engine: str | None, table: str, columns: tuple[str, ...]) -> str:
 
 def check(inp: RuleInput) -> Verdict:
     everything = statements(inp)
-    frame = everything.filter(pl.col("query_time_s").is_not_null())
+    frame = everything.select("fp_id", "query_time_s").filter(pl.col("query_time_s").is_not_null())
     total_s = db_time_s(everything) or 1.0
-    executions = full_scan_executions(inp, frame)
+    executions = timed_full_scan_executions(inp)
     scans = executions.filter(pl.col("scan_by_plan") | pl.col("scan_by_flag") | pl.col("scan_by_rows"))
     if scans.height == 0:
         return Verdict(measured=f"no full scans among {frame.height:,} timed statement(s)")

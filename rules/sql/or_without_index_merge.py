@@ -56,17 +56,17 @@ from sqlglot import exp
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
-from dbdiag.rules.sql.common import db_time_s, seconds, short_sql, statement_evidence, statements
+from dbdiag.rules.sql.common import db_time_s, has_statement, seconds, short_sql, statement_evidence, statements
 from dbdiag.rules.sql.full_table_scan import (
     SQLGLOT_DIALECT,
     column_table,
-    full_scan_executions,
     index_ddl,
     index_name,
     known_sum,
     parse_sql,
     sqlnorm_dialect,
     table_aliases,
+    timed_full_scan_executions,
 )
 
 RULE_ID = "or-without-index-merge"
@@ -94,12 +94,12 @@ class OrPredicate:
 
 def check(inp: RuleInput) -> Verdict:
     everything = statements(inp)
-    frame = everything.filter(pl.col("query_time_s").is_not_null())
+    timed = int(everything["query_time_s"].is_not_null().sum())
     total_s = db_time_s(everything) or 1.0
-    executions = _without_index_merge(inp, full_scan_executions(inp, frame))
-    scans = executions.filter((pl.col("scan_by_plan") | pl.col("scan_by_flag")) & ~pl.col("index_merge"))
+    full_scans = timed_full_scan_executions(inp).filter(pl.col("scan_by_plan") | pl.col("scan_by_flag"))
+    scans = _without_index_merge(inp, full_scans).filter(~pl.col("index_merge"))
     if scans.height == 0:
-        return Verdict(measured=f"no full-scan executions without index merge among {frame.height:,} timed statement(s)")
+        return Verdict(measured=f"no full-scan executions without index merge among {timed:,} timed statement(s)")
     per_class = (
         scans.group_by("fp_id")
         .agg(
@@ -137,10 +137,8 @@ def _without_index_merge(inp: RuleInput, executions: pl.DataFrame) -> pl.DataFra
     nodes = inp.table(t.PLAN_NODE)
     if nodes is None:
         return executions.with_columns(in_text.alias("index_merge"))
-    merged = nodes.filter(pl.col("node_type").is_in(INDEX_MERGE_NODE_TYPES)).select("source", "stmt_id").unique()
-    return executions.join(merged.with_columns(pl.lit(True).alias("merge_node")), on=["source", "stmt_id"], how="left").with_columns(
-        (pl.col("merge_node").fill_null(False) | in_text).alias("index_merge")
-    ).drop("merge_node")
+    merge_nodes = nodes.filter(pl.col("node_type").is_in(INDEX_MERGE_NODE_TYPES))
+    return executions.with_columns((pl.lit(has_statement(executions, merge_nodes)) | in_text).alias("index_merge"))
 
 
 def _compared_columns(branch: exp.Expression) -> list[exp.Column]:

@@ -55,10 +55,14 @@ MIN_LOST_S = 1.0
 MIN_LOST_SHARE_PCT = 1.0
 CRITICAL_SHARE_PCT = 10.0
 
+_TIMED_WITH_PLAN = pl.col("plan_key").is_not_null() & pl.col("query_time_s").is_not_null()
+
 
 def check(inp: RuleInput) -> Verdict:
-    frame = statements(inp).filter(pl.col("plan_key").is_not_null(), pl.col("query_time_s").is_not_null())
-    total_s = db_time_s(statements(inp)) or 1.0
+    everything = statements(inp)
+    total_s = db_time_s(everything) or 1.0
+    # The columns the measures need: the SQL and plan texts are read only for a finding.
+    frame = everything.select("fp_id", "plan_key", "query_time_s", "end_ts", "instance").filter(_TIMED_WITH_PLAN)
     per_plan = frame.group_by("fp_id", "plan_key").agg(
         pl.len().alias("calls"),
         pl.col("query_time_s").median().alias("median_s"),
@@ -75,7 +79,7 @@ def check(inp: RuleInput) -> Verdict:
     findings = []
     measured = []
     for (fp_id,), plans in multi.group_by("fp_id"):
-        plans = plans.sort("median_s")
+        plans = plans.sort("median_s", "plan_key")  # plan_key: equal medians in a stable order
         fast, slow = plans.row(0, named=True), plans.row(-1, named=True)
         ratio = slow["median_s"] / fast["median_s"] if fast["median_s"] else float("inf")
         slow_runs = frame.filter(pl.col("fp_id") == fp_id, pl.col("plan_key") == slow["plan_key"])
@@ -83,7 +87,7 @@ def check(inp: RuleInput) -> Verdict:
         lost_pct = 100.0 * lost_s / total_s
         measured.append(f"{fp_id}: {plans.height} plans, slowest {ratio:,.0f}x the fastest, {seconds(lost_s)} lost")
         if ratio >= SLOWDOWN_FACTOR and lost_s >= MIN_LOST_S and lost_pct >= MIN_LOST_SHARE_PCT:
-            findings.append(_finding(inp, frame, fp_id, plans, fast, slow, ratio, lost_s, lost_pct))
+            findings.append(_finding(inp, everything.filter(_TIMED_WITH_PLAN), fp_id, plans, fast, slow, ratio, lost_s, lost_pct))
     return Verdict(findings=findings, measured="; ".join(sorted(measured)[:6]))
 
 
