@@ -406,6 +406,10 @@ def _header_fields(lines: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+# "SELECT ... WHERE id = ? [arguments: (1, "a")];" -> "SELECT ... WHERE id = ?;"
+PREPARED_ARGUMENTS_RE = r"(?s)\s*\[arguments: .*\];?\s*$"
+
+
 def _sql_text(lines: pl.DataFrame) -> pl.DataFrame:
     """Per entry: the SQL (leading ``use db;`` lines dropped) and the db of the last ``use``."""
     body = lines.filter(pl.col("body") & (pl.col("rec") > 0)).with_columns(
@@ -416,7 +420,9 @@ def _sql_text(lines: pl.DataFrame) -> pl.DataFrame:
     has_sql = sql_line.any().over("rec")
     body = body.with_columns(drop=before_sql & has_sql & pl.col("use_db").is_not_null())
     return body.group_by("rec", maintain_order=True).agg(
-        sql=pl.col("text").filter(~pl.col("drop")).str.join("\n").str.strip_chars(),
+        sql=pl.col("text").filter(~pl.col("drop")).str.join("\n").str.strip_chars()
+        # TiDB appends the values of prepared statements; they are data, not part of the statement.
+        .str.replace(PREPARED_ARGUMENTS_RE, ";"),
         use_db=pl.col("use_db").filter(pl.col("drop")).last(),
     )
 

@@ -492,3 +492,10 @@ def test_dashboard_hostile() -> None:
     assert tidb_dashboard.detect(summary, "statements.json") < 0.5  # statement summary, not slow queries
     with pytest.raises(ParseError, match="no slow query object"):
         _parse("tidb-dashboard-slow-query", summary)
+
+
+def test_prepared_arguments_are_not_part_of_the_statement():
+    text = (CORPUS / "slowlog-tidb" / "pingcap-docs__identify-slow-queries_usage-example.log").read_text(encoding="utf-8")
+    with_arguments = text.replace("insert into t select * from t;", 'select * from t where a = ? and b = ? [arguments: (42, "6228480001")];')
+    result = tidb_slowlog.SPEC.parse(with_arguments, ParseContext(source="tidb_slow_query.log"))
+    assert result.tables["statement"]["sql"].to_list() == ["select * from t where a = ? and b = ?;"]
