@@ -143,7 +143,7 @@ def _finding(inp: RuleInput, frame: pl.DataFrame, fp_id: str, plans: pl.DataFram
             Evidence(title=f"Fast plan ({_short_key(fast['plan_key'])})", text=short_plan(fast_sample["plan"]) or fast["plan_key"]),
             Evidence(title=f"Slow plan ({_short_key(slow['plan_key'])})", text=short_plan(slow_sample["plan"]) or slow["plan_key"]),
         ),
-        remediation=_remediation(engine, sample["sample_sql"], fast_index),
+        remediation=_remediation(engine, sample["sample_sql"], fast_index, fast_sample.get("plan_digest")),
         sources=(f"{slow_sample['source']}:{slow_sample['line']}", f"{fast_sample['source']}:{fast_sample['line']}"),
     )
 
@@ -168,15 +168,23 @@ def _index_of(inp: RuleInput, statement: dict) -> tuple[str | None, str | None]:
     return (match.group(1), match.group(2)) if match else (None, None)
 
 
-def _remediation(engine: str, sql: str, fast_index: tuple[str | None, str | None]) -> str:
+def _remediation(engine: str, sql: str, fast_index: tuple[str | None, str | None], fast_plan_digest: str | None) -> str:
     table, index = fast_index
     table_text, index_text = table or "<table>", index or "<index of the fast plan>"
-    hinted = re.sub(r"(?i)^\s*select\b", f"SELECT /*+ USE_INDEX({table_text}, {index_text}) */", short_sql(sql), count=1)
+    statement = short_sql(sql).rstrip().rstrip(";")
+    hinted = re.sub(r"(?i)^\s*select\b", f"SELECT /*+ USE_INDEX({table_text}, {index_text}) */", statement, count=1)
     if engine == "tidb":
+        from_history = (
+            [f"  CREATE GLOBAL BINDING FROM HISTORY USING PLAN DIGEST '{fast_plan_digest}';   -- v6.5+: the fast plan as it ran",
+             "or, with a representative value in place of each ?:"]
+            if fast_plan_digest
+            else []
+        )
         return "\n".join(
             [
                 "Pin the fast plan for every instance, then keep the statistics that caused the flip from returning:",
-                f"  CREATE GLOBAL BINDING FOR {short_sql(sql)}",
+                *from_history,
+                f"  CREATE GLOBAL BINDING FOR {statement}",
                 f"  USING {hinted};",
                 f"  ANALYZE TABLE {table_text};      -- when the table holds representative data",
                 f"  LOCK STATS {table_text};         -- so auto-analyze cannot retake them while the queue is empty",
