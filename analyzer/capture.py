@@ -6,8 +6,8 @@ A capture is whatever someone collected on a sick server: usually a ``.tar.gz``,
 - The container is decided by magic bytes, never by the name (a text file named ``x.tar.gz``
   is a single file; a gzip that holds no tar is a single compressed file).
 - Nothing is extracted or written anywhere: members are read into memory through ``tarfile``
-  in streaming mode (``r|``), ``zipfile`` or ``os.scandir``; ``extract``/``extractall`` are
-  never used.
+  in streaming mode (``r|``), ``zipfile`` or ``os.scandir``; tarfile's and zipfile's
+  methods that write members to disk are never called.
 - Only regular files are read. Links, devices, FIFOs, sockets, absolute paths and ``..``
   components are listed with the reason they were skipped; directories are not listed.
 - Everything is bounded (see ``Limits``): entries examined, bytes per member, bytes in total,
