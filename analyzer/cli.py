@@ -148,7 +148,11 @@ def _run(
         f"{counts['critical']} critical, {counts['warning']} warning, {counts['info']} info finding(s)"
     )
     if not analysis.recognised:
-        _say(f"dbdiag: error: {capture_path}: nothing in this capture is in a format dbdiag reads (see the inventory)")
+        unreadable = [record for record in analysis.inputs if record.error]
+        if unreadable:
+            _say(f"dbdiag: error: {capture_path}: nothing could be read; {unreadable[0].path}: {unreadable[0].error}")
+        else:
+            _say(f"dbdiag: error: {capture_path}: nothing in this capture is in a format dbdiag reads (see the inventory)")
     elif document["capture"]["partial"]:
         _say(f"dbdiag: partial capture: {'; '.join(document['capture']['partial_reasons'][:3])}")
     return _exit_code(analysis, document, fail_on)

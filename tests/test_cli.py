@@ -193,3 +193,11 @@ def test_report_file_mode_follows_umask(tmp_path: Path):
         os.umask(previous)
     assert (tmp_path / "r.html").stat().st_mode & 0o777 == 0o644
     assert [p.name for p in tmp_path.iterdir()] == ["r.html"]
+
+
+def test_recognised_but_unreadable_names_the_reason(tmp_path: Path, corpus: Path):
+    capture = corpus / "slowlog-mysql/percona-toolkit__slow015.txt"  # 46 bytes, cut after '# User@Host:'
+    result = invoke(["analyze", str(capture), "-o", str(tmp_path / "r.html")], tmp_path)
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.startswith("dbdiag: error:")]
+    assert len(errors) == 1 and "nothing could be read; percona-toolkit__slow015.txt:" in errors[0]
