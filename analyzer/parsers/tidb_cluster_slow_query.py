@@ -35,13 +35,12 @@ from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpe
 from dbdiag.parsers.mpstat_text import check_tz, zone_note
 from dbdiag.parsers.tidb_slowlog import (
     cap,
-    null_if_zero_txn,
     parse_times,
     plan_tables,
     row_warnings,
     start_from_end,
     text_plan_rows,
-    to_bool,
+    typed_measures,
 )
 
 # statement column -> table column (lower case)
@@ -140,27 +139,14 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         (pl.col(name) if name in frame.columns else pl.lit(None, pl.String)).alias(column) for column, name in COLUMNS.items()
     )
     end_ts, zoned = parse_times(pl.col("time_raw"), tz)
-    num = lambda c: pl.col(c).cast(pl.Float64, strict=False)  # noqa: E731
-    count = lambda c: pl.col(c).cast(pl.Int64, strict=False)  # noqa: E731
     st = raw.with_row_index("stmt_id").with_columns(
         pl.col("stmt_id").cast(pl.Int64),
+        **typed_measures(),
         line=pl.col("stmt_id").cast(pl.Int64) + 1,
         engine=pl.lit("tidb"),
         end_ts=end_ts,
         zoned=zoned,
-        query_time_s=num("query_time_raw"),
-        lock_time_s=num("lock_keys_raw"),
-        process_time_s=num("process_time_raw"),
-        wait_time_s=num("wait_time_raw"),
-        backoff_time_s=num("backoff_time_raw"),
-        rows_examined=pl.coalesce(count("process_keys_raw"), count("total_keys_raw")),
-        rows_sent=count("result_rows_raw"),
-        mem_max_bytes=count("mem_max_raw"),
-        txn_id=null_if_zero_txn(pl.col("txn_raw")),
-        prepared=to_bool(pl.col("prepared_raw")),
-        plan_from_cache=to_bool(pl.col("plan_from_cache_raw")),
-        is_internal=to_bool(pl.col("is_internal_raw")),
-        success=to_bool(pl.col("succ_raw")),
+        lock_time_s=pl.col("lock_keys_raw").cast(pl.Float64, strict=False),
         plan=pl.when(pl.col("plan").str.strip_chars() != "").then(pl.col("plan")),
         source=pl.lit(ctx.source),
     ).with_columns(

@@ -42,7 +42,25 @@ import polars as pl
 from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.mpstat_text import cap_warnings
-from dbdiag.parsers.tidb_slowlog import null_if_zero_txn, plan_tables, start_from_end, text_plan_rows, to_bool
+from dbdiag.parsers.tidb_slowlog import RAW_MEASURES, plan_tables, start_from_end, text_plan_rows, typed_measures
+
+# typed_measures' raw fields under the names this parser gives them (see FIELDS)
+DASHBOARD_MEASURES = {
+    **RAW_MEASURES,
+    "query_time": "query_time_s",
+    "process_time": "process_time_s",
+    "wait_time": "wait_time_s",
+    "backoff_time": "backoff_time_s",
+    "process_keys": "process_keys",
+    "total_keys": "total_keys",
+    "result_rows": "rows_sent",
+    "mem_max": "mem_max_bytes",
+    "txn": "txn_id",
+    "prepared": "prepared",
+    "plan_from_cache": "plan_from_cache",
+    "is_internal": "is_internal",
+    "succ": "success",
+}
 
 # statement column -> dashboard keys, first present wins
 FIELDS = {
@@ -141,27 +159,16 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
             )
     raw = pl.DataFrame(columns, schema={c: pl.String for c in columns})
     num = lambda c: pl.col(c).cast(pl.Float64, strict=False)  # noqa: E731
-    count = lambda c: pl.col(c).cast(pl.Float64, strict=False).cast(pl.Int64, strict=False)  # noqa: E731
     end_ts = (num("timestamp") * 1e6).round(0).cast(pl.Int64, strict=False).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
     st = raw.with_row_index("stmt_id").with_columns(
         pl.col("stmt_id").cast(pl.Int64),
         line=pl.Series(positions, dtype=pl.Int64),
         engine=pl.lit("tidb"),
         end_ts=end_ts,
-        query_time_s=num("query_time_s"),
         lock_time_s=num("lock_time_s"),
-        process_time_s=num("process_time_s"),
-        wait_time_s=num("wait_time_s"),
-        backoff_time_s=num("backoff_time_s"),
-        rows_examined=pl.coalesce(count("process_keys"), count("total_keys")),
-        rows_sent=count("rows_sent"),
-        mem_max_bytes=count("mem_max_bytes"),
-        txn_id=null_if_zero_txn(pl.col("txn_id")),
-        prepared=to_bool(pl.col("prepared")),
-        plan_from_cache=to_bool(pl.col("plan_from_cache")),
-        is_internal=to_bool(pl.col("is_internal")),
-        success=to_bool(pl.col("success")),
         source=pl.lit(ctx.source),
+    ).with_columns(
+        **typed_measures(DASHBOARD_MEASURES, counts_may_be_decimal=True),
     ).with_columns(start_ts=start_from_end(pl.col("end_ts"), pl.col("query_time_s")))
     nodes, shape = plan_tables(text_plan_rows(st.filter(pl.col("plan").is_not_null()).select("stmt_id", "plan")), ctx.source)
     st = st.join(shape, on="stmt_id", how="left").sort("stmt_id")

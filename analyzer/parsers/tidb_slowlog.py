@@ -329,6 +329,53 @@ def start_from_end(end: pl.Expr, query_time_s: pl.Expr) -> pl.Expr:
     return end - pl.duration(microseconds=(query_time_s * 1e6).round(0).cast(pl.Int64, strict=False))
 
 
+# Where the three TiDB parsers keep each raw field before typing it (the slow log's names).
+RAW_MEASURES = {
+    "query_time": "query_time_raw",
+    "process_time": "process_time_raw",
+    "wait_time": "wait_time_raw",
+    "backoff_time": "backoff_time_raw",
+    "process_keys": "process_keys_raw",
+    "total_keys": "total_keys_raw",
+    "result_rows": "result_rows_raw",
+    "mem_max": "mem_max_raw",
+    "txn": "txn_raw",
+    "prepared": "prepared_raw",
+    "plan_from_cache": "plan_from_cache_raw",
+    "is_internal": "is_internal_raw",
+    "succ": "succ_raw",
+}
+
+
+def typed_measures(raw: dict[str, str] = RAW_MEASURES, counts_may_be_decimal: bool = False) -> dict[str, pl.Expr]:
+    """Statement columns every TiDB source carries, typed from their raw text columns.
+
+    ``rows_examined`` is Process_keys, else Total_keys (which also counts old MVCC versions).
+    JSON exports may write counts as ``12.0``: ``counts_may_be_decimal`` reads them through Float64.
+    """
+    def num(name: str) -> pl.Expr:
+        return pl.col(raw[name]).cast(pl.Float64, strict=False)
+
+    def count(name: str) -> pl.Expr:
+        text = pl.col(raw[name])
+        return (text.cast(pl.Float64, strict=False) if counts_may_be_decimal else text).cast(pl.Int64, strict=False)
+
+    return {
+        "query_time_s": num("query_time"),
+        "process_time_s": num("process_time"),
+        "wait_time_s": num("wait_time"),
+        "backoff_time_s": num("backoff_time"),
+        "rows_examined": pl.coalesce(count("process_keys"), count("total_keys")),
+        "rows_sent": count("result_rows"),
+        "mem_max_bytes": count("mem_max"),
+        "txn_id": null_if_zero_txn(pl.col(raw["txn"])),
+        "prepared": to_bool(pl.col(raw["prepared"])),
+        "plan_from_cache": to_bool(pl.col(raw["plan_from_cache"])),
+        "is_internal": to_bool(pl.col(raw["is_internal"])),
+        "success": to_bool(pl.col(raw["succ"])),
+    }
+
+
 def null_if_zero_txn(expr: pl.Expr) -> pl.Expr:
     text = expr.cast(pl.String).str.strip_chars()
     return pl.when(text.is_in(["", "0"])).then(None).otherwise(text)
@@ -441,29 +488,17 @@ def _statements(fields: pl.DataFrame, sql: pl.DataFrame, tz: str) -> pl.DataFram
     df = df.with_columns(pl.when(pl.col(c).str.strip_chars() != "").then(pl.col(c)).alias(c) for c in (*WHOLE_LINE_FIELDS, *PAIR_FIELDS))
     end_ts, zoned = parse_times(pl.col("time_raw"), tz)
     num = lambda c: pl.col(c).cast(pl.Float64, strict=False)  # noqa: E731
-    count = lambda c: pl.col(c).cast(pl.Int64, strict=False)  # noqa: E731
     user_host = pl.col("user_host").str.extract_groups(r"^\s*(?P<u>[^\[@]*?)\s*(?:\[[^\]]*\])?\s*@\s*(?P<h>[^\[]*?)\s*(?:\[(?P<ip>[^\]]*)\])?\s*$")
     user_at = pl.col("user_at").str.extract_groups(r"^\s*(?P<u>[^@]*)@(?P<h>.*?)\s*$")
     host = pl.when(user_host.struct.field("h") != "").then(user_host.struct.field("h")).otherwise(user_host.struct.field("ip"))
     return df.with_columns(
+        **typed_measures(),
         end_ts=end_ts,
         zoned=zoned,
-        query_time_s=num("query_time_raw"),
         lock_time_s=pl.coalesce(num("lock_keys_raw"), num("lock_keys2_raw")),
-        process_time_s=num("process_time_raw"),
-        wait_time_s=num("wait_time_raw"),
-        backoff_time_s=num("backoff_time_raw"),
-        rows_examined=pl.coalesce(count("process_keys_raw"), count("total_keys_raw")),
-        rows_sent=count("result_rows_raw"),
-        mem_max_bytes=count("mem_max_raw"),
         user=pl.coalesce(user_host.struct.field("u"), user_at.struct.field("u")),
         client_host=pl.coalesce(host, user_at.struct.field("h")),
         db=pl.coalesce(pl.col("db"), pl.col("use_db")),
-        txn_id=null_if_zero_txn(pl.col("txn_raw")),
-        prepared=to_bool(pl.col("prepared_raw")),
-        plan_from_cache=to_bool(pl.col("plan_from_cache_raw")),
-        is_internal=to_bool(pl.col("is_internal_raw")),
-        success=to_bool(pl.col("succ_raw")),
         stats_info=pl.col("stats_info").str.strip_chars(),
         index_names=pl.col("index_names").str.strip_chars(),
         engine=pl.lit("tidb"),
