@@ -206,3 +206,11 @@ def conform(table: str, frame: pl.DataFrame) -> pl.DataFrame:
         for name, dtype in schema.items()
     ]
     return frame.select(columns)
+
+
+def host_fact_frame(pairs: list[tuple[str, str]], source: str) -> pl.DataFrame:
+    """A ``host_fact`` table from (key, value) pairs, in their order, all from ``source``."""
+    return pl.DataFrame(
+        {"key": [k for k, _ in pairs], "value": [v for _, v in pairs], "source": [source] * len(pairs)},
+        schema=HOST_FACT_SCHEMA,
+    )

@@ -61,7 +61,7 @@ import polars as pl
 
 from dbdiag.cpulist import format_cpu_list, parse_cpu_list
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.tables import HOST_FACT, NUMA_NODE, TOPOLOGY, conform
+from dbdiag.tables import HOST_FACT, NUMA_NODE, TOPOLOGY, conform, host_fact_frame
 
 MAX_WARNINGS = 50
 
@@ -345,12 +345,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
             pl.lit(ctx.source).alias("source")
         ),
     )
-    facts = conform(
-        HOST_FACT,
-        pl.DataFrame(st.facts, schema={"key": pl.String, "value": pl.String}, orient="row").with_columns(
-            pl.lit(ctx.source).alias("source")
-        ),
-    )
+    facts = host_fact_frame([(str(k), str(v)) for k, v in st.facts], ctx.source)
     return ParseResult(
         tables={TOPOLOGY: topology, NUMA_NODE: numa, HOST_FACT: facts},
         records=topology.height,

@@ -64,11 +64,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         ]
     if not pairs:
         raise ParseError("manifest holds no key=value pairs")
-    frame = pl.DataFrame(
-        {"key": [k for k, _ in pairs], "value": [v for _, v in pairs], "source": ctx.source},
-        schema=t.HOST_FACT_SCHEMA,
-    )
-    return ParseResult(tables={t.HOST_FACT: frame}, records=len(pairs))
+    return ParseResult(tables={t.HOST_FACT: t.host_fact_frame(pairs, ctx.source)}, records=len(pairs))
 
 
 def manifest_tz(result: ParseResult) -> str | None:

@@ -159,8 +159,7 @@ def cap_warnings(warnings: list[ParseWarning]) -> list[ParseWarning]:
 def host_facts(rows: list[dict[str, object]], source: str) -> pl.DataFrame:
     """host_fact rows from dicts of {key: value}; empty values dropped, duplicates once."""
     pairs = [(k, str(v)) for row in rows for k, v in row.items() if v not in (None, "")]
-    frame = pl.DataFrame(pairs, schema={"key": pl.String, "value": pl.String}, orient="row")
-    return T.conform(T.HOST_FACT, frame.unique(maintain_order=True).with_columns(source=pl.lit(source)))
+    return T.host_fact_frame(list(dict.fromkeys(pairs)), source)
 
 
 def to_float(expr: pl.Expr) -> pl.Expr:

@@ -48,7 +48,7 @@ import polars as pl
 
 from dbdiag.cpulist import parse_cpu_list
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.tables import HOST_FACT, NUMA_NODE, TOPOLOGY, conform
+from dbdiag.tables import HOST_FACT, NUMA_NODE, TOPOLOGY, conform, host_fact_frame
 
 _AVAILABLE_RE = re.compile(r"^available:\s*(\d+)\s+nodes?\s*(?:\((.*)\))?\s*$")
 _NODE_RE = re.compile(r"^node\s+(\d+)\s+(cpus|size|free):[ \t]*(.*?)\s*$")
@@ -176,12 +176,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
             pl.lit(ctx.source).alias("source")
         ),
     )
-    host = conform(
-        HOST_FACT,
-        pl.DataFrame(facts, schema={"key": pl.String, "value": pl.String}, orient="row").with_columns(
-            pl.lit(ctx.source).alias("source")
-        ),
-    )
+    host = host_fact_frame([(str(k), str(v)) for k, v in facts], ctx.source)
     return ParseResult(
         tables={NUMA_NODE: numa, TOPOLOGY: topology, HOST_FACT: host},
         records=topology.height,
