@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from enum import Enum
 from importlib import resources
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -158,21 +158,32 @@ def _run(
     return _exit_code(analysis, document, fail_on)
 
 
-FORMAT_HELP = "Report format; repeat for several (html, json, md). Default html."
-OUTPUT_HELP = "Report path; with several formats, the suffix is replaced per format; '-' for stdout."
-FAIL_ON_HELP = "Exit 1 when a finding of this severity or worse fired."
-LITERALS_HELP = "Keep literals in SQL samples (default: replaced by placeholders, for privacy)."
-TZ_HELP = "Time zone of zone-less times in the capture (default: the capture manifest's, else UTC)."
+# The report options analyze and demo share: declared once, used by both.
+OutputOption = Annotated[
+    Optional[Path],
+    typer.Option("-o", "--output", help="Report path; with several formats, the suffix is replaced per format; '-' for stdout."),
+]
+FormatOption = Annotated[
+    list[Format], typer.Option("--format", "-f", help="Report format; repeat for several (html, json, md). Default html.")
+]
+FailOnOption = Annotated[Optional[FailOn], typer.Option("--fail-on", help="Exit 1 when a finding of this severity or worse fired.")]
+TzOption = Annotated[
+    Optional[str],
+    typer.Option("--tz", help="Time zone of zone-less times in the capture (default: the capture manifest's, else UTC)."),
+]
+LiteralsOption = Annotated[
+    bool, typer.Option("--show-literals", help="Keep literals in SQL samples (default: replaced by placeholders, for privacy).")
+]
 
 
 @app.command()
 def analyze(
-    capture: Path = typer.Argument(..., help="Capture: .tar.gz/.tgz/.tar/.tar.xz/.tar.bz2, .zip, a directory, or one file."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help=OUTPUT_HELP),
-    format: list[Format] = typer.Option([], "--format", "-f", help=FORMAT_HELP),
-    fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help=FAIL_ON_HELP),
-    tz: Optional[str] = typer.Option(None, "--tz", help=TZ_HELP),
-    show_literals: bool = typer.Option(False, "--show-literals", help=LITERALS_HELP),
+    capture: Annotated[Path, typer.Argument(help="Capture: .tar.gz/.tgz/.tar/.tar.xz/.tar.bz2, .zip, a directory, or one file.")],
+    output: OutputOption = None,
+    format: FormatOption = [],  # noqa: B006 - typer reads the default, never mutates it
+    fail_on: FailOnOption = None,
+    tz: TzOption = None,
+    show_literals: LiteralsOption = False,
 ) -> None:
     """Analyze a capture and write the report."""
     raise typer.Exit(_run(capture, output, format, fail_on, tz, show_literals, DEFAULT_REPORT_STEM))
@@ -180,11 +191,11 @@ def analyze(
 
 @app.command()
 def demo(
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help=OUTPUT_HELP),
-    format: list[Format] = typer.Option([], "--format", "-f", help=FORMAT_HELP),
-    fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help=FAIL_ON_HELP),
-    tz: Optional[str] = typer.Option(None, "--tz", help=TZ_HELP),
-    show_literals: bool = typer.Option(False, "--show-literals", help=LITERALS_HELP),
+    output: OutputOption = None,
+    format: FormatOption = [],  # noqa: B006 - typer reads the default, never mutates it
+    fail_on: FailOnOption = None,
+    tz: TzOption = None,
+    show_literals: LiteralsOption = False,
 ) -> None:
     """Analyze the bundled demo capture (a 128-CPU, 16-node bank core server) and write dbdiag-demo-report.html."""
     archive = resources.files("dbdiag.demo_capture").joinpath(DEMO_ARCHIVE)
