@@ -19,9 +19,9 @@ class Derived:
 
 
 def derive_all(tables: dict[str, pl.DataFrame], sql_options: SqlOptions = SqlOptions()) -> Derived:
-    per_cpu = cpu.per_cpu_summary(tables)
+    softirq_delta, softirq_sources = cpu.softirq_count_delta(tables)
+    per_cpu = cpu.per_cpu_summary(tables, softirq_delta)
     irq_delta, irq_sources = cpu.irq_delta(tables)
-    _, softirq_sources = cpu.softirq_count_delta(tables)
     derived_tables = {"per_cpu": per_cpu, "cpu_nodes": cpu.cpu_nodes(tables)}
     if irq_delta is not None:
         derived_tables["irq_delta"] = irq_delta

@@ -80,11 +80,11 @@ def softirq_count_delta(tables: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame |
     return wide, sources
 
 
-def per_cpu_summary(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+def per_cpu_summary(tables: dict[str, pl.DataFrame], softirq_delta: pl.DataFrame | None) -> pl.DataFrame:
     """Join every per-CPU view that the capture has; CPUs known to any source appear once."""
     parts = [
         frame
-        for frame in (_utilisation(tables), _softirq_rates(tables), softirq_count_delta(tables)[0])
+        for frame in (_utilisation(tables), _softirq_rates(tables), softirq_delta)
         if frame is not None
     ]
     if not parts:
