@@ -178,6 +178,103 @@ PLAN_NODE_SCHEMA = {
     "source": pl.String,
 }
 
+# perf script call stacks folded FlameGraph-style: one row per distinct (process, thread, event, stack)
+# with the number of samples that ended there. Frames are root-first, joined by ";"; a frame is the
+# symbol without "+0x..." offsets, "[unknown]" symbols become "[dso basename]" as stackcollapse-perf.pl
+# does; kernel frames keep their name (``kernel`` marks stacks whose leaf is in the kernel).
+PERF_STACK = "perf_stack"
+PERF_STACK_SCHEMA = {
+    "comm": pl.String,  # process/thread name as perf prints it ("mariadbd", "swapper")
+    "pid": pl.Int32,  # null when the layout has none
+    "tid": pl.Int32,
+    "event": pl.String,  # "cycles", "cpu-clock", "page-faults"... (null when not printed)
+    "stack": pl.String,  # "start_thread;do_command;dispatch_command;mysql_parse"
+    "leaf": pl.String,  # the sampled frame (last of ``stack``)
+    "leaf_kernel": pl.Boolean,  # leaf frame's dso is the kernel ([kernel.kallsyms], vmlinux, modules)
+    "samples": pl.Int64,
+    "period": pl.Int64,  # sum of the sample periods when printed, else null
+    "source": pl.String,
+}
+
+# perf report --stdio / perf top: one row per flat entry (symbol, as sorted by the report's keys).
+PERF_SYMBOL = "perf_symbol"
+PERF_SYMBOL_SCHEMA = {
+    "event": pl.String,  # "cycles", "cpu-clock:pppH" ... from the "# Samples: ... of event" header
+    "comm": pl.String,  # null when not a sort key
+    "pid": pl.Int32,
+    "dso": pl.String,
+    "symbol": pl.String,
+    "kernel": pl.Boolean,  # "[k]" vs "[.]" (null when not shown)
+    "self_pct": pl.Float64,  # "Overhead" (flat) or "Self" (with --children)
+    "children_pct": pl.Float64,  # "Children" with --children, else null
+    "samples": pl.Int64,  # "Samples" column when shown (-n), else null
+    "event_samples": pl.Int64,  # total samples of the event from the header, else null
+    "source": pl.String,
+}
+
+# perf report call-graph branches under a flat entry: one row per printed chain.
+PERF_CALLCHAIN = "perf_callchain"
+PERF_CALLCHAIN_SCHEMA = {
+    "event": pl.String,
+    "entry_symbol": pl.String,  # the flat entry the chain hangs under
+    "chain": pl.String,  # frames root-first (callers first), joined by ";", ending at the entry
+    "share_pct": pl.Float64,  # percentage printed on the branch (of all samples, as perf prints it)
+    "source": pl.String,
+}
+
+# numastat family: per-node counters. ``scope``: "system" (numastat, sysfs nodeN/numastat; pages),
+# "meminfo" (numastat -m, sysfs nodeN/meminfo; MB), "process" (numastat -p; MB).
+# Totals printed by numastat are not kept (sum the nodes).
+NUMA_COUNTER = "numa_counter"
+NUMA_COUNTER_SCHEMA = {
+    "snapshot": pl.Int32,  # numbers snapshots within one member (0, 1, ...)
+    "ts": UTC_TIME,  # time line before the snapshot when present, else null
+    "scope": pl.String,
+    "pid": pl.Int32,  # numastat -p: the process id, else null
+    "process": pl.String,  # numastat -p: the process name ("mariadbd"), else null
+    "node": pl.Int32,
+    "counter": pl.String,  # numa_hit, numa_miss, numa_foreign, interleave_hit, local_node, other_node,
+    # MemTotal, MemFree, FilePages, AnonHugePages..., Huge, Heap, Stack, Private
+    "value": pl.Float64,
+    "unit": pl.String,  # "pages", "MB", "kB"
+    "source": pl.String,
+}
+
+# /proc/vmstat snapshots: every counter (numa_hint_faults, numa_pages_migrated, pgmigrate_success, ...).
+VMSTAT_COUNT = "vmstat_count"
+VMSTAT_COUNT_SCHEMA = {
+    "snapshot": pl.Int32,
+    "ts": UTC_TIME,
+    "counter": pl.String,
+    "value": pl.Int64,
+    "source": pl.String,
+}
+
+# Host configuration read from the OS. ``category``: "sysctl", "cmdline", "thp", "block",
+# "irq_affinity", "nic_channels", "process_affinity".
+HOST_SETTING = "host_setting"
+HOST_SETTING_SCHEMA = {
+    "category": pl.String,
+    "subject": pl.String,  # device ("nvme0n1"), IRQ ("25"), NIC ("eth0"), process ("mariadbd 1234"); null for global
+    "name": pl.String,  # "kernel.numa_balancing", "isolcpus", "enabled", "scheduler", "smp_affinity_list",
+    # "combined_current", "Cpus_allowed_list" ...
+    "value": pl.String,  # effective value ("always" for "[always] madvise never", "none" for "[none] mq-deadline")
+    "choices": pl.String,  # the offered choices when the file lists them ("always madvise never"), else null
+    "source": pl.String,
+}
+
+# Database settings and status counters. ``kind``: "variable" (SHOW GLOBAL VARIABLES, SHOW ALL,
+# pg_settings), "status" (SHOW GLOBAL STATUS), "config" (postgresql.conf, my.cnf, TiDB/TiKV/PD TOML).
+DB_SETTING = "db_setting"
+DB_SETTING_SCHEMA = {
+    "engine": pl.String,  # "mysql", "mariadb", "postgresql", "tidb", "tikv", "pd"; null when unknown
+    "kind": pl.String,
+    "name": pl.String,  # as the engine spells it; TOML keys as dotted paths ("storage.block-cache.capacity")
+    "value": pl.String,  # as printed, quotes removed ("134217728", "128MB", "on")
+    "unit": pl.String,  # pg_settings/SHOW ALL unit when given ("8kB", "ms"), else null
+    "source": pl.String,
+}
+
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     CPU_UTIL: CPU_UTIL_SCHEMA,
     NODE_UTIL: NODE_UTIL_SCHEMA,
@@ -190,6 +287,13 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     HOST_FACT: HOST_FACT_SCHEMA,
     STATEMENT: STATEMENT_SCHEMA,
     PLAN_NODE: PLAN_NODE_SCHEMA,
+    PERF_STACK: PERF_STACK_SCHEMA,
+    PERF_SYMBOL: PERF_SYMBOL_SCHEMA,
+    PERF_CALLCHAIN: PERF_CALLCHAIN_SCHEMA,
+    NUMA_COUNTER: NUMA_COUNTER_SCHEMA,
+    VMSTAT_COUNT: VMSTAT_COUNT_SCHEMA,
+    HOST_SETTING: HOST_SETTING_SCHEMA,
+    DB_SETTING: DB_SETTING_SCHEMA,
 }
 
 
