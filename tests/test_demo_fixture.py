@@ -83,7 +83,7 @@ def test_regenerating_gives_the_committed_bytes(committed):
 
 def test_archive_layout_is_fixed(committed):
     assert committed[:2] == b"\x1f\x8b" and committed[4:8] == b"\0\0\0\0"  # gzip mtime 0
-    assert len(committed) < 400_000
+    assert len(committed) < 500_000  # 480 KB: 128 CPUs x 60 s of mpstat text+JSON, four slow logs, a perf profile
     with tarfile.open(fileobj=io.BytesIO(committed), mode="r:gz") as tar:
         members = tar.getmembers()
     names = [m.name for m in members]

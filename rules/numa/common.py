@@ -1,0 +1,107 @@
+"""What the NUMA rules share: how many nodes the machine has and where processes may run.
+
+Process bindings come from ``host_setting`` rows of category ``process_affinity``
+(``/proc/PID/status`` ``Cpus_allowed_list`` / ``Mems_allowed_list``, ``taskset -p``), whose
+``subject`` names the process ("mariadbd 1234", or the name alone when the file gave no pid).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import polars as pl
+
+from dbdiag import tables as t
+from dbdiag.cpulist import parse_cpu_list
+from dbdiag.rules.base import RuleInput
+
+# Database servers and the proxies/poolers in front of them, by process name.
+DATABASE_PROCESSES = ("mysqld", "mariadbd", "postgres", "postmaster", "tidb-server", "tikv-server", "pd-server", "tiflash")
+PROXY_PROCESSES = ("haproxy", "proxysql", "pgbouncer", "odyssey", "pgpool", "envoy", "maxscale", "tiproxy", "nginx")
+
+_SUBJECT_PID = re.compile(r"^(?P<name>.*?)[ :(]+(?P<pid>\d+)\)?$")
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Where one process may run and allocate, as its status/taskset file says."""
+
+    subject: str
+    name: str
+    pid: int | None
+    cpus: tuple[int, ...] | None
+    mems: tuple[int, ...] | None
+    source: str
+
+
+def node_count(inp: RuleInput) -> int:
+    """Nodes known from topology (lscpu/numactl), node tables, or per-node counters."""
+    counts = [0]
+    nodes = inp.derived.get("cpu_nodes")
+    if nodes is not None and nodes.height:
+        counts.append(nodes["node"].drop_nulls().n_unique())
+    for table in (t.NUMA_NODE, t.NUMA_COUNTER):
+        frame = inp.table(table)
+        if frame is not None:
+            counts.append(frame["node"].drop_nulls().n_unique())
+    return max(counts)
+
+
+def cpu_node_map(inp: RuleInput) -> dict[int, int]:
+    nodes = inp.derived.get("cpu_nodes")
+    if nodes is None or nodes.height == 0:
+        return {}
+    return {cpu: node for cpu, node in nodes.select("cpu", "node").drop_nulls().rows()}
+
+
+def split_subject(subject: str) -> tuple[str, int | None]:
+    """``"mariadbd 1234"`` -> (``"mariadbd"``, 1234); a bare name keeps pid None.
+
+    >>> split_subject("mariadbd 1234"), split_subject("haproxy (77)"), split_subject("python3")
+    (('mariadbd', 1234), ('haproxy', 77), ('python3', None))
+    """
+    match = _SUBJECT_PID.match(subject.strip())
+    if match and match.group("name"):
+        return match.group("name").strip(), int(match.group("pid"))
+    return subject.strip(), None
+
+
+def process_bindings(inp: RuleInput) -> list[Binding]:
+    settings = inp.table(t.HOST_SETTING)
+    if settings is None:
+        return []
+    rows = settings.filter(
+        pl.col("category") == "process_affinity",
+        pl.col("name").is_in(["Cpus_allowed_list", "Mems_allowed_list"]),
+        pl.col("subject").is_not_null(),
+    )
+    bindings: list[Binding] = []
+    for (subject, source), group in rows.group_by("subject", "source", maintain_order=True):
+        values = dict(group.select("name", "value").rows())
+        name, pid = split_subject(subject)
+        bindings.append(
+            Binding(
+                subject=subject,
+                name=name,
+                pid=pid,
+                cpus=_cpus(values.get("Cpus_allowed_list")),
+                mems=_cpus(values.get("Mems_allowed_list")),
+                source=source,
+            )
+        )
+    return bindings
+
+
+def is_database_or_proxy(name: str) -> bool:
+    base = name.lower().rsplit("/", 1)[-1]
+    return any(base == known or base.startswith(known) for known in DATABASE_PROCESSES + PROXY_PROCESSES)
+
+
+def _cpus(text: str | None) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    try:
+        return tuple(parse_cpu_list(text))
+    except ValueError:
+        return None
