@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
 from dbdiag import __version__
 from dbdiag.capture import CaptureError
@@ -112,6 +111,8 @@ def _progress():
     if not sys.stderr.isatty():
         yield None
         return
+    from rich.console import Console  # only a terminal needs it
+
     console = Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")))
     with console.status("reading capture", spinner="line") as status:
         yield lambda path: status.update(f"reading {path}")

@@ -88,7 +88,9 @@ def _is_limit_skip(reason: str) -> bool:
 
 def decode(data: bytes) -> str:
     """UTF-8 that cannot fail; CRLF becomes LF (lone CR stays: it may sit inside SQL literals)."""
-    return data.decode("utf-8", "backslashreplace").replace("\r\n", "\n")
+    text = data.decode("utf-8", "backslashreplace")
+    # looking for one character is a memchr; looking for two is ten times slower on a big log
+    return text.replace("\r\n", "\n") if "\r" in text else text
 
 
 def parse_member(member: Member, spec: ParserSpec, tz: str) -> tuple[ParseResult | None, str | None]:

@@ -10,14 +10,15 @@ from __future__ import annotations
 import json
 import math
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
-
-from dbdiag import __version__
+from dbdiag import __version__, flamegraph
 from dbdiag.findings import Chart, Finding, Severity, Status, sort_findings
 from dbdiag.pipeline import Analysis
 from dbdiag.units import seconds
+
+if TYPE_CHECKING:  # jinja2 is imported for HTML and Markdown only: JSON runs skip it
+    from jinja2 import Environment
 
 SCHEMA_VERSION = 1
 FORMATS = ("html", "json", "md")
@@ -105,9 +106,18 @@ def build_document(analysis: Analysis, generated_at: datetime | None = None) -> 
         ],
         "rules": [o.to_json() for o in analysis.outcomes],
         "findings": [f.to_json() for f in findings],
-        "metrics": analysis.derived.metrics,
+        "metrics": _metrics(analysis),
     }
     return _json_safe(document)
+
+
+def _metrics(analysis: Analysis) -> dict[str, Any]:
+    """The derived metrics, plus the per-node NUMA table when derive left it as a table only."""
+    metrics = dict(analysis.derived.metrics)
+    numa = analysis.derived.tables.get("numa_remote")
+    if "numa_remote" not in metrics and numa is not None and numa.height:
+        metrics["numa_remote"] = numa.to_dicts()
+    return metrics
 
 
 def render_json(document: dict[str, Any]) -> str:
@@ -279,6 +289,99 @@ def _host_line(host: dict[str, Any]) -> str:
     return " · ".join(str(p) for p in parts if p)
 
 
+HBAR_WIDTH_PX = 1160
+HBAR_LABEL_PX = 190
+HBAR_NOTE_PX = 250
+HBAR_ROW_PX = 22
+FLAME_WIDTH_PX = 1160
+
+
+def hbar_geometry(title: str, unit: str, rows: list[dict[str, Any]], top: float | None = None) -> dict[str, Any]:
+    """Horizontal (optionally stacked) bars: ``rows`` = [{"label", "note", "segments": [{"value", "fill", "title"}]}].
+
+    The scale runs from 0 to ``top`` (default: round steps just above the longest bar).
+
+    >>> g = hbar_geometry("t", "%", [{"label": "a", "note": "", "segments": [{"value": 30.0, "fill": "red", "title": "a"}]}], top=100)
+    >>> g["rows"][0]["segments"][0]["w"], g["rows"][0]["y"]
+    (216.0, 6)
+    >>> [tick["label"] for tick in hbar_geometry("t", "%", [{"label": "a", "note": "", "segments": [{"value": 31.8, "fill": "red", "title": "a"}]}])["ticks"]]
+    ['0', '10', '20', '30', '40']
+    """
+    longest = max((sum(seg["value"] for seg in row["segments"]) for row in rows), default=0.0)
+    if top:
+        step = top / 4
+    else:
+        step = _nice_ceiling(longest / 4)  # round steps: 0 10 20 30 40, not 0 12.5 25 37.5 50
+        top = step * max(math.ceil(longest / step - 1e-9), 1)
+    plot_w = HBAR_WIDTH_PX - HBAR_LABEL_PX - HBAR_NOTE_PX
+    out_rows = []
+    for index, row in enumerate(rows):
+        x = float(HBAR_LABEL_PX)
+        segments = []
+        for seg in row["segments"]:
+            w = plot_w * seg["value"] / top
+            segments.append({**seg, "x": round(x, 1), "w": round(w, 1)})
+            x += w
+        out_rows.append({**row, "y": 6 + index * HBAR_ROW_PX, "segments": segments})
+    ticks = [{"x": round(HBAR_LABEL_PX + plot_w * step * i / top, 1), "label": _tick(step * i)} for i in range(round(top / step) + 1)]
+    return {
+        "title": title,
+        "unit": unit,
+        "width": HBAR_WIDTH_PX,
+        "height": 12 + len(rows) * HBAR_ROW_PX + 16,
+        "left": HBAR_LABEL_PX,
+        "right": HBAR_LABEL_PX + plot_w,
+        "bar_h": HBAR_ROW_PX - 6,
+        "rows": out_rows,
+        "ticks": ticks,
+        "axis_y": 6 + len(rows) * HBAR_ROW_PX,
+    }
+
+
+def _cpu_profile_view(profile: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Flame graph rectangles, category bars and colours for the "CPU profile" section."""
+    if not profile:
+        return None
+    busy = [c for c in profile["categories"] if c["category"] != "idle" and c["samples"]]
+    rows = [
+        {
+            "label": c["category"],
+            "note": f"{c['busy_share_pct'] or 0:.1f}% · {c['samples']:,} samples",
+            "segments": [{"value": c["busy_share_pct"] or 0.0, "fill": flamegraph.colour("", c["category"]), "title": f"{c['category']}: {c['samples']:,} samples, {c['busy_share_pct'] or 0:.2f}% of busy samples, {c['share_pct']:.2f}% of all"}],
+        }
+        for c in busy
+    ]
+    flame = profile.get("flame")
+    return {
+        "category_chart": hbar_geometry("Categories, share of busy (non-idle) samples", "%", rows) if rows else None,
+        "flame": flamegraph.layout(flame, FLAME_WIDTH_PX) if flame and flame.get("total_samples") else None,
+        "colours": {name: flamegraph.colour("", name) for name in flamegraph.CATEGORY_HUES},
+    }
+
+
+def _numa_view(rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """Per node local vs remote pages as 100% stacked bars (the table gives the counts)."""
+    if not rows:
+        return None
+    bars = []
+    for row in rows:
+        local, remote = row.get("local_node") or 0, row.get("other_node") or 0
+        total = local + remote
+        if not total:
+            continue
+        bars.append({
+            "label": f"node {row['node']}",
+            "note": f"remote {100.0 * remote / total:.1f}% of {_tick(total)} pages",
+            "segments": [
+                {"value": 100.0 * local / total, "fill": "#8ab4f8", "title": f"node {row['node']}: {local:,} pages local ({100.0 * local / total:.1f}%)"},
+                {"value": 100.0 * remote / total, "fill": "#d93025", "title": f"node {row['node']}: {remote:,} pages from another node ({100.0 * remote / total:.1f}%)"},
+            ],
+        })
+    since_boot = any(row.get("since_boot") for row in rows)
+    title = "Pages allocated on the local vs another node (local_node / other_node" + (", since boot)" if since_boot else ", during the capture)")
+    return {"rows": rows, "since_boot": since_boot, "chart": hbar_geometry(title, "%", bars, top=100.0) if bars else None}
+
+
 def build_view(document: dict[str, Any]) -> dict[str, Any]:
     """What the templates see: the document plus chart geometry and grouped rule outcomes."""
     findings = [{**f, "chart_views": [chart_geometry(c) for c in f["charts"]]} for f in document["findings"]]
@@ -291,12 +394,17 @@ def build_view(document: dict[str, Any]) -> dict[str, Any]:
         "rules_by_status": rules_by_status,
         "overview_charts": _overview_charts(document),
         "sql_charts": _sql_charts(document),
+        "cpu_profile": _cpu_profile_view(document["metrics"].get("cpu_profile")),
+        "numa": _numa_view(document["metrics"].get("numa_remote")),
+        "host_config": document["metrics"].get("host_config") or [],
         "host_name": document["metrics"].get("host", {}).get("hostname"),
         "host_line": _host_line(document["metrics"].get("host", {})),
     }
 
 
 def _template_env() -> Environment:
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
     # Autoescape every HTML template (SQL and log text are hostile input); Markdown gets
     # its own escaping filter instead, since HTML entities would garble a pasted ticket.
     env = Environment(

@@ -70,11 +70,12 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from typing import TYPE_CHECKING
+
 import polars as pl
-import sqlglot
-from sqlglot import exp
-from sqlglot.dialects import Dialect
-from sqlglot.tokens import TokenType
+
+if TYPE_CHECKING:  # sqlglot is imported on first use: most runs never need it
+    from sqlglot import exp
 
 DIALECTS = ("mysql", "tidb", "postgresql")
 _SQLGLOT_DIALECT = {"mysql": "mysql", "tidb": "mysql", "postgresql": "postgres"}
@@ -353,19 +354,23 @@ _PG_FLATTEN = _Step(rf"[{_WS}]{{2,}}|[\t\n\x0b\x0c\r]", " ")
 # (E'' escapes), comment or dollar quote is in the text; such texts are their own key.
 _PG_KEY_UNSAFE = ['"', "\\", "--", "/*", "*/"]
 _PG_KEY_STEPS = (_Step(r"'[^']*'", "''"), _Step(r"\b[1-9][0-9]*", "1"))
-_PG_LITERAL_TOKENS = frozenset(
-    {
-        TokenType.STRING,
-        TokenType.NUMBER,
-        TokenType.BIT_STRING,
-        TokenType.HEX_STRING,
-        TokenType.BYTE_STRING,
-        TokenType.NATIONAL_STRING,
-        TokenType.RAW_STRING,
-        TokenType.HEREDOC_STRING,
-        TokenType.UNICODE_STRING,
-    }
-)
+@lru_cache(maxsize=1)
+def _pg_literal_tokens() -> frozenset:
+    from sqlglot.tokens import TokenType
+
+    return frozenset(
+        {
+            TokenType.STRING,
+            TokenType.NUMBER,
+            TokenType.BIT_STRING,
+            TokenType.HEX_STRING,
+            TokenType.BYTE_STRING,
+            TokenType.NATIONAL_STRING,
+            TokenType.RAW_STRING,
+            TokenType.HEREDOC_STRING,
+            TokenType.UNICODE_STRING,
+        }
+    )
 
 
 _WORD_BEFORE = re.compile(r"[A-Za-z0-9_](?=\.)")
@@ -373,9 +378,14 @@ _WORD_BEFORE = re.compile(r"[A-Za-z0-9_](?=\.)")
 
 def _pg_tokenized(text: str) -> str | None:
     """Literals -> ?, comments -> one space, via sqlglot's tokenizer; None if it cannot read it."""
+    from sqlglot.dialects import Dialect
+    from sqlglot.errors import TokenError
+    from sqlglot.tokens import TokenType
+
+    literal_tokens = _pg_literal_tokens()
     try:
         tokens = Dialect.get_or_raise("postgres").tokenize(text)
-    except sqlglot.errors.TokenError:
+    except TokenError:
         return None
     parts: list[str] = []
     previous_end = -1
@@ -395,7 +405,7 @@ def _pg_tokenized(text: str) -> str | None:
         if number_follows and (token.token_type == TokenType.PARAMETER or leading_dot):
             parts.append("?")
             skip_next = True
-        elif token.token_type in _PG_LITERAL_TOKENS:
+        elif token.token_type in literal_tokens:
             parts.append("?")
         else:
             parts.append(text[token.start : token.end + 1])
@@ -619,11 +629,17 @@ def redact_plan(plan: str) -> str:
 
 # --- WHERE columns -----------------------------------------------------------------------------
 
-_COMPARISONS = (exp.EQ, exp.NullSafeEQ, exp.In, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between)
+@lru_cache(maxsize=1)
+def _comparisons() -> tuple[type, ...]:
+    from sqlglot import exp
+
+    return (exp.EQ, exp.NullSafeEQ, exp.In, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between)
 
 
 def _scope_tables(node: exp.Expression) -> dict[str, str]:
     """Alias (or name) -> table name for the tables this SELECT/UPDATE/DELETE reads directly."""
+    from sqlglot import exp
+
     tables: dict[str, str] = {}
     candidates = [node.args.get("this")] if isinstance(node, (exp.Update, exp.Delete)) else []
     if (source := node.args.get("from") or node.args.get("from_")) is not None:
@@ -636,13 +652,15 @@ def _scope_tables(node: exp.Expression) -> dict[str, str]:
 
 
 def _where_columns_of(node: exp.Expression) -> list[tuple[str | None, str]]:
+    from sqlglot import exp
+
     where = node.args.get("where")
     if where is None:
         return []
     tables = _scope_tables(node)
     only_table = next(iter(tables.values())) if len(set(tables.values())) == 1 else None
     found: list[tuple[str | None, str]] = []
-    for comparison in where.find_all(*_COMPARISONS):
+    for comparison in where.find_all(*_comparisons()):
         if comparison.find_ancestor(exp.Select, exp.Update, exp.Delete) is not node:
             continue  # belongs to a subquery, handled with its own scope
         operands = [comparison.this] + ([comparison.expression] if comparison.args.get("expression") else [])
@@ -665,6 +683,9 @@ def where_columns(sql: str, dialect: str = "mysql") -> list[tuple[str | None, st
     >>> where_columns("SELECT * FROM orders o JOIN users u ON u.id = o.user_id WHERE o.status = 'x' AND u.age > 3")
     [('orders', 'status'), ('users', 'age')]
     """
+    import sqlglot
+    from sqlglot import exp
+
     _check_dialect(dialect)
     try:
         tree = sqlglot.parse_one(sql, read=_SQLGLOT_DIALECT[dialect])

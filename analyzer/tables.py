@@ -275,6 +275,161 @@ DB_SETTING_SCHEMA = {
     "source": pl.String,
 }
 
+# Load-test samples (JMeter JTL CSV/XML): one row per sampled request/transaction.
+LOAD_SAMPLE = "load_sample"
+LOAD_SAMPLE_SCHEMA = {
+    "start_ts": UTC_TIME,  # timeStamp (sample start)
+    "elapsed_ms": pl.Float64,  # elapsed: the whole sample
+    "label": pl.String,  # sampler or transaction-controller label
+    "success": pl.Boolean,
+    "response_code": pl.String,
+    "thread_name": pl.String,
+    "latency_ms": pl.Float64,  # Latency: time to first byte
+    "connect_ms": pl.Float64,
+    "idle_ms": pl.Float64,  # IdleTime (timers/think time inside a transaction controller)
+    "bytes": pl.Int64,
+    "sent_bytes": pl.Int64,
+    "all_threads": pl.Int32,
+    "grp_threads": pl.Int32,
+    "source": pl.String,
+    "line": pl.Int64,
+}
+
+# Load-test progress lines: sysbench --report-interval lines, pgbench -P progress lines.
+LOAD_INTERVAL = "load_interval"
+LOAD_INTERVAL_SCHEMA = {
+    "run": pl.Int32,  # numbers runs within one member (several outputs concatenated)
+    "tool": pl.String,  # "sysbench", "pgbench"
+    "ts": UTC_TIME,  # wall time when printed (pgbench --progress-timestamp), else null
+    "offset_s": pl.Float64,  # seconds since the run started, as printed
+    "threads": pl.Int32,
+    "tps": pl.Float64,
+    "qps": pl.Float64,
+    "reads_per_s": pl.Float64,
+    "writes_per_s": pl.Float64,
+    "other_per_s": pl.Float64,
+    "latency_ms": pl.Float64,  # sysbench: the percentile it prints; pgbench: "lat" (average)
+    "latency_pct": pl.Float64,  # 95.0 for sysbench's default, null when the value is an average
+    "latency_stddev_ms": pl.Float64,
+    "lag_ms": pl.Float64,  # pgbench -R schedule lag
+    "errors_per_s": pl.Float64,
+    "reconnects_per_s": pl.Float64,
+    "source": pl.String,
+}
+
+# Load-test run summaries (sysbench / pgbench), one row per run.
+LOAD_RUN = "load_run"
+LOAD_RUN_SCHEMA = {
+    "run": pl.Int32,
+    "tool": pl.String,
+    "test": pl.String,  # "oltp_read_write", "TPC-B (sort of)", a script file name
+    "threads": pl.Int32,  # sysbench threads / pgbench clients
+    "duration_s": pl.Float64,
+    "transactions": pl.Int64,
+    "tps": pl.Float64,
+    "queries": pl.Int64,
+    "qps": pl.Float64,
+    "errors": pl.Int64,
+    "reconnects": pl.Int64,
+    "latency_min_ms": pl.Float64,
+    "latency_avg_ms": pl.Float64,
+    "latency_max_ms": pl.Float64,
+    "latency_pct_ms": pl.Float64,
+    "latency_pct": pl.Float64,  # which percentile latency_pct_ms is (95.0)
+    "latency_sum_ms": pl.Float64,  # sysbench "sum": total time spent in transactions
+    "rate_limit_tps": pl.Float64,  # pgbench -R / sysbench --rate, when set
+    "scale": pl.Int32,  # pgbench scaling factor
+    "source": pl.String,
+}
+
+# pgbench -r per-statement latencies.
+LOAD_STATEMENT_LATENCY = "load_statement_latency"
+LOAD_STATEMENT_LATENCY_SCHEMA = {
+    "run": pl.Int32,
+    "script": pl.String,
+    "statement": pl.String,
+    "latency_ms": pl.Float64,
+    "failures": pl.Int64,
+    "source": pl.String,
+}
+
+# Latency histograms (sysbench --histogram): one row per bucket.
+LATENCY_HISTOGRAM = "latency_histogram"
+LATENCY_HISTOGRAM_SCHEMA = {
+    "run": pl.Int32,
+    "latency_ms": pl.Float64,  # bucket value as printed
+    "count": pl.Int64,
+    "source": pl.String,
+}
+
+# Time series from dashboards: Prometheus query/query_range JSON, Grafana CSV, TiDB Dashboard metrics.
+METRIC_SAMPLE = "metric_sample"
+METRIC_SAMPLE_SCHEMA = {
+    "ts": UTC_TIME,
+    "metric": pl.String,  # __name__, else the file/panel/query name
+    "labels": pl.String,  # canonical "k1=v1,k2=v2" sorted by key, without __name__ ("" when none)
+    "instance": pl.String,  # the instance label when present
+    "value": pl.Float64,  # NaN and +/-Inf kept as float values
+    "source": pl.String,
+}
+
+# Statement summaries (TiDB Dashboard statements export, statements_summary tables).
+STATEMENT_SUMMARY = "statement_summary"
+STATEMENT_SUMMARY_SCHEMA = {
+    "digest": pl.String,
+    "digest_text": pl.String,  # the normalized statement
+    "schema_name": pl.String,
+    "plan_digest": pl.String,
+    "instance": pl.String,
+    "exec_count": pl.Int64,
+    "sum_latency_s": pl.Float64,
+    "avg_latency_s": pl.Float64,
+    "max_latency_s": pl.Float64,
+    "min_latency_s": pl.Float64,
+    "avg_rows_examined": pl.Float64,
+    "first_seen": UTC_TIME,
+    "last_seen": UTC_TIME,
+    "source": pl.String,
+}
+
+# HAProxy "show stat" CSV: one row per (snapshot, proxy, server).
+PROXY_STAT = "proxy_stat"
+PROXY_STAT_SCHEMA = {
+    "snapshot": pl.Int32,
+    "ts": UTC_TIME,  # time line before the snapshot, else null
+    "proxy": pl.String,  # pxname
+    "server": pl.String,  # svname (FRONTEND, BACKEND, or the server)
+    "type": pl.String,  # "frontend", "backend", "server", "listener"
+    "status": pl.String,
+    "scur": pl.Int64,
+    "smax": pl.Int64,
+    "slim": pl.Int64,
+    "stot": pl.Int64,
+    "qcur": pl.Int64,
+    "qmax": pl.Int64,
+    "qlimit": pl.Int64,
+    "rate": pl.Int64,
+    "rate_max": pl.Int64,
+    "ereq": pl.Int64,
+    "econ": pl.Int64,
+    "eresp": pl.Int64,
+    "source": pl.String,
+}
+
+# Events from logs: OOM kills, restarts, crashes, fatal errors, aborted connections.
+EVENT = "event"
+EVENT_SCHEMA = {
+    "ts": UTC_TIME,
+    "host": pl.String,
+    "component": pl.String,  # "kernel", "tidb", "tikv", "pd", "mysqld", "postgres", "haproxy", "systemd"
+    "kind": pl.String,  # "oom-kill", "start", "shutdown", "crash", "fatal", "aborted-connection", "error"
+    "process": pl.String,  # the process the event is about (the OOM victim, the restarted server)
+    "pid": pl.Int32,
+    "message": pl.String,  # the log line, trimmed to a sensible length
+    "source": pl.String,
+    "line": pl.Int64,
+}
+
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     CPU_UTIL: CPU_UTIL_SCHEMA,
     NODE_UTIL: NODE_UTIL_SCHEMA,
@@ -294,6 +449,15 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     VMSTAT_COUNT: VMSTAT_COUNT_SCHEMA,
     HOST_SETTING: HOST_SETTING_SCHEMA,
     DB_SETTING: DB_SETTING_SCHEMA,
+    LOAD_SAMPLE: LOAD_SAMPLE_SCHEMA,
+    LOAD_INTERVAL: LOAD_INTERVAL_SCHEMA,
+    LOAD_RUN: LOAD_RUN_SCHEMA,
+    LOAD_STATEMENT_LATENCY: LOAD_STATEMENT_LATENCY_SCHEMA,
+    LATENCY_HISTOGRAM: LATENCY_HISTOGRAM_SCHEMA,
+    METRIC_SAMPLE: METRIC_SAMPLE_SCHEMA,
+    STATEMENT_SUMMARY: STATEMENT_SUMMARY_SCHEMA,
+    PROXY_STAT: PROXY_STAT_SCHEMA,
+    EVENT: EVENT_SCHEMA,
 }
 
 

@@ -52,11 +52,9 @@ References:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import polars as pl
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import SqlglotError
 
 from dbdiag import sqlnorm
 from dbdiag import tables as t
@@ -74,6 +72,9 @@ from dbdiag.rules.sql.common import (
     statement_evidence,
     statements,
 )
+
+if TYPE_CHECKING:  # sqlglot is imported when a statement is parsed: most runs never need it
+    from sqlglot import exp
 
 RULE_ID = "full-table-scan"
 
@@ -102,6 +103,9 @@ def parse_sql(sql: str | None, engine: str | None) -> exp.Expression | None:
     """The statement's syntax tree (sample SQL, literals replaced), or None when sqlglot cannot read it."""
     if not sql:
         return None
+    import sqlglot
+    from sqlglot.errors import SqlglotError
+
     try:
         return sqlglot.parse_one(sql, read=SQLGLOT_DIALECT[sqlnorm_dialect(engine)])
     except SqlglotError:
@@ -110,6 +114,8 @@ def parse_sql(sql: str | None, engine: str | None) -> exp.Expression | None:
 
 def table_aliases(tree: exp.Expression) -> dict[str, str]:
     """alias or name (lower case) -> table name, for every table the statement reads."""
+    from sqlglot import exp
+
     aliases: dict[str, str] = {}
     for table in tree.find_all(exp.Table):
         if table.name:
@@ -213,6 +219,8 @@ class IndexSuggestion:
 
 def where_predicates(tree: exp.Expression) -> dict[tuple[str | None, str], str]:
     """(table, column), lower case, -> "eq" or "range" for the top-level AND terms of the first WHERE; OR terms are left out."""
+    from sqlglot import exp
+
     where = tree.find(exp.Where)
     if where is None:
         return {}

@@ -49,9 +49,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import polars as pl
-from sqlglot import exp
 
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
@@ -69,6 +70,9 @@ from dbdiag.rules.sql.full_table_scan import (
     timed_full_scan_executions,
 )
 
+if TYPE_CHECKING:  # sqlglot is imported when a statement is parsed: most runs never need it
+    from sqlglot import exp
+
 RULE_ID = "or-without-index-merge"
 
 MIN_TOTAL_S = 1.0
@@ -79,7 +83,13 @@ MAX_PARSED_FINGERPRINTS = 200
 
 INDEX_MERGE_NODE_TYPES = ("IndexMerge", "index_merge", "BitmapOr")
 _INDEX_MERGE_TEXT = r"IndexMerge|index_merge|BitmapOr"
-_COMPARISONS = (exp.EQ, exp.NullSafeEQ, exp.In, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between, exp.Like, exp.Is)
+
+
+@lru_cache(maxsize=1)
+def _comparisons() -> tuple[type, ...]:
+    from sqlglot import exp
+
+    return (exp.EQ, exp.NullSafeEQ, exp.In, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between, exp.Like, exp.Is)
 
 
 @dataclass(frozen=True)
@@ -142,8 +152,11 @@ def _without_index_merge(inp: RuleInput, executions: pl.DataFrame) -> pl.DataFra
 
 
 def _compared_columns(branch: exp.Expression) -> list[exp.Column]:
+    from sqlglot import exp
+
+    comparisons = _comparisons()
     columns = []
-    for comparison in [branch] if isinstance(branch, _COMPARISONS) else list(branch.find_all(*_COMPARISONS)):
+    for comparison in [branch] if isinstance(branch, comparisons) else list(branch.find_all(*comparisons)):
         for side in (comparison.this, comparison.args.get("expression")):
             if isinstance(side, exp.Column) and side.name:
                 columns.append(side)
@@ -152,6 +165,8 @@ def _compared_columns(branch: exp.Expression) -> list[exp.Column]:
 
 def find_or_predicate(sql: str | None, engine: str | None, scanned_table: str | None) -> OrPredicate | None:
     """The first OR in a WHERE clause whose branches compare different columns of one table (the scanned one when known)."""
+    from sqlglot import exp
+
     tree = parse_sql(sql, engine)
     if tree is None:
         return None
@@ -206,6 +221,8 @@ def _judge_or(tree: exp.Expression, node: exp.Or, aliases: dict[str, str], engin
 
 def _name_in_statement(tree: exp.Expression, table: str) -> str:
     """The alias the statement gives ``table`` (hints must use it), else its name."""
+    from sqlglot import exp
+
     for node in tree.find_all(exp.Table):
         if node.name.lower() == table.lower():
             return node.alias_or_name
@@ -214,6 +231,8 @@ def _name_in_statement(tree: exp.Expression, table: str) -> str:
 
 def _union_rewrite(tree: exp.Expression, node: exp.Or, branches: list[exp.Expression], dialect: str) -> str | None:
     """One SELECT per OR branch joined with UNION; only for an OR in the WHERE of a plain SELECT (no ORDER BY/LIMIT to carry over)."""
+    from sqlglot import exp
+
     if not isinstance(tree, exp.Select) or tree.args.get("order") or tree.args.get("limit") or node.find_ancestor(exp.Select) is not tree:
         return None
     position = list(tree.find_all(exp.Or)).index(node)

@@ -58,9 +58,6 @@ References:
 from __future__ import annotations
 
 import polars as pl
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import SqlglotError
 
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
@@ -390,6 +387,10 @@ def _what(kinds: set[str]) -> str:
 
 def _filter_columns(nodes: pl.DataFrame, engine: str | None) -> list[str]:
     """Column names in the misestimated nodes' filter text (PostgreSQL ``(status = 1)``, TiDB ``eq(test.t.status, 1)``)."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
     names: list[str] = []
     for text in nodes["filter"].drop_nulls().unique(maintain_order=True).to_list() if nodes.height else []:
         try:
