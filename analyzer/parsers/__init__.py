@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 from dbdiag.parsers import (
+    ethtool_channels,
+    irq_affinity,
+    proc_cmdline,
+    proc_status,
+    sys_choice,
+    sysctl,
     lscpu,
     manifest,
     mpstat_json,
@@ -37,4 +43,10 @@ PARSERS: tuple[ParserSpec, ...] = (
     tidb_slowlog.SPEC,
     tidb_cluster_slow_query.SPEC,
     tidb_dashboard.SPEC,
+    sysctl.SPEC,
+    proc_cmdline.SPEC,
+    sys_choice.SPEC,
+    irq_affinity.SPEC,
+    ethtool_channels.SPEC,
+    proc_status.SPEC,
 )
