@@ -251,7 +251,7 @@ VMSTAT_COUNT_SCHEMA = {
 }
 
 # Host configuration read from the OS. ``category``: "sysctl", "cmdline", "thp", "block",
-# "irq_affinity", "nic_channels", "process_affinity".
+# "irq_affinity", "nic_channels", "process_affinity"; "unknown" for a choice line nothing identifies.
 HOST_SETTING = "host_setting"
 HOST_SETTING_SCHEMA = {
     "category": pl.String,
