@@ -1,0 +1,224 @@
+"""A buffer pool larger than the memory of the NUMA node(s) the database is bound to.
+
+What it detects:
+    ``innodb_buffer_pool_size`` or ``shared_buffers`` larger than the total memory of the
+    node(s) the database process may allocate from, on a machine with two or more nodes:
+    ``/proc/PID/status`` ``Mems_allowed_list`` of the database process naming a subset of the
+    nodes, ``numastat -p`` showing nearly all of the process's memory on one node, or
+    ``numactl --show`` with ``policy: bind`` (when the capture ran it in the database's context).
+
+Why it matters:
+    A process bound to a node allocates only there. When its pool outgrows the node, the kernel
+    reclaims the node's page cache, then swaps or invokes the OOM killer although other nodes
+    have free memory; without a strict bind (preferred / first touch) the overflow lands on the
+    remote node and every access to it pays the interconnect. Either way the binding that was
+    meant to keep memory local now costs more than it saves.
+
+How it is detected:
+    Inputs: ``db_setting`` (the pool size), node memory from ``numa_node.size_mb`` (numactl
+    --hardware) or per-node ``MemTotal`` in ``numa_counter`` (numastat -m), and the binding from
+    ``host_setting`` ``process_affinity`` rows of a database process, ``numa_counter`` process
+    rows (numastat -p, when the process holds at least MIN_PROCESS_MB = 512 MB and
+    ONE_NODE_SHARE_PCT = 95% of it sits on one node) or the ``numactl_show_*`` host facts.
+    Fires when the pool is larger than the summed memory of the allowed nodes and those are
+    fewer than all the machine's nodes (MIN_NODES = 2). Never on one node; skipped when the
+    binding of the database process was not captured.
+
+Remediation:
+    Interleave the pool over all nodes (``numactl --interleave=all`` in front of the server,
+    ``innodb_numa_interleave = ON`` for MySQL/MariaDB built with NUMA support), or bind to as
+    many nodes as the pool needs (``numactl --cpunodebind=0,1 --membind=0,1``), or shrink the
+    pool to fit the node while leaving room for connections and the OS.
+
+References:
+    numactl(8); set_mempolicy(2); MySQL Reference Manual ``innodb_numa_interleave``; Jeremy Cole,
+    "The MySQL swap insanity problem and the effects of the NUMA architecture"; Linux kernel
+    Documentation/admin-guide/mm/numa_memory_policy.rst.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from dbdiag import tables as t
+from dbdiag.derive.host_config import (
+    buffer_pool,
+    database_process_affinity,
+    gib,
+    is_database_process,
+    node_count,
+    node_sizes_mb,
+)
+from dbdiag.findings import Evidence, Finding, Scope, Severity
+from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
+
+RULE_ID = "buffer-pool-exceeds-numa-node"
+
+MIN_NODES = 2
+MIN_PROCESS_MB = 512.0
+ONE_NODE_SHARE_PCT = 95.0
+FIT_NODE_SHARE_PCT = 80.0
+INNODB_CHUNK = 128 * 2**20  # innodb_buffer_pool_chunk_size default; sizes are rounded to it
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Where a database process may (or in practice does) take memory from, and what says so."""
+
+    process: str
+    nodes: tuple[int, ...]
+    how: str
+    source: str
+
+
+def check(inp: RuleInput) -> Verdict:
+    nodes = node_count(inp.tables)
+    if nodes is None:
+        raise Skip("NUMA node count unknown: needs lscpu, numactl --hardware or numastat")
+    if nodes.value < MIN_NODES:
+        return Verdict(measured=f"{nodes.value} NUMA node ({nodes.source}): the pool cannot exceed a node it is not confined to")
+    pool = buffer_pool(inp.tables)
+    if pool is None:
+        raise Skip("no innodb_buffer_pool_size or shared_buffers size among the database settings")
+    sizes = node_sizes_mb(inp.tables)
+    if sizes is None:
+        raise Skip("memory per NUMA node unknown: needs numactl --hardware or numastat -m")
+    per_node, sizes_source = sizes
+    bindings = _bindings(inp)
+    if not bindings:
+        raise Skip(
+            "the database process's memory binding was not captured: needs /proc/PID/status (Mems_allowed_list), "
+            "numastat -p <server> or numactl --show"
+        )
+    family, name, pool_bytes, pool_source = pool
+    findings, judged = [], []
+    seen: set[tuple[str, tuple[int, ...]]] = set()
+    for binding in bindings:
+        key = (binding.process.split()[0], binding.nodes)  # postgres backends: one line per node set
+        if key in seen:
+            continue
+        seen.add(key)
+        allowed = sum(per_node.get(n, 0) for n in binding.nodes) * 2**20
+        nodes_text = ",".join(map(str, binding.nodes))
+        judged.append(f"{binding.process}: nodes {nodes_text} ({binding.how}), {gib(allowed)} for a {gib(pool_bytes)} {name}")
+        if len(binding.nodes) < len(per_node) and pool_bytes > allowed:
+            findings.append(_finding(binding, name, pool_bytes, pool_source, per_node, sizes_source, allowed))
+    return Verdict(findings=findings, measured="; ".join(judged))
+
+
+def _bindings(inp: RuleInput) -> list[Binding]:
+    """The first kind of binding evidence found: /proc/PID/status, then numastat -p, then numactl --show."""
+    found: list[Binding] = []
+    for affinity in database_process_affinity(inp.tables):
+        if affinity.mems:
+            how = f"Mems_allowed_list {affinity.mems_text}"
+            found.append(Binding(affinity.subject, tuple(affinity.mems), how, affinity.source))
+    if found:
+        return found
+    found = _numastat_bindings(inp)
+    if found:
+        return found
+    return _numactl_show_binding(inp)
+
+
+def _numactl_show_binding(inp: RuleInput) -> list[Binding]:
+    """``numactl --show`` is the policy of the shell that ran it: only a ``bind`` policy says
+    anything (the capture ran inside the database's wrapper); ``default`` says nothing of it."""
+    facts = inp.table(t.HOST_FACT)
+    if facts is None:
+        return []
+    show = {key: (value, source) for key, value, source in facts.filter(pl.col("key").str.starts_with("numactl_show_")).rows()}
+    policy = show.get("numactl_show_policy", ("", ""))[0]
+    membind, source = show.get("numactl_show_membind", ("", ""))
+    nodes = tuple(int(n) for n in membind.split() if n.isdigit())
+    if policy != "bind" or not nodes:
+        return []
+    return [Binding("numactl --show (policy of the capturing shell)", nodes, f"policy bind, membind {membind}", source)]
+
+
+def _numastat_bindings(inp: RuleInput) -> list[Binding]:
+    counters = inp.table(t.NUMA_COUNTER)
+    if counters is None:
+        return []
+    process = counters.filter((pl.col("scope") == "process") & pl.col("process").is_not_null() & pl.col("node").is_not_null())
+    process = process.filter(pl.col("process").map_elements(is_database_process, return_dtype=pl.Boolean))
+    if process.height == 0:
+        return []
+    last = process.filter(pl.col("snapshot") == pl.col("snapshot").max().over("source", "pid"))
+    per_node = last.group_by("pid", "process", "node").agg(pl.col("value").sum(), pl.col("source").first()).sort("pid", "node")
+    found = []
+    for (pid, name), frame in per_node.group_by("pid", "process", maintain_order=True):
+        total = float(frame["value"].sum())
+        if total < MIN_PROCESS_MB:
+            continue
+        top = frame.sort("value", descending=True).row(0, named=True)
+        share = 100.0 * top["value"] / total
+        nodes = (top["node"],) if share >= ONE_NODE_SHARE_PCT else tuple(frame["node"].to_list())
+        found.append(Binding(f"{name} {pid}", nodes, f"numastat -p: {share:.0f}% of {total:,.0f} MB on node {top['node']}", top["source"]))
+    return found
+
+
+def _finding(
+    binding: Binding, name: str, pool_bytes: int, pool_source: str, per_node: dict[int, int], sizes_source: str, allowed: int
+) -> Finding:
+    nodes_text = ",".join(map(str, binding.nodes))
+    all_nodes = ",".join(map(str, sorted(per_node)))
+    smallest = min(per_node[n] for n in binding.nodes if n in per_node) if binding.nodes else 0
+    fit = int(allowed * FIT_NODE_SHARE_PCT / 100) // INNODB_CHUNK * INNODB_CHUNK
+    shrink = (
+        f"SET GLOBAL innodb_buffer_pool_size = {fit};" if name == "innodb_buffer_pool_size"
+        else f"ALTER SYSTEM SET shared_buffers = '{fit // 2**20}MB'; then restart"
+    )
+    innodb = name == "innodb_buffer_pool_size"
+    node_rows = tuple((n, f"{per_node[n]:,} MB", "yes" if n in binding.nodes else "no") for n in sorted(per_node))
+    lines = [
+        f"{binding.process} may allocate only on node(s) {nodes_text} ({gib(allowed)}) but {name} is {gib(pool_bytes)}.",
+        "Pick one:",
+        f"1. Interleave over every node: numactl --interleave=all <server command> (systemd: NUMAPolicy=interleave, NUMAMask={all_nodes})",
+    ]
+    if innodb:
+        lines.append("   or innodb_numa_interleave = ON in my.cnf [mysqld] (MySQL 5.7.9+/MariaDB 10.2.4+ built with NUMA), then restart.")
+    lines += [
+        f"2. Bind to enough nodes: numactl --cpunodebind={all_nodes} --membind={all_nodes} <server command>",
+        f"3. Shrink the pool to fit node(s) {nodes_text} with room for connections and the OS (~{FIT_NODE_SHARE_PCT:.0f}%): "
+        + shrink,
+        "Check: grep Mems_allowed_list /proc/$(pidof <server>)/status; numastat -p <server>",
+    ]
+    return Finding(
+        rule=RULE_ID,
+        scope=Scope.HOST,
+        severity=Severity.WARNING,
+        title=(
+            f"{name} {gib(pool_bytes)} exceeds the {gib(allowed)} of node(s) {nodes_text} that {binding.process} is bound to; "
+            "threshold: the allowed nodes' memory"
+        ),
+        subject=f"{name} on node(s) {nodes_text}",
+        impact={
+            "description": "reclaim, swapping or OOM on the bound node while other nodes have memory",
+            "pool_bytes": pool_bytes, "allowed_mb": allowed // 2**20, "nodes": list(binding.nodes), "smallest_node_mb": smallest,
+        },
+        evidence=(
+            Evidence(
+                title="Pool, binding and node memory",
+                columns=("what", "value", "source"),
+                rows=((name, f"{gib(pool_bytes)} ({pool_bytes:,} bytes)", pool_source),
+                      (f"{binding.process} binding", binding.how, binding.source),
+                      ("memory of the allowed node(s)", gib(allowed), sizes_source)),
+            ),
+            Evidence(title="Memory per NUMA node", columns=("node", "size", "allowed"), rows=node_rows),
+        ),
+        remediation="\n".join(lines),
+        sources=tuple(dict.fromkeys(s for s in (pool_source, binding.source, sizes_source) if s)),
+    )
+
+
+RULE = Rule(
+    id=RULE_ID,
+    title="Buffer pool larger than the NUMA node(s) the database is bound to",
+    area="config",
+    requires=((t.DB_SETTING,), (t.NUMA_NODE, t.NUMA_COUNTER, t.TOPOLOGY)),
+    check=check,
+    doc=__doc__ or "",
+)
