@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from dbdiag.rules.base import Rule
-from dbdiag.rules.cpu import irq_affinity_skew, softirq_concentration
+from dbdiag.rules.cpu import context_switch_overhead, irq_affinity_skew, lock_contention, softirq_concentration
+from dbdiag.rules.config import (
+    buffer_pool_exceeds_numa_node,
+    buffer_pool_undersized,
+    io_scheduler_not_none,
+    no_cpu_isolation,
+    numa_balancing_enabled,
+    transparent_hugepages_enabled,
+)
+from dbdiag.rules.numa import cross_numa_memory, unbound_processes
 from dbdiag.rules.sql import (
     dominant_statement,
     full_table_scan,
@@ -16,6 +25,16 @@ from dbdiag.rules.sql import (
 RULES: tuple[Rule, ...] = (
     softirq_concentration.RULE,
     irq_affinity_skew.RULE,
+    context_switch_overhead.RULE,
+    lock_contention.RULE,
+    cross_numa_memory.RULE,
+    unbound_processes.RULE,
+    transparent_hugepages_enabled.RULE,
+    numa_balancing_enabled.RULE,
+    io_scheduler_not_none.RULE,
+    buffer_pool_exceeds_numa_node.RULE,
+    buffer_pool_undersized.RULE,
+    no_cpu_isolation.RULE,
     plan_flip.RULE,
     stale_statistics.RULE,
     full_table_scan.RULE,

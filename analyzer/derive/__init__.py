@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive import cpu, host, sql
+from dbdiag.derive import cpu, host, host_config, numa, sql
 from dbdiag.derive.sql import SqlOptions
 
 
@@ -37,6 +37,18 @@ def derive_all(tables: dict[str, pl.DataFrame], sql_options: SqlOptions = SqlOpt
             "interrupt_snapshots": irq_sources,
             "per_cpu": _rounded_rows(per_cpu),
         }
+    remote = numa.numa_remote(tables)
+    if remote is not None:
+        derived_tables["numa_remote"] = remote
+    process_memory = numa.numa_process_memory(tables)
+    if process_memory is not None:
+        derived_tables["numa_process_memory"] = process_memory
+    vmstat_numa = numa.vmstat_numa_delta(tables)
+    if vmstat_numa is not None:
+        metrics["vmstat_numa"] = vmstat_numa
+    checks = host_config.host_config_checks(tables)
+    if checks:
+        metrics["host_config"] = checks
     statements, sql_metrics = sql.derive_sql(tables, sql_options)
     if statements is not None:
         derived_tables["statements"] = statements

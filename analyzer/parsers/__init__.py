@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 from dbdiag.parsers import (
+    mysql_variables,
+    pg_conf,
+    pg_settings,
+    tidb_config,
+    numastat,
+    proc_vmstat,
+    sys_node,
     ethtool_channels,
     irq_affinity,
     proc_cmdline,
@@ -36,6 +43,9 @@ PARSERS: tuple[ParserSpec, ...] = (
     proc_interrupts.SPEC,
     lscpu.SPEC,
     numactl.SPEC,
+    numastat.SPEC,
+    sys_node.SPEC,
+    proc_vmstat.SPEC,
     pg_stderr.SPEC,
     pg_csvlog.SPEC,
     pg_jsonlog.SPEC,
@@ -49,4 +59,8 @@ PARSERS: tuple[ParserSpec, ...] = (
     irq_affinity.SPEC,
     ethtool_channels.SPEC,
     proc_status.SPEC,
+    mysql_variables.SPEC,
+    pg_settings.SPEC,
+    pg_conf.SPEC,
+    tidb_config.SPEC,
 )
