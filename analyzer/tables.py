@@ -217,7 +217,8 @@ PERF_CALLCHAIN = "perf_callchain"
 PERF_CALLCHAIN_SCHEMA = {
     "event": pl.String,
     "entry_symbol": pl.String,  # the flat entry the chain hangs under
-    "chain": pl.String,  # frames root-first (callers first), joined by ";", ending at the entry
+    "chain": pl.String,  # frames callers first, as printed, joined by ";": ends at the entry in callee-order
+    # graphs, may start at it (the children part) with --children; --sort sym graphs leave the entry out
     "share_pct": pl.Float64,  # percentage printed on the branch (of all samples, as perf prints it)
     "source": pl.String,
 }

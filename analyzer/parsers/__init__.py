@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dbdiag.parsers import (
+    perf_report,
+    perf_top,
     mysql_variables,
     pg_conf,
     pg_settings,
@@ -63,4 +65,6 @@ PARSERS: tuple[ParserSpec, ...] = (
     pg_settings.SPEC,
     pg_conf.SPEC,
     tidb_config.SPEC,
+    perf_report.SPEC,
+    perf_top.SPEC,
 )
