@@ -7,6 +7,8 @@ only arranges data (and computes bar positions, which jinja would make unreadabl
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import math
 from datetime import datetime
@@ -447,7 +449,22 @@ def _tick(value: float) -> str:
 
 
 def render_html(document: dict[str, Any]) -> str:
-    return _template_env().get_template("report.html.j2").render(view=build_view(document))
+    env = _template_env()
+    view = build_view(document)
+    view["flame_script"] = view["flame_script_hash"] = None
+    if view["cpu_profile"] and view["cpu_profile"]["flame"]:
+        view["flame_script"], view["flame_script_hash"] = flame_script(env)
+    return env.get_template("report.html.j2").render(view=view)
+
+
+def flame_script(env: Environment) -> tuple[Any, str]:
+    """The flame graph's zoom/search script and its CSP source (``'sha256-...'``), hashed from the
+    exact text put between the ``<script>`` tags, so the policy allows that script and nothing else."""
+    from markupsafe import Markup
+
+    text = env.get_template("flame.js.j2").render()
+    digest = base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+    return Markup(text), Markup(f"'sha256-{digest}'")
 
 
 def render_markdown(document: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive import cpu, host, host_config, numa, sql
+from dbdiag.derive import cpu, cpu_profile, host, host_config, numa, sql
 from dbdiag.derive.sql import SqlOptions
 
 
@@ -37,6 +37,10 @@ def derive_all(tables: dict[str, pl.DataFrame], sql_options: SqlOptions = SqlOpt
             "interrupt_snapshots": irq_sources,
             "per_cpu": _rounded_rows(per_cpu),
         }
+    profile_tables, profile_metric = cpu_profile.cpu_profile(tables)
+    derived_tables.update(profile_tables)
+    if profile_metric is not None:
+        metrics["cpu_profile"] = profile_metric
     remote = numa.numa_remote(tables)
     if remote is not None:
         derived_tables["numa_remote"] = remote
