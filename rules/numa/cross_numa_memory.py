@@ -100,8 +100,7 @@ def _node_findings(remote: pl.DataFrame) -> tuple[list[Finding], str]:
         severity=severity,
         title=(
             f"{worst['remote_pct']:.0f}% of node {worst['node']}'s allocations came from other nodes {window}"
-            f"{' (and nodes ' + ', '.join(map(str, hot_nodes[1:])) + ')' if len(hot_nodes) > 1 else ''}; "
-            f"threshold {REMOTE_SHARE_PCT:.0f}%"
+            f"{_others_text(hot)}; threshold {REMOTE_SHARE_PCT:.0f}%"
         ),
         subject=f"node {worst['node']}",
         impact={
@@ -125,6 +124,18 @@ def _node_findings(remote: pl.DataFrame) -> tuple[list[Finding], str]:
         charts=(_node_chart(remote, set(hot_nodes), window),),
     )
     return [finding], measured
+
+
+def _others_text(hot: pl.DataFrame) -> str:
+    """`` (and node 3 at 22%)`` or `` (and 15 other nodes at 17-31%)`` for the nodes after the worst."""
+    others = hot.slice(1)
+    if others.height == 0:
+        return ""
+    if others.height == 1:
+        node, pct = others.select("node", "remote_pct").row(0)
+        return f" (and node {node} at {pct:.0f}%)"
+    low, high = others["remote_pct"].min(), others["remote_pct"].max()
+    return f" (and {others.height} other nodes at {low:.0f}-{high:.0f}%)"
 
 
 def _process_findings(inp: RuleInput, memory: pl.DataFrame) -> tuple[list[Finding], str]:
