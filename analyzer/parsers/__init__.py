@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dbdiag.parsers import (
+    pgbench,
+    sysbench,
     perf_report,
     perf_top,
     mysql_variables,
@@ -67,4 +69,6 @@ PARSERS: tuple[ParserSpec, ...] = (
     tidb_config.SPEC,
     perf_report.SPEC,
     perf_top.SPEC,
+    sysbench.SPEC,
+    pgbench.SPEC,
 )
