@@ -12,6 +12,7 @@ from dbdiag.rules.config import (
     numa_balancing_enabled,
     transparent_hugepages_enabled,
 )
+from dbdiag.rules.loadtest import load_test_inflation
 from dbdiag.rules.numa import cross_numa_memory, unbound_processes
 from dbdiag.rules.sql import (
     dominant_statement,
@@ -21,8 +22,10 @@ from dbdiag.rules.sql import (
     plan_flip,
     stale_statistics,
 )
+from dbdiag.rules.time import bottleneck_outside_database, oom_restart
 
 RULES: tuple[Rule, ...] = (
+    bottleneck_outside_database.RULE,
     softirq_concentration.RULE,
     irq_affinity_skew.RULE,
     context_switch_overhead.RULE,
@@ -35,6 +38,8 @@ RULES: tuple[Rule, ...] = (
     buffer_pool_exceeds_numa_node.RULE,
     buffer_pool_undersized.RULE,
     no_cpu_isolation.RULE,
+    oom_restart.RULE,
+    load_test_inflation.RULE,
     plan_flip.RULE,
     stale_statistics.RULE,
     full_table_scan.RULE,

@@ -16,10 +16,6 @@ from dbdiag import tables as t
 from dbdiag.cpulist import parse_cpu_list
 from dbdiag.rules.base import RuleInput
 
-# Database servers and the proxies/poolers in front of them, by process name.
-DATABASE_PROCESSES = ("mysqld", "mariadbd", "postgres", "postmaster", "tidb-server", "tikv-server", "pd-server", "tiflash")
-PROXY_PROCESSES = ("haproxy", "proxysql", "pgbouncer", "odyssey", "pgpool", "envoy", "maxscale", "tiproxy", "nginx")
-
 _SUBJECT_PID = re.compile(r"^(?P<name>.*?)[ :(]+(?P<pid>\d+)\)?$")
 
 
@@ -91,11 +87,6 @@ def process_bindings(inp: RuleInput) -> list[Binding]:
             )
         )
     return bindings
-
-
-def is_database_or_proxy(name: str) -> bool:
-    base = name.lower().rsplit("/", 1)[-1]
-    return any(base == known or base.startswith(known) for known in DATABASE_PROCESSES + PROXY_PROCESSES)
 
 
 def _cpus(text: str | None) -> tuple[int, ...] | None:

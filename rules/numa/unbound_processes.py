@@ -43,7 +43,8 @@ from dbdiag import tables as t
 from dbdiag.cpulist import format_cpu_list
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
-from dbdiag.rules.numa.common import Binding, cpu_node_map, is_database_or_proxy, node_count, process_bindings
+from dbdiag.rules.numa.common import Binding, cpu_node_map, node_count, process_bindings
+from dbdiag.rules.processes import is_database_or_proxy
 
 RULE_ID = "unbound-processes"
 

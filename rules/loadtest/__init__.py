@@ -1,0 +1,1 @@
+"""Rules about load tests: whether their results can say anything about production."""

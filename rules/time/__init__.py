@@ -1,0 +1,1 @@
+"""Rules about where the time went: database time against user response time, incidents in time."""

@@ -1,0 +1,201 @@
+"""A database or proxy process was killed (OOM), crashed or restarted during the capture.
+
+What it detects:
+    Events read from kernel logs (dmesg, /var/log/messages, journal), database error logs and
+    TiDB/TiKV/PD logs: the kernel's OOM killer choosing a database or proxy process, crashes
+    (segfault, signal, ``[FATAL]``), and server starts (a restart when it happens inside the
+    capture window).
+
+Why it matters:
+    A killed TiKV or MySQL drops every connection, loses its caches and, for a distributed
+    database, moves leaders: latency jumps (p9999 spikes), TPS dips and clients retry. Repeated
+    OOM kills mean memory limits and the working set do not match; a restart loop hides
+    behind averages in dashboards.
+
+How it is detected:
+    Inputs: ``event``. Events whose process or component is a database or proxy
+    (mysqld, mariadbd, postgres, tidb-server, tikv-server, pd-server, tiflash, haproxy,
+    proxysql, pgbouncer ...). Kinds ``oom-kill`` and ``crash`` are critical; ``fatal`` and
+    ``start`` (a restart) are warnings. Starts count only inside the capture window (the span
+    of the other timed inputs: mpstat, statements, metrics, load tests) when one is known.
+    For each event with a time, throughput and mean latency in the AROUND_S = 60 s before and
+    after it are shown from the load test samples or the statement log when they cover it.
+
+Remediation:
+    OOM: set the server's memory limits below the cgroup/host limit (TiKV
+    ``storage.block-cache.capacity`` and ``memory-usage-limit``, TiDB ``tidb_server_memory_limit``,
+    MySQL ``innodb_buffer_pool_size`` plus per-connection buffers x ``max_connections``,
+    PostgreSQL ``shared_buffers`` + ``work_mem`` x connections), protect the process
+    (``OOMScoreAdjust=-1000`` in its systemd unit) and find who else used the memory
+    (``dmesg`` task dump). Crashes: the error log's stack trace and a bug report; restarts: the
+    supervisor's reason (``journalctl -u <unit>``).
+
+References:
+    Linux Documentation/admin-guide/mm/concepts.rst (OOM killer); systemd.exec(5)
+    (OOMScoreAdjust=); TiKV "Memory usage" tuning; MySQL "How MySQL Uses Memory".
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import polars as pl
+
+from dbdiag import tables as t
+from dbdiag.findings import Evidence, Finding, Scope, Severity
+from dbdiag.rules.base import Rule, RuleInput, Verdict
+from dbdiag.rules.processes import is_database_or_proxy
+
+RULE_ID = "oom-restart"
+
+AROUND_S = 60
+CRITICAL_KINDS = ("oom-kill", "crash")
+WARNING_KINDS = ("fatal", "start", "restart")
+DATABASE_COMPONENTS = ("tidb", "tikv", "pd", "tiflash", "mysqld", "mariadbd", "mysql", "postgres", "postgresql", "haproxy")
+MAX_EVIDENCE_ROWS = 20
+
+
+def check(inp: RuleInput) -> Verdict:
+    events = inp.tables[t.EVENT]
+    relevant = events.filter(
+        pl.col("kind").is_in(CRITICAL_KINDS + WARNING_KINDS)
+        & (
+            pl.col("component").is_in(DATABASE_COMPONENTS)
+            | pl.col("process").map_elements(is_database_or_proxy, return_dtype=pl.Boolean).fill_null(False)
+        )
+    )
+    window = _capture_window(inp)
+    if window is not None:
+        start, end = window
+        relevant = relevant.filter(
+            (pl.col("kind") != "start") | pl.col("ts").is_between(start, end)
+        )
+    measured = f"{relevant.height} database/proxy event(s) of {events.height} read" + (
+        f"; capture window {window[0]:%Y-%m-%d %H:%M:%S} .. {window[1]:%H:%M:%S} UTC" if window else "; no capture window known"
+    )
+    if relevant.height == 0:
+        return Verdict(measured=measured)
+    return Verdict(findings=[_finding(inp, relevant.sort("ts", nulls_last=True))], measured=measured)
+
+
+def _capture_window(inp: RuleInput):
+    spans = []
+    for table, column in ((t.CPU_UTIL, "ts"), (t.STATEMENT, "start_ts"), (t.METRIC_SAMPLE, "ts"), (t.LOAD_SAMPLE, "start_ts"), (t.PROXY_STAT, "ts")):
+        frame = inp.table(table)
+        if frame is not None and column in frame.columns:
+            values = frame[column].drop_nulls()
+            if values.len():
+                spans.append((values.min(), values.max()))
+    if not spans:
+        return None
+    return min(s for s, _ in spans), max(e for _, e in spans)
+
+
+def _finding(inp: RuleInput, events: pl.DataFrame) -> Finding:
+    kinds = events["kind"].to_list()
+    critical = any(kind in CRITICAL_KINDS for kind in kinds)
+    counts = events.group_by("kind").len().sort("kind")
+    summary = ", ".join(f"{n} {kind}" for kind, n in counts.rows())
+    first = events.row(0, named=True)
+    who = first.get("process") or first.get("component") or "a database process"
+    evidence = [
+        Evidence(
+            title="Events (log lines)",
+            columns=("time (UTC)", "kind", "process", "pid", "line", "source"),
+            rows=tuple(
+                (r["ts"], r["kind"], r["process"] or r["component"], r["pid"], (r["message"] or "")[:300], f"{r['source']}:{r['line']}")
+                for r in events.head(MAX_EVIDENCE_ROWS).iter_rows(named=True)
+            ),
+        )
+    ]
+    around = _around(inp, events)
+    if around is not None:
+        evidence.append(around)
+    return Finding(
+        rule=RULE_ID,
+        scope=Scope.DATABASE,
+        severity=Severity.CRITICAL if critical else Severity.WARNING,
+        title=f"{who} {_verb(first['kind'])}" + (f" ({summary})" if events.height > 1 else "") + " during the capture",
+        subject=str(who),
+        impact={
+            "description": f"{summary} of database/proxy processes",
+            "events": events.height,
+            "first_ts": None if first["ts"] is None else str(first["ts"]),
+        },
+        evidence=tuple(evidence),
+        remediation=_remediation(events),
+        sources=tuple(sorted({f"{s}:{line}" for s, line in events.select("source", "line").rows()}))[:20],
+    )
+
+
+def _verb(kind: str) -> str:
+    return {"oom-kill": "was killed by the OOM killer", "crash": "crashed", "fatal": "logged a fatal error", "start": "restarted", "restart": "restarted"}.get(kind, kind)
+
+
+def _around(inp: RuleInput, events: pl.DataFrame) -> Evidence | None:
+    """Throughput and mean latency in the AROUND_S seconds before and after each timed event."""
+    series = _latency_series(inp)
+    if series is None:
+        return None
+    label, frame = series
+    rows = []
+    for ts, kind, process in events.filter(pl.col("ts").is_not_null()).select("ts", "kind", "process").head(5).rows():
+        before = frame.filter(pl.col("ts").is_between(ts - timedelta(seconds=AROUND_S), ts, closed="left"))
+        after = frame.filter(pl.col("ts").is_between(ts, ts + timedelta(seconds=AROUND_S), closed="left"))
+        if before.height == 0 and after.height == 0:
+            continue
+        rows.append(
+            (
+                ts, f"{kind} {process or ''}".strip(),
+                round(before.height / AROUND_S, 2), _mean_ms(before),
+                round(after.height / AROUND_S, 2), _mean_ms(after),
+            )
+        )
+    if not rows:
+        return None
+    return Evidence(
+        title=f"{label}: {AROUND_S} s before and after",
+        columns=("event time (UTC)", "event", "per s before", "mean ms before", "per s after", "mean ms after"),
+        rows=tuple(rows),
+    )
+
+
+def _latency_series(inp: RuleInput) -> tuple[str, pl.DataFrame] | None:
+    samples = inp.table(t.LOAD_SAMPLE)
+    if samples is not None:
+        return "Load-test samples", samples.select(pl.col("start_ts").alias("ts"), pl.col("elapsed_ms").alias("ms")).drop_nulls("ts")
+    statements = inp.table(t.STATEMENT)
+    if statements is not None:
+        return "Statements", statements.select(pl.col("start_ts").alias("ts"), (pl.col("query_time_s") * 1000).alias("ms")).drop_nulls("ts")
+    return None
+
+
+def _mean_ms(frame: pl.DataFrame) -> float | None:
+    return None if frame.height == 0 else round(float(frame["ms"].mean()), 2)
+
+
+def _remediation(events: pl.DataFrame) -> str:
+    lines = []
+    if (events["kind"] == "oom-kill").any():
+        lines += [
+            "OOM kill: keep the server's own memory limits under the host/cgroup limit and protect it:",
+            "  TiKV: storage.block-cache.capacity (about 45% of the memory TiKV may use) and memory-usage-limit;",
+            "  TiDB: SET GLOBAL tidb_server_memory_limit = '80%'; MySQL: innodb_buffer_pool_size + per-session buffers x max_connections;",
+            "  PostgreSQL: shared_buffers + work_mem x active connections.",
+            "  systemd: OOMScoreAdjust=-1000 for the database unit; read the task dump before the kill line (dmesg) for who else grew.",
+        ]
+    if (events["kind"] == "crash").any():
+        lines.append("Crash: keep the error log's stack trace (and a core: LimitCORE=infinity) and report it with the version.")
+    if events["kind"].is_in(["start", "restart", "fatal"]).any():
+        lines.append("Restart/fatal: journalctl -u <unit> --since <time> for the supervisor's reason; the log lines before the start.")
+    return "\n".join(lines)
+
+
+RULE = Rule(
+    id=RULE_ID,
+    title="Database or proxy process killed (OOM), crashed or restarted",
+    area="time",
+    requires=((t.EVENT,),),
+    check=check,
+    doc=__doc__ or "",
+)
