@@ -423,7 +423,9 @@ EVENT_SCHEMA = {
     "ts": UTC_TIME,
     "host": pl.String,
     "component": pl.String,  # "kernel", "tidb", "tikv", "pd", "mysqld", "postgres", "haproxy", "systemd"
-    "kind": pl.String,  # "oom-kill", "start", "shutdown", "crash", "fatal", "aborted-connection", "error"
+    "kind": pl.String,  # "oom-kill", "start", "shutdown", "crash", "restart" (a supervisor restarts it),
+    # "recovery" (crash recovery at start: stopped uncleanly at an unknown earlier time), "fatal",
+    # "memory-alarm" (server near its memory limit), "aborted-connection", "error"
     "process": pl.String,  # the process the event is about (the OOM victim, the restarted server)
     "pid": pl.Int32,
     "message": pl.String,  # the log line, trimmed to a sensible length

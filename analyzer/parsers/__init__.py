@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dbdiag.parsers import (
+    kernel_log,
+    mysql_error_log,
+    tidb_log,
     pgbench,
     sysbench,
     perf_report,
@@ -71,4 +74,7 @@ PARSERS: tuple[ParserSpec, ...] = (
     perf_top.SPEC,
     sysbench.SPEC,
     pgbench.SPEC,
+    kernel_log.SPEC,
+    mysql_error_log.SPEC,
+    tidb_log.SPEC,
 )

@@ -15,8 +15,10 @@ Why it matters:
 How it is detected:
     Inputs: ``event``. Events whose process or component is a database or proxy
     (mysqld, mariadbd, postgres, tidb-server, tikv-server, pd-server, tiflash, haproxy,
-    proxysql, pgbouncer ...). Kinds ``oom-kill`` and ``crash`` are critical; ``fatal`` and
-    ``start`` (a restart) are warnings. Starts count only inside the capture window (the span
+    proxysql, pgbouncer ...). Kinds ``oom-kill`` and ``crash`` are critical; ``fatal``, ``restart``,
+    ``start`` and ``recovery`` (crash recovery at start: the previous instance died) are warnings;
+    the same event read from two logs counts once. Starts and recoveries count only inside the
+    capture window (the span
     of the other timed inputs: mpstat, statements, metrics, load tests) when one is known.
     For each event with a time, throughput and mean latency in the AROUND_S = 60 s before and
     after it are shown from the load test samples or the statement log when they cover it.
@@ -50,7 +52,8 @@ RULE_ID = "oom-restart"
 
 AROUND_S = 60
 CRITICAL_KINDS = ("oom-kill", "crash")
-WARNING_KINDS = ("fatal", "start", "restart")
+WARNING_KINDS = ("fatal", "start", "restart", "recovery")
+WINDOWED_KINDS = ("start", "recovery")  # old starts are history, not an incident of this capture
 DATABASE_COMPONENTS = ("tidb", "tikv", "pd", "tiflash", "mysqld", "mariadbd", "mysql", "postgres", "postgresql", "haproxy")
 MAX_EVIDENCE_ROWS = 20
 
@@ -67,9 +70,9 @@ def check(inp: RuleInput) -> Verdict:
     window = _capture_window(inp)
     if window is not None:
         start, end = window
-        relevant = relevant.filter(
-            (pl.col("kind") != "start") | pl.col("ts").is_between(start, end)
-        )
+        relevant = relevant.filter(~pl.col("kind").is_in(WINDOWED_KINDS) | pl.col("ts").is_between(start, end))
+    # the same kill is often in both dmesg and /var/log/messages
+    relevant = relevant.unique(subset=["kind", "process", "pid", "ts"], keep="first", maintain_order=True)
     measured = f"{relevant.height} database/proxy event(s) of {events.height} read" + (
         f"; capture window {window[0]:%Y-%m-%d %H:%M:%S} .. {window[1]:%H:%M:%S} UTC" if window else "; no capture window known"
     )
@@ -129,7 +132,10 @@ def _finding(inp: RuleInput, events: pl.DataFrame) -> Finding:
 
 
 def _verb(kind: str) -> str:
-    return {"oom-kill": "was killed by the OOM killer", "crash": "crashed", "fatal": "logged a fatal error", "start": "restarted", "restart": "restarted"}.get(kind, kind)
+    return {
+        "oom-kill": "was killed by the OOM killer", "crash": "crashed", "fatal": "logged a fatal error",
+        "start": "restarted", "restart": "restarted", "recovery": "restarted after an unclean stop",
+    }.get(kind, kind)
 
 
 def _around(inp: RuleInput, events: pl.DataFrame) -> Evidence | None:
@@ -186,7 +192,7 @@ def _remediation(events: pl.DataFrame) -> str:
         ]
     if (events["kind"] == "crash").any():
         lines.append("Crash: keep the error log's stack trace (and a core: LimitCORE=infinity) and report it with the version.")
-    if events["kind"].is_in(["start", "restart", "fatal"]).any():
+    if events["kind"].is_in(["start", "restart", "fatal", "recovery"]).any():
         lines.append("Restart/fatal: journalctl -u <unit> --since <time> for the supervisor's reason; the log lines before the start.")
     return "\n".join(lines)
 
