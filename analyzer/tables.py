@@ -292,6 +292,7 @@ LOAD_SAMPLE_SCHEMA = {
     "sent_bytes": pl.Int64,
     "all_threads": pl.Int32,
     "grp_threads": pl.Int32,
+    "is_transaction": pl.Boolean,  # a transaction-controller sample (its children are in the file too)
     "source": pl.String,
     "line": pl.Int64,
 }

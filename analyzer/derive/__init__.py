@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive import cpu, cpu_profile, host, host_config, numa, sql
+from dbdiag.derive import cpu, cpu_profile, host, host_config, idle_gaps, numa, sql, time_accounting
 from dbdiag.derive.sql import SqlOptions
 
 
@@ -18,7 +18,9 @@ class Derived:
     metrics: dict[str, Any] = field(default_factory=dict)
 
 
-def derive_all(tables: dict[str, pl.DataFrame], sql_options: SqlOptions = SqlOptions()) -> Derived:
+def derive_all(
+    tables: dict[str, pl.DataFrame], sql_options: SqlOptions = SqlOptions(), window_s: float = 10.0
+) -> Derived:
     softirq_delta, softirq_sources = cpu.softirq_count_delta(tables)
     per_cpu = cpu.per_cpu_summary(tables, softirq_delta)
     irq_delta, irq_sources = cpu.irq_delta(tables)
@@ -53,6 +55,14 @@ def derive_all(tables: dict[str, pl.DataFrame], sql_options: SqlOptions = SqlOpt
     checks = host_config.host_config_checks(tables)
     if checks:
         metrics["host_config"] = checks
+    accounting, accounting_windows = time_accounting.time_accounting(tables, window_s)
+    if accounting is not None:
+        metrics["time_accounting"] = accounting
+    if accounting_windows is not None:
+        derived_tables["time_accounting_windows"] = accounting_windows
+    gaps = idle_gaps.idle_gaps(tables)
+    if gaps is not None:
+        metrics["idle_gaps"] = gaps
     statements, sql_metrics = sql.derive_sql(tables, sql_options)
     if statements is not None:
         derived_tables["statements"] = statements

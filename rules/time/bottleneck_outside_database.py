@@ -124,8 +124,8 @@ def _finding(
         sources += [s["source"] for s in accounting.get("sources", []) if s.get("source")]
     if gaps and gaps.get("in_txn"):
         evidence.append(_gap_evidence(gaps))
-        if gaps.get("source"):
-            sources.append(str(gaps["source"]))
+        gap_sources = gaps.get("source") or []
+        sources += [gap_sources] if isinstance(gap_sources, str) else list(gap_sources)
     outside_pct = round(100.0 - share, 1) if share is not None else None
     return Finding(
         rule=RULE_ID,

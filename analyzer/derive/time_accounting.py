@@ -1,0 +1,648 @@
+"""Where did the time go: the time users waited against the time the database worked.
+
+``metrics.time_accounting`` (names fixed by issue 5): ``user_response_time_s``, ``db_time_s``,
+``db_time_ratio`` (DB time / user response time) and ``sources`` (one entry per input used:
+``side`` "user"/"db"; ``kind``: "jmeter-samples", "load-test-intervals", "load-test-run",
+"app-latency-metric" (user), "statement-log", "db-time-metric", "statement-summary" (DB);
+``detail`` (what was summed, in words); ``source`` (the member); ``from``, ``to`` (null for a load
+test without wall-clock times); ``count`` (samples, intervals, transactions, statements, digest
+rows or scrape intervals summed) and ``seconds`` (its share of the sum)).
+Also ``from``/``to`` (the period both sums cover), ``alignment`` (how the two sides were put on
+one period), ``window_s``, ``windows`` (the per-window rows below), ``notes`` and
+``unavailable_reason`` (why the ratio is null when one side is missing).
+
+**User response time** (Σ of the latency of the users' transactions), the first of:
+
+1. ``load_sample`` (JMeter): Σ ``elapsed_ms`` of the samples started in the period. When the table
+   tells transaction-controller samples apart (a boolean ``is_transaction`` column), only those
+   count: their children would count the same time twice.
+2. ``load_interval`` with wall times (pgbench ``--progress-timestamp``): Σ over progress lines of
+   TPS x average latency x the interval length, each at its time.
+3. ``load_run`` (sysbench, pgbench): sysbench's ``latency_sum_ms`` (the "sum" of its Latency block);
+   else ``transactions`` x ``latency_avg_ms`` (pgbench); else ``tps`` x ``latency_avg_ms`` x
+   ``duration_s``. Summed over runs.
+4. ``metric_sample``: the increase of ``<family>_sum`` of an application latency histogram or
+   summary (the time users waited = TPS x average latency), families in :data:`USER_FAMILIES`
+   first, else any family matching :data:`GENERIC_USER_FAMILY_RE` whose name is not a database's
+   (:data:`NOT_USER_PREFIXES`); the family with the largest increase is taken (the outermost
+   layer). Series of scrape and health endpoints (:data:`IGNORED_ENDPOINT_RE`) are left out.
+
+**DB time**, the first of:
+
+1. ``statement``: Σ ``query_time_s`` of the statements in the period, only when the log holds
+   every statement (:func:`log_completeness`: the smallest logged duration is at most
+   :data:`COMPLETE_LOG_MAX_MIN_S`, and when a load test says how many queries it sent, the log
+   holds at least :data:`COMPLETE_LOG_MIN_SHARE` of them). A slow log with a threshold is said so
+   and not used: the statements under the threshold are missing from the sum.
+2. ``metric_sample``: the increase of a DB-time counter of :data:`DB_TIME_COUNTERS` (TiDB
+   ``tidb_server_handle_query_duration_seconds_sum``: QPS x average latency; postgres_exporter
+   ``pg_stat_statements`` and ``pg_stat_database`` active time; mysqld_exporter digest latency).
+   A MySQL exporter gives QPS (:data:`QPS_ONLY_COUNTERS`) but no latency: said in the reason.
+3. ``statement_summary`` (TiDB Dashboard statements): Σ ``sum_latency_s``, each digest row's time
+   spread evenly from its ``first_seen`` to its ``last_seen`` and prorated to the period (in the
+   per-window table it counts at ``first_seen``: a row covers a whole summary window).
+
+**Period.** When both sides have timestamps, both sums are taken over the overlap of their
+coverage, the period closed at its start and open at its end; every contribution counts at its start
+(a statement's or sample's start, a progress line's or a counter increase's interval start). sysbench
+and pgbench print no wall-clock time: a single run is placed on the statement log by its own
+connections (the ``threads`` connections with the most statements, accepted when their count
+agrees with the queries the run counted and their span with its duration), else on the
+``duration_s`` stretch of the log that holds the most statements (of counter metrics: the most DB
+time); several runs, or JMeter samples without a timeStamp column, are compared as totals with the
+whole DB side. ``alignment`` says which was done.
+
+**Per-window table** ``time_accounting_windows`` (only when both sides have timestamps):
+``window_start`` (windows of ``window_s`` aligned to multiples of ``window_s`` since the epoch),
+``user_response_time_s``, ``db_time_s``, ``ratio`` (null when no user time in the window); each
+contribution falls in the window of its start, so a transaction crossing a window edge counts in the
+window where it started, and a counter increase in the window where its scrape interval began
+(scrapes sparser than ``window_s`` leave windows without that side's time).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import polars as pl
+
+from dbdiag import tables as t
+from dbdiag.derive.histogram import counter_deltas
+
+# Application latency histograms/summaries: family -> (seconds per unit, what emits it).
+USER_FAMILIES: dict[str, tuple[float, str]] = {
+    "http_server_requests_seconds": (1.0, "Spring Boot Micrometer HTTP server requests"),
+    "http_server_request_duration_seconds": (1.0, "OpenTelemetry HTTP server request duration"),
+    "http_request_duration_seconds": (1.0, "Prometheus client HTTP request duration"),
+    "http_server_duration_milliseconds": (1e-3, "OpenTelemetry (semconv < 1.21) HTTP server duration"),
+}
+GENERIC_USER_FAMILY_RE = r"^[a-zA-Z_:][a-zA-Z0-9_:]*(?:_request[a-zA-Z0-9_:]*_seconds|_duration_seconds)$"
+NOT_USER_PREFIXES = (
+    "tidb_", "tikv_", "pd_", "tiflash_", "tiproxy_", "mysql_", "mysqld_", "pg_", "postgres", "mariadb",
+    "etcd_", "prometheus_", "go_", "process_", "node_", "haproxy_", "scrape_", "promhttp_",
+)
+IGNORED_ENDPOINT_RE = r"(?:^|,)(?:uri|handler|path|route|endpoint|http_route)=[^,]*(?:actuator|metrics|health|prometheus)"
+
+
+@dataclass(frozen=True)
+class DbCounter:
+    """A counter of seconds spent executing statements, from a database exporter."""
+
+    metric: str
+    count_metric: str | None  # the matching statement counter (QPS), when there is one
+    kind: str
+    exclude_labels_re: str | None = None  # series left out (TiDB's internal statements)
+
+
+DB_TIME_COUNTERS: tuple[DbCounter, ...] = (
+    DbCounter("tidb_server_handle_query_duration_seconds_sum", "tidb_server_handle_query_duration_seconds_count",
+              "TiDB handle_query_duration: QPS x average latency", r"(?:^|,)sql_type=internal(?:,|$)"),
+    DbCounter("pg_stat_statements_seconds_total", "pg_stat_statements_calls_total",
+              "postgres_exporter pg_stat_statements: Σ execution time"),
+    DbCounter("pg_stat_statements_total_time_seconds", "pg_stat_statements_calls",
+              "postgres_exporter pg_stat_statements (queries.yaml): Σ execution time"),
+    DbCounter("pg_stat_database_active_time_seconds_total", None,
+              "postgres_exporter pg_stat_database active_time: time backends spent executing statements"),
+    DbCounter("mysql_perf_schema_events_statements_seconds_total", "mysql_perf_schema_events_statements_total",
+              "mysqld_exporter events_statements_summary_by_digest: Σ statement latency of the digests kept"),
+)
+QPS_ONLY_COUNTERS = ("mysql_global_status_queries", "mysql_global_status_questions")
+
+COMPLETE_LOG_MAX_MIN_S = 0.001  # a log of every statement has sub-millisecond ones (BEGIN, point reads)
+COMPLETE_LOG_MIN_SHARE = 0.8  # of the queries a load test counted, when it counted them
+SPAN_SLACK = 1.5  # a load test's connections may span up to 1.5 x its duration (+ 2 s) ...
+SPAN_SLACK_S = 2.0  # ... to allow for 1-second log timestamps and connection set-up
+THRESHOLD_SETTINGS = ("long_query_time", "log_min_duration_statement", "log_slow_rate_limit", "log_statement_sample_rate")
+
+
+@dataclass
+class Side:
+    """One side of the account: timestamped contributions (``ts``, ``seconds``, ``source``) or a total."""
+
+    side: str
+    kind: str
+    events: pl.DataFrame | None = None  # ts, seconds, source, weight (what "busiest" counts)
+    total_s: float | None = None  # when there are no timestamps
+    sources: list[dict[str, Any]] = field(default_factory=list)  # load-test runs: one entry each
+    coverage: tuple[datetime, datetime] | None = None
+    counter: DbCounter | None = None  # the exporter counter the DB side comes from
+    what: str = ""  # what the contributions are, for ``detail``
+
+
+def time_accounting(tables: dict[str, pl.DataFrame], window_s: float = 10.0) -> tuple[dict[str, Any] | None, pl.DataFrame | None]:
+    """``metrics.time_accounting`` and the per-window table; (None, None) when neither side has an input.
+
+    With one side only, the metric still says what that side is, with null ratio and an
+    ``unavailable_reason``.
+    """
+    notes: list[str] = []
+    user, user_reason = _user_side(tables, notes)
+    runs = _runs(tables) if user is not None and user.kind == "load-test-run" else None
+    db, db_reason = _db_side(tables, notes)
+    if user is None and db is None:
+        return None, None
+    metric: dict[str, Any] = {
+        "user_response_time_s": None, "db_time_s": None, "db_time_ratio": None, "sources": [],
+        "from": None, "to": None, "alignment": None, "window_s": window_s, "windows": [],
+        "notes": notes, "unavailable_reason": None,
+    }
+    if user is None or db is None:
+        present = user or db
+        assert present is not None
+        _fill_side(metric, present, None)
+        metric["unavailable_reason"] = user_reason if user is None else db_reason
+        return metric, None
+    period, alignment, db = _align(user, db, runs, tables)
+    metric["alignment"] = alignment
+    if period is None:
+        metric["unavailable_reason"] = (
+            f"no overlap: user side {_iso(user.coverage[0])} to {_iso(user.coverage[1])}, "
+            f"DB side {_iso(db.coverage[0])} to {_iso(db.coverage[1])}" if user.coverage and db.coverage else alignment
+        )
+        _fill_side(metric, user, None)
+        _fill_side(metric, db, None)
+        return metric, None
+    user_s = _fill_side(metric, user, period)
+    db_s = _fill_side(metric, db, period)
+    shown = period if period != (None, None) else db.coverage
+    metric["from"], metric["to"] = (_iso(shown[0]), _iso(shown[1])) if shown else (None, None)
+    metric["db_time_ratio"] = round(db_s / user_s, 4) if user_s else None
+    windows = None
+    if user.events is not None and db.events is not None and period != (None, None):
+        windows = _windows(user.events, db.events, period, window_s)
+        metric["windows"] = [
+            {**row, "window_start": _iso(row["window_start"])}
+            for row in windows.with_columns(pl.col(pl.Float64).round(6)).to_dicts()
+        ]
+    return metric, windows
+
+
+# ---------------------------------------------------------------- user side
+
+
+def _user_side(tables: dict[str, pl.DataFrame], notes: list[str]) -> tuple[Side | None, str]:
+    samples = tables.get(t.LOAD_SAMPLE)
+    if samples is not None and samples.filter(pl.col("elapsed_ms").is_not_null()).height:
+        return _from_samples(samples, notes), ""
+    intervals = _timed_intervals(tables.get(t.LOAD_INTERVAL))
+    if intervals is not None:
+        return intervals, ""
+    runs = _runs(tables)
+    if runs is not None:
+        return _from_runs(runs), ""
+    metrics = tables.get(t.METRIC_SAMPLE)
+    if metrics is not None:
+        side = _from_app_metrics(metrics, notes)
+        if side is not None:
+            return side, ""
+    return None, (
+        "no user response time: no load-test samples (JMeter), no sysbench/pgbench run with a latency, "
+        "no application latency histogram (" + ", ".join(USER_FAMILIES) + ", *_request*_seconds, *_duration_seconds)"
+    )
+
+
+def _from_samples(samples: pl.DataFrame, notes: list[str]) -> Side:
+    frame = samples.filter(pl.col("elapsed_ms").is_not_null())
+    level = "all samples"
+    if "is_transaction" in frame.columns and frame["is_transaction"].any():
+        dropped = frame.filter(~pl.col("is_transaction").fill_null(False)).height
+        frame = frame.filter(pl.col("is_transaction").fill_null(False))
+        level = "transaction-controller samples"
+        notes.append(
+            f"JMeter: {dropped:,} sampler rows not counted: the transaction controllers' samples span their children "
+            "(a JTL does not link children to parents, so samplers outside any controller are left out as well)"
+        )
+    if frame["start_ts"].null_count() == frame.height:
+        sources = [
+            {"side": "user", "kind": "jmeter-samples", "detail": f"JMeter Σ elapsed of {level} from {row['source']} "
+             f"({row['count']:,} samples, no timeStamp column)", "source": row["source"], "from": None, "to": None,
+             "count": row["count"], "seconds": round(row["seconds"], 6)}
+            for row in frame.group_by("source", maintain_order=True)
+            .agg(pl.len().alias("count"), (pl.col("elapsed_ms").sum() / 1000.0).alias("seconds")).iter_rows(named=True)
+        ]
+        return Side("user", "jmeter-samples", total_s=float(frame["elapsed_ms"].sum()) / 1000.0, sources=sources,
+                    what=f"JMeter samples without timeStamp ({frame.height:,})")
+    frame = frame.filter(pl.col("start_ts").is_not_null())
+    events = frame.select(
+        pl.col("start_ts").alias("ts"), (pl.col("elapsed_ms") / 1000.0).alias("seconds"), "source", pl.lit(1.0).alias("weight")
+    )
+    ends = frame.select((pl.col("start_ts") + pl.duration(microseconds=(pl.col("elapsed_ms") * 1000).cast(pl.Int64))).max())
+    side = Side("user", "jmeter-samples", events=events, what=f"JMeter Σ elapsed of {level}",
+                coverage=(frame["start_ts"].min(), ends.item()))
+    return side
+
+
+def _timed_intervals(intervals: pl.DataFrame | None) -> Side | None:
+    """pgbench --progress-timestamp: each progress line's TPS x average latency x interval, at its wall time.
+
+    Only when every interval line has a wall time and an average latency (sysbench prints a
+    percentile, and no wall time); the interval length is the time since the previous line (for the
+    first line, its offset, else the next gap).
+    """
+    if intervals is None or not intervals.height:
+        return None
+    usable = intervals.filter(pl.col("ts").is_not_null() & pl.col("latency_pct").is_null() & pl.col("latency_ms").is_not_null())
+    if usable.height != intervals.height:
+        return None
+    key = ["source", "run"]
+    step = (pl.col("ts") - pl.col("ts").shift(1)).over(key).dt.total_microseconds() / 1e6
+    frame = usable.sort(*key, "ts").with_columns(step.alias("interval_s")).with_columns(
+        pl.col("interval_s").fill_null(pl.col("interval_s").shift(-1).over(key)).fill_null(1.0)
+    )
+    events = frame.select(  # at the interval's start, as samples and statements are placed by theirs
+        (pl.col("ts") - pl.duration(microseconds=(pl.col("interval_s") * 1e6).cast(pl.Int64))).alias("ts"),
+        (pl.col("tps") * pl.col("latency_ms") / 1000.0 * pl.col("interval_s")).alias("seconds"), "source",
+        pl.lit(1.0).alias("weight"), pl.col("ts").alias("end_ts"),
+    ).filter(pl.col("seconds").is_not_null())
+    if not events.height:
+        return None
+    return Side("user", "load-test-intervals", events=events,
+                what=f"{frame['tool'][0]} progress lines: TPS x average latency x interval",
+                coverage=(events["ts"].min(), events["end_ts"].max()))
+
+
+def _runs(tables: dict[str, pl.DataFrame]) -> pl.DataFrame | None:
+    runs = tables.get(t.LOAD_RUN)
+    if runs is None:
+        return None
+    runs = runs.with_columns(
+        pl.when(pl.col("latency_sum_ms").is_not_null())
+        .then(pl.col("latency_sum_ms") / 1000.0)
+        .when(pl.col("transactions").is_not_null() & pl.col("latency_avg_ms").is_not_null())
+        .then(pl.col("transactions") * pl.col("latency_avg_ms") / 1000.0)
+        .otherwise(pl.col("tps") * pl.col("latency_avg_ms") * pl.col("duration_s") / 1000.0)
+        .alias("user_s"),
+        pl.when(pl.col("latency_sum_ms").is_not_null())
+        .then(pl.format("{} latency sum ({} ms over {} transactions)", "tool", "latency_sum_ms", "transactions"))
+        .when(pl.col("transactions").is_not_null() & pl.col("latency_avg_ms").is_not_null())
+        .then(pl.format("{} transactions x latency average ({} x {} ms)", "tool", "transactions", "latency_avg_ms"))
+        .otherwise(pl.format("{} tps x latency average x duration ({} x {} ms x {} s)", "tool", "tps", "latency_avg_ms", "duration_s"))
+        .alias("detail"),
+    ).filter(pl.col("user_s").is_not_null())
+    if not runs.height:
+        return None
+    expected, told = _expected_queries(runs, tables.get(t.LOAD_STATEMENT_LATENCY))
+    return runs.with_columns(pl.Series("expected_queries", expected, dtype=pl.Int64), pl.Series("expected_text", told, dtype=pl.String))
+
+
+def _expected_queries(runs: pl.DataFrame, statements: pl.DataFrame | None) -> tuple[list[int | None], list[str | None]]:
+    """Queries the run sent, and how that is known: sysbench counts them; pgbench -r lists its script."""
+    expected = runs["queries"].to_list()
+    told = [f"the run counted {n:,} queries" if n is not None else None for n in expected]
+    if statements is not None:
+        per_run = (
+            statements.filter(~pl.col("statement").str.starts_with("\\"))
+            .group_by("source", "run")
+            .agg(pl.len().alias("n"), pl.col("script").n_unique().alias("scripts"))
+        )
+        for i, row in enumerate(runs.iter_rows(named=True)):
+            match = per_run.filter((pl.col("source") == row["source"]) & (pl.col("run") == row["run"]) & (pl.col("scripts") == 1))
+            if expected[i] is None and match.height and row["transactions"] is not None:
+                expected[i] = row["transactions"] * match["n"][0]
+                told[i] = f"the run sent {row['transactions']:,} transactions x {match['n'][0]} SQL statements = {expected[i]:,}"
+    return expected, told
+
+
+def _from_runs(runs: pl.DataFrame) -> Side:
+    sources = [
+        {"side": "user", "kind": "load-test-run", "detail": row["detail"], "source": row["source"],
+         "from": None, "to": None, "count": row["transactions"], "seconds": round(row["user_s"], 6)}
+        for row in runs.iter_rows(named=True)
+    ]
+    return Side("user", "load-test-run", total_s=float(runs["user_s"].sum()), sources=sources)
+
+
+def _from_app_metrics(metrics: pl.DataFrame, notes: list[str]) -> Side | None:
+    sums = metrics.filter(pl.col("metric").str.ends_with("_sum")).with_columns(
+        pl.col("metric").str.strip_suffix("_sum").alias("family")
+    )
+    if not sums.height:
+        return None
+    families = sums["family"].unique().to_list()
+    known = [f for f in families if f in USER_FAMILIES]
+    generic = [
+        f for f in families
+        if f not in USER_FAMILIES and re.match(GENERIC_USER_FAMILY_RE, f) and not f.startswith(NOT_USER_PREFIXES)
+    ]
+    candidates = known or generic
+    if not candidates:
+        return None
+    best: tuple[float, str, pl.DataFrame] | None = None
+    for family in sorted(candidates):
+        scale = USER_FAMILIES.get(family, (1.0, ""))[0]
+        series = sums.filter((pl.col("family") == family) & ~pl.col("labels").str.contains(IGNORED_ENDPOINT_RE))
+        deltas = counter_deltas(series.drop("family")).with_columns((pl.col("delta") * scale).alias("seconds"))
+        total = float(deltas["seconds"].sum())
+        if best is None or total > best[0]:
+            best = (total, family, deltas)
+    assert best is not None
+    total, family, deltas = best
+    if len(candidates) > 1:
+        notes.append(f"application latency families found: {', '.join(sorted(candidates))}; {family} has the most time and was used")
+    what = USER_FAMILIES.get(family, (1.0, "application latency histogram"))[1]
+    samples = sums.filter(pl.col("family") == family)
+    events = deltas.select(pl.col("start_ts").alias("ts"), "seconds", "source", pl.col("seconds").alias("weight"), pl.col("ts").alias("end_ts"))
+    return Side("user", "app-latency-metric", events=events, what=f"increase of {family}_sum ({what}): TPS x average latency",
+                coverage=(samples["ts"].min(), samples["ts"].max()))
+
+
+# ---------------------------------------------------------------- DB side
+
+
+def _db_side(tables: dict[str, pl.DataFrame], notes: list[str]) -> tuple[Side | None, str]:
+    reasons: list[str] = []
+    statements = tables.get(t.STATEMENT)
+    if statements is not None:
+        timed = statements.filter(
+            pl.col("query_time_s").is_not_null() & pl.col("start_ts").is_not_null() & ~pl.col("is_internal").fill_null(False)
+        )
+        if timed.height:
+            complete, why = log_completeness(timed, _threshold_settings(tables))
+            if complete:
+                return _from_statements(timed), ""
+            reasons.append(why)
+            notes.append(why)
+        else:
+            reasons.append("the statement log has no durations")
+    metrics = tables.get(t.METRIC_SAMPLE)
+    if metrics is not None:
+        side = _from_db_metrics(metrics)
+        if side is not None:
+            return side, ""
+    summary = _from_statement_summary(tables.get(t.STATEMENT_SUMMARY))
+    if summary is not None:
+        return summary, ""
+    if metrics is not None:
+        qps_only = [m for m in QPS_ONLY_COUNTERS if metrics.filter(pl.col("metric") == m).height]
+        if qps_only:
+            reasons.append(
+                f"{qps_only[0]} gives the DB's QPS but no latency: DB time needs a latency source as well "
+                "(a slow log with long_query_time=0, or mysqld_exporter --collect.perf_schema.eventsstatements)"
+            )
+    if not reasons:
+        reasons.append(
+            "no DB time: no statement log with durations, no DB-time counter (" + ", ".join(c.metric for c in DB_TIME_COUNTERS) + ")"
+        )
+    return None, "; ".join(reasons)
+
+
+def log_completeness(statements: pl.DataFrame, settings: dict[str, str] | None = None,
+                     expected: int | None = None) -> tuple[bool, str]:
+    """Does the statement log hold every statement? (answer, why), decided from the data.
+
+    A log with a duration threshold (slow log) has no statement shorter than it, and a log of
+    every statement always has sub-millisecond ones. When the count the load test sent is
+    known, the log must hold at least :data:`COMPLETE_LOG_MIN_SHARE` of it (sampling such as
+    ``log_slow_rate_limit`` or ``log_statement_sample_rate`` drops statements at any duration).
+    """
+    smallest = statements["query_time_s"].min()
+    sources = ", ".join(statements["source"].unique(maintain_order=True).to_list())
+    told = "".join(f"; {name} = {value}" for name, value in (settings or {}).items())
+    if smallest is None:
+        return False, f"{sources}: no statement durations"
+    if smallest > COMPLETE_LOG_MAX_MIN_S:
+        return False, (
+            f"{sources} is a slow log: its shortest statement took {smallest * 1000:.3f} ms (a log of every statement "
+            f"has some under {COMPLETE_LOG_MAX_MIN_S * 1000:g} ms){told}; the statements under its threshold are "
+            "missing, so it is not used as DB time"
+        )
+    if expected and statements.height < COMPLETE_LOG_MIN_SHARE * expected:
+        return False, (
+            f"{sources} holds {statements.height:,} statements where the load test sent {expected:,}: the log is "
+            f"sampled or filtered{told}, so it is not used as DB time"
+        )
+    return True, f"{sources}: shortest statement {smallest * 1000:.3f} ms{told}"
+
+
+def _threshold_settings(tables: dict[str, pl.DataFrame]) -> dict[str, str]:
+    settings = tables.get(t.DB_SETTING)
+    if settings is None:
+        return {}
+    rows = settings.filter(pl.col("name").str.to_lowercase().is_in(THRESHOLD_SETTINGS) & (pl.col("kind") != "status"))
+    return {row["name"].lower(): row["value"] for row in rows.iter_rows(named=True)}
+
+
+def _from_statements(statements: pl.DataFrame) -> Side:
+    events = statements.select(
+        pl.col("start_ts").alias("ts"), pl.col("query_time_s").alias("seconds"), "source", pl.lit(1.0).alias("weight"),
+        "conn_id", pl.coalesce("end_ts", "start_ts").alias("end_ts"),
+    )
+    return Side("db", "statement-log", events=events,
+                coverage=(events["ts"].min(), events["end_ts"].max()))
+
+
+def _from_statement_summary(summary: pl.DataFrame | None) -> Side | None:
+    """TiDB statements summary rows: each row's ``sum_latency_s`` between its first and last execution."""
+    if summary is None:
+        return None
+    rows = summary.filter(pl.col("sum_latency_s").is_not_null() & pl.col("first_seen").is_not_null())
+    if not rows.height:
+        return None
+    events = rows.select(
+        pl.col("first_seen").alias("ts"), pl.col("sum_latency_s").alias("seconds"), "source", pl.lit(1.0).alias("weight"),
+        pl.coalesce("last_seen", "first_seen").alias("end_ts"),
+    )
+    return Side("db", "statement-summary", events=events, what="Σ sum_latency of statement digests (statements summary)",
+                coverage=(events["ts"].min(), events["end_ts"].max()))
+
+
+def _from_db_metrics(metrics: pl.DataFrame) -> Side | None:
+    for counter in DB_TIME_COUNTERS:
+        series = metrics.filter(pl.col("metric") == counter.metric)
+        if counter.exclude_labels_re:
+            series = series.filter(~pl.col("labels").str.contains(counter.exclude_labels_re))
+        if series.group_by("source", "labels").len()["len"].max() is None:
+            continue
+        deltas = counter_deltas(series)
+        if not deltas.height:
+            continue
+        events = deltas.select(
+            pl.col("start_ts").alias("ts"), pl.col("delta").alias("seconds"), "source", pl.col("delta").alias("weight"),
+            pl.col("ts").alias("end_ts"),
+        )
+        return Side("db", "db-time-metric", events=events, what=counter.kind, coverage=(series["ts"].min(), series["ts"].max()), counter=counter)
+    return None
+
+
+# ---------------------------------------------------------------- alignment
+
+
+def _align(user: Side, db: Side, runs: pl.DataFrame | None,
+           tables: dict[str, pl.DataFrame]) -> tuple[tuple[Any, Any] | None, str, Side]:
+    """The period both sums cover, how it was found, and the DB side restricted to what belongs to it."""
+    if user.events is not None and db.events is not None:
+        assert user.coverage and db.coverage
+        start, end = max(user.coverage[0], db.coverage[0]), min(user.coverage[1], db.coverage[1])
+        if start > end:
+            return None, "timestamps of both sides, which do not overlap", db
+        return (start, end), "timestamps: both sums over the overlap of the two sides' coverage", db
+    assert db.events is not None
+    if runs is not None and runs.height == 1:
+        run = runs.row(0, named=True)
+        tool = run["tool"] or "the load test"
+        if db.kind == "statement-log":
+            matched = _by_connections(db.events, run)
+            if matched is not None:
+                events, text = matched
+                return _restricted(db, events, text)
+        if run["duration_s"]:
+            events, text = _busiest(db.events, run["duration_s"])
+            complete = db.kind != "statement-log" or _complete_for_run(events, run, tables)
+            if complete:
+                return _restricted(db, events, f"{tool} prints no wall-clock time: {text}")
+            return None, (
+                f"{tool} prints no wall-clock time and the statement log could not be matched to it: "
+                f"{_complete_reason(events, run, tables)}"
+            ), db
+    what = f"{runs.height} load-test run(s)" if runs is not None else user.what
+    text = f"{what} without wall-clock times: assumed to cover the whole span of the DB side; whole totals are compared"
+    return (None, None), text, db
+
+
+def _by_connections(events: pl.DataFrame, run: dict[str, Any]) -> tuple[pl.DataFrame, str] | None:
+    threads = run["threads"]
+    if not threads or events["conn_id"].null_count() == events.height:
+        return None
+    counts = events.group_by("source", "conn_id").len().sort(["len", "source", "conn_id"], descending=[True, False, False])
+    if counts.height < threads:
+        return None
+    top = counts.head(threads)
+    chosen = events.join(top.select("source", "conn_id"), on=["source", "conn_id"], how="semi")
+    expected = run["expected_queries"]
+    if expected and not COMPLETE_LOG_MIN_SHARE <= chosen.height / expected <= 1 / COMPLETE_LOG_MIN_SHARE:
+        return None
+    span_s = (chosen["end_ts"].max() - chosen["ts"].min()).total_seconds()
+    if run["duration_s"] and span_s > run["duration_s"] * SPAN_SLACK + SPAN_SLACK_S:
+        return None
+    others = events.filter(pl.col("ts").is_between(chosen["ts"].min(), chosen["end_ts"].max())).join(
+        top.select("source", "conn_id"), on=["source", "conn_id"], how="anti"
+    )
+    told = f"; {run['expected_text']}" if expected else ""
+    ids = ", ".join(str(c) for c in sorted(top["conn_id"].to_list(), key=_natural))
+    text = (
+        f"{run['tool']} prints no wall-clock time: its {threads} {'clients' if run['tool'] == 'pgbench' else 'threads'} "
+        f"were matched to the {threads} connections with the most statements ({ids}: {chosen.height:,} statements{told}), "
+        f"from {_iso(chosen['ts'].min())} to {_iso(chosen['end_ts'].max())}"
+    )
+    if others.height:
+        text += f"; {others.height:,} statements of other connections in that span ({others['seconds'].sum():.6f} s) are not counted"
+    return chosen, text
+
+
+def _busiest(events: pl.DataFrame, duration_s: float) -> tuple[pl.DataFrame, str]:
+    """The events in the ``duration_s`` stretch that holds the most weight (statements, or DB seconds)."""
+    ordered = events.sort("ts")
+    starts = ordered["ts"]
+    ends = starts.search_sorted(starts + timedelta(seconds=duration_s), side="right")
+    cumulative = pl.concat([pl.Series([0.0]), ordered["weight"].cum_sum()])
+    weights = cumulative.gather(ends) - cumulative.head(ordered.height)
+    best = int(weights.arg_max() or 0)
+    chosen = ordered.slice(best, int(ends[best]) - best)
+    text = (f"it is assumed to have run over the {duration_s:g} s stretch of the DB side with the most "
+            f"{'statements' if 'conn_id' in events.columns else 'DB time'}, "
+            f"from {_iso(chosen['ts'].min())} to {_iso(chosen['ts'].min() + timedelta(seconds=duration_s))}")
+    return chosen, text
+
+
+def _complete_for_run(events: pl.DataFrame, run: dict[str, Any], tables: dict[str, pl.DataFrame]) -> bool:
+    return log_completeness(events.rename({"seconds": "query_time_s"}), expected=run["expected_queries"])[0]
+
+
+def _complete_reason(events: pl.DataFrame, run: dict[str, Any], tables: dict[str, pl.DataFrame]) -> str:
+    return log_completeness(events.rename({"seconds": "query_time_s"}), _threshold_settings(tables), run["expected_queries"])[1]
+
+
+def _restricted(db: Side, events: pl.DataFrame, text: str) -> tuple[tuple[Any, Any], str, Side]:
+    end = events["end_ts"].max() if "end_ts" in events.columns else events["ts"].max()
+    return (events["ts"].min(), end), text, Side(db.side, db.kind, events=events, coverage=db.coverage, counter=db.counter, what=db.what)
+
+
+# ---------------------------------------------------------------- output
+
+
+def _fill_side(metric: dict[str, Any], side: Side, period: tuple[Any, Any] | None) -> float:
+    """Add the side's sources to ``metric`` and set its sum over ``period`` (None: everything it has)."""
+    key = "user_response_time_s" if side.side == "user" else "db_time_s"
+    if side.events is None:
+        metric["sources"] += side.sources
+        metric[key] = round(side.total_s or 0.0, 6)
+        return side.total_s or 0.0
+    events = side.events
+    if period is not None and period != (None, None) and side.kind == "statement-summary":
+        events = _prorated(events, period)
+    elif period is not None and period != (None, None):
+        events = events.filter(pl.col("ts").is_between(period[0], period[1], closed="left"))
+    per_source = events.group_by("source", maintain_order=True).agg(
+        pl.len().alias("count"), pl.col("seconds").sum(), pl.col("ts").min().alias("from"),
+        (pl.col("end_ts").max() if "end_ts" in events.columns else pl.col("ts").max()).alias("to"),
+    )
+    for row in per_source.iter_rows(named=True):
+        metric["sources"].append({
+            "side": side.side, "kind": side.kind, "detail": _detail(side, row), "source": row["source"],
+            "from": _iso(row["from"]), "to": _iso(row["to"]), "count": row["count"], "seconds": round(row["seconds"], 6),
+        })
+    total = float(events["seconds"].sum())
+    metric[key] = round(total, 6)
+    return total
+
+
+def _prorated(events: pl.DataFrame, period: tuple[Any, Any]) -> pl.DataFrame:
+    """Rows spanning ``ts``..``end_ts`` (statement summaries) keep the share of their time inside ``period``,
+    assuming their executions were spread evenly between first and last."""
+    start, end = pl.lit(period[0]).cast(t.UTC_TIME), pl.lit(period[1]).cast(t.UTC_TIME)
+    span = (pl.col("end_ts") - pl.col("ts")).dt.total_microseconds()
+    inside = (pl.min_horizontal("end_ts", end) - pl.max_horizontal("ts", start)).dt.total_microseconds().clip(lower_bound=0)
+    at_start = pl.col("ts").is_between(start, end, closed="left").cast(pl.Float64)
+    fraction = pl.when(span > 0).then(inside / span).otherwise(at_start)
+    return events.with_columns((pl.col("seconds") * fraction).alias("seconds"), fraction.alias("_fraction")).filter(
+        pl.col("_fraction") > 0
+    ).drop("_fraction")
+
+
+def _detail(side: Side, row: dict[str, Any]) -> str:
+    if side.kind == "statement-log":
+        return f"Σ statement durations from {row['source']} ({row['count']:,} statements)"
+    if side.kind == "jmeter-samples":
+        return f"{side.what} from {row['source']} ({row['count']:,} samples)"
+    if side.kind == "statement-summary":
+        return f"{side.what} from {row['source']} ({row['count']:,} digest rows, prorated over first to last execution)"
+    if side.kind == "load-test-intervals":
+        return f"{side.what} from {row['source']} ({row['count']:,} intervals)"
+    if side.counter is not None:
+        qps = f"; {side.counter.count_metric} gives the QPS" if side.counter.count_metric else ""
+        return f"increase of {side.counter.metric} ({side.what}){qps}; {row['count']:,} scrape intervals"
+    return f"{side.what}; {row['count']:,} scrape intervals"
+
+
+def _windows(user: pl.DataFrame, db: pl.DataFrame, period: tuple[Any, Any], window_s: float) -> pl.DataFrame:
+    width_us = max(1, int(round(window_s * 1e6)))
+
+    def per_window(events: pl.DataFrame, name: str) -> pl.DataFrame:
+        epoch_us = pl.col("ts").dt.epoch("us")
+        return (
+            events.filter(pl.col("ts").is_between(period[0], period[1], closed="left"))
+            .group_by(((epoch_us // width_us) * width_us).alias("window_us"))
+            .agg(pl.col("seconds").sum().alias(name))
+        )
+
+    frame = per_window(user, "user_response_time_s").join(per_window(db, "db_time_s"), on="window_us", how="full", coalesce=True)
+    return (
+        frame.with_columns(pl.col("user_response_time_s", "db_time_s").fill_null(0.0))
+        .with_columns(
+            pl.from_epoch("window_us", time_unit="us").dt.replace_time_zone("UTC").alias("window_start"),
+            pl.when(pl.col("user_response_time_s") > 0).then(pl.col("db_time_s") / pl.col("user_response_time_s")).alias("ratio"),
+        )
+        .sort("window_start")
+        .select("window_start", "user_response_time_s", "db_time_s", "ratio")
+    )
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if isinstance(value, datetime) else None
+
+
+def _natural(value: str) -> tuple[int, str]:
+    return (int(value), "") if value.isdigit() else (1 << 62, value)
