@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 from dbdiag.parsers import (
+    grafana_csv,
+    haproxy_stat,
+    prometheus_json,
+    tidb_dashboard_metrics,
+    tidb_statements,
     kernel_log,
     mysql_error_log,
     tidb_log,
@@ -77,4 +82,9 @@ PARSERS: tuple[ParserSpec, ...] = (
     kernel_log.SPEC,
     mysql_error_log.SPEC,
     tidb_log.SPEC,
+    prometheus_json.SPEC,
+    tidb_dashboard_metrics.SPEC,
+    grafana_csv.SPEC,
+    tidb_statements.SPEC,
+    haproxy_stat.SPEC,
 )
