@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dbdiag.parsers import (
+    perf_script,
     grafana_csv,
     haproxy_stat,
     prometheus_json,
@@ -75,6 +76,7 @@ PARSERS: tuple[ParserSpec, ...] = (
     pg_settings.SPEC,
     pg_conf.SPEC,
     tidb_config.SPEC,
+    perf_script.SPEC,
     perf_report.SPEC,
     perf_top.SPEC,
     sysbench.SPEC,

@@ -1,0 +1,122 @@
+"""Side-by-side speed and memory of dbdiag's perf script folding against FlameGraph's stackcollapse-perf.pl.
+
+Run by hand (not in CI). Record a busy machine, write the perf script text, fetch FlameGraph, then:
+
+    perf record -a -g -F 1999 -o /tmp/bench/perf.data -- sleep 60     # while a workload runs
+    perf script -i /tmp/bench/perf.data > /tmp/bench/big.txt
+    git clone https://github.com/brendangregg/FlameGraph /tmp/bench/FlameGraph
+    python benchmarks/bench_perf_fold.py /tmp/bench/big.txt --stackcollapse /tmp/bench/FlameGraph/stackcollapse-perf.pl
+
+Each tool runs as its own child process: dbdiag reads the file and calls the ``perf-script``
+parser (``SPEC.parse``, the same call the pipeline makes), ``perl stackcollapse-perf.pl FILE``
+folds it. dbdiag's child also prints the time of ``SPEC.parse`` alone (``parse_only_s``: without
+the interpreter start, imports and reading the file), shown as a second dbdiag line. Wall time, CPU time (user + sys, all threads) and the child's peak RSS come from
+``wait4``; MB/s is file size over wall time. Both sides print the total sample weight they folded
+(the sum of periods when perf printed them, else the sample count) so the outputs can be
+checked against each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+DBDIAG_FOLD = """
+import sys
+from pathlib import Path
+from dbdiag.parsers.base import ParseContext
+from dbdiag.parsers.perf_script import SPEC
+import time
+path = Path(sys.argv[1])
+text = path.read_text(encoding="utf-8", errors="backslashreplace")
+started, cpu_started = time.perf_counter(), time.process_time()
+result = SPEC.parse(text, ParseContext(source=path.name))
+parse_s, parse_cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
+stacks = result.tables["perf_stack"]
+weight = int(stacks.select(stacks["period"].fill_null(stacks["samples"]).sum()).item())
+print(f"samples={result.records} stacks={stacks.height} weight={weight} parse_only_s={parse_s:.2f} parse_only_cpu_s={parse_cpu_s:.2f}")
+"""
+
+
+@dataclass
+class Run:
+    tool: str
+    seconds: float
+    cpu_seconds: float
+    max_rss_mb: float
+    size_mb: float
+    summary: str
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.size_mb / self.seconds if self.seconds else 0.0
+
+
+def measure(tool: str, command: list[str], path: Path, summarize) -> Run:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, stdout=out, stderr=err)
+        _, status, usage = os.wait4(process.pid, 0)
+        elapsed = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if process.returncode != 0:
+        print(f"{tool} failed ({process.returncode}): {stderr.decode(errors='replace')[-500:]}", file=sys.stderr)
+    return Run(
+        tool,
+        elapsed,
+        usage.ru_utime + usage.ru_stime,
+        usage.ru_maxrss / 1024.0,
+        path.stat().st_size / 1e6,
+        summarize(stdout.decode(errors="replace")),
+    )
+
+
+def perl_summary(folded: str) -> str:
+    weights = [int(line.rsplit(" ", 1)[1]) for line in folded.splitlines() if " " in line]
+    return f"stacks={len(weights)} weight={sum(weights)}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("perf_script", type=Path, help="a big `perf script` text file")
+    parser.add_argument("--stackcollapse", type=Path, required=True, help="path of FlameGraph's stackcollapse-perf.pl")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per tool; the fastest is kept")
+    args = parser.parse_args()
+    plans = [
+        ("dbdiag", [sys.executable, "-c", DBDIAG_FOLD, str(args.perf_script)], lambda out: out.strip()),
+        ("stackcollapse-perf.pl", ["perl", str(args.stackcollapse), str(args.perf_script)], perl_summary),
+    ]
+    runs = [
+        min((measure(tool, command, args.perf_script, summarize) for _ in range(args.repeat)), key=lambda r: r.seconds)
+        for tool, command, summarize in plans
+    ]
+    ours = runs[0]
+    parse_only = re.search(r"parse_only_s=([0-9.]+) parse_only_cpu_s=([0-9.]+)", ours.summary)
+    if parse_only:
+        wall, cpu = float(parse_only.group(1)), float(parse_only.group(2))
+        runs.insert(1, Run("dbdiag (parse only)", wall, cpu, float("nan"), ours.size_mb, ""))
+    print(f"{'tool':<22} {'MB':>7} {'wall s':>7} {'cpu s':>7} {'MB/s':>7} {'peak RSS MB':>11} {'x dbdiag':>8}  output")
+    for run in runs:
+        ratio = run.seconds / ours.seconds if ours.seconds else float("nan")
+        if run.tool == "stackcollapse-perf.pl" and parse_only:
+            run.summary += (
+                f"  (x parse only: wall {run.seconds / runs[1].seconds:.1f}, cpu {run.cpu_seconds / runs[1].cpu_seconds:.1f})"
+            )
+        print(
+            f"{run.tool:<22} {run.size_mb:7.1f} {run.seconds:7.2f} {run.cpu_seconds:7.2f} {run.mb_per_s:7.1f} "
+            f"{run.max_rss_mb:11.0f} {ratio:8.1f}  {run.summary}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""perf script folding: goldens, totals checked against stackcollapse-perf.pl by hand, chunking, hostile input."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from dbdiag.parsers import perf_script
+from dbdiag.parsers.base import ParseContext, ParseError, ParseResult
+from tests.conftest import CORPUS
+from tests.golden import check_golden, result_as_json
+
+SCRIPT_FILES = sorted(p.name for p in (CORPUS / "perf").glob("flamegraph__*")) if (CORPUS / "perf").is_dir() else []
+REPORT_FILES = ["tidesdb__perf_report.txt", "lock-contention__perf-report.txt"]
+CAPTURES = sorted(p.name for p in (CORPUS / "captures").glob("*.tar.gz")) if (CORPUS / "captures").is_dir() else []
+GOLDEN_MAX_BYTES = 200_000
+GOLDEN_TOP_ROWS = 200
+
+# Sum of the counts printed by `perl stackcollapse-perf.pl [--event-filter=EVENT] FILE` (FlameGraph
+# HEAD), run by hand. It weights a sample by its period when perf printed one, else by 1.
+PERL_TOTALS = {
+    ("flamegraph__perf-cycles-instructions-01.txt", "instructions"): 333,
+    ("flamegraph__perf-cycles-instructions-01.txt", "cycles"): 111,
+    ("flamegraph__perf-dd-stacks-01.txt", "cpu-clock"): 101010100,
+    ("flamegraph__perf-funcab-cmd-01.txt", "cpu-clock"): 169,
+    ("flamegraph__perf-java-faults-01.txt", "page-faults"): 200,
+    ("flamegraph__perf-java-stacks-02.txt", "cycles"): 2,
+    ("flamegraph__perf-js-stacks-01.txt", "cpu-clock"): 2,
+    ("flamegraph__perf-numa-stacks-01.txt", "cpu-clock"): 199,
+    ("mariadb-sysbench-debian12.tar.gz", "cpu-clock:pppH"): 5343434290,
+    ("numa2-guest-iperf-debian12.tar.gz", "cpu-clock:ppp"): 76949494180,
+    ("numa2x2-guest-iperf-debian12.tar.gz", "cpu-clock:ppp"): 40353534950,
+    ("postgres-pgbench-debian12.tar.gz", "cpu-clock:pppH"): 5111111060,
+}
+# stackcollapse-perf.pl only counts a sample when a blank line follows it: these two files end
+# without one, so it misses their last sample (dd: 10101010 cpu-clock period; numa: 1 sample).
+PERL_MISSES_LAST_SAMPLE = {"flamegraph__perf-dd-stacks-01.txt": 10101010, "flamegraph__perf-numa-stacks-01.txt": 1}
+SAMPLES = {
+    "flamegraph__perf-cycles-instructions-01.txt": 444,
+    "flamegraph__perf-dd-stacks-01.txt": 11,
+    "flamegraph__perf-funcab-cmd-01.txt": 169,
+    "flamegraph__perf-java-faults-01.txt": 23,
+    "flamegraph__perf-java-stacks-02.txt": 2,
+    "flamegraph__perf-js-stacks-01.txt": 2,
+    "flamegraph__perf-numa-stacks-01.txt": 200,
+    "mariadb-sysbench-debian12.tar.gz": 529,
+    "numa2-guest-iperf-debian12.tar.gz": 7618,
+    "numa2x2-guest-iperf-debian12.tar.gz": 3995,
+    "postgres-pgbench-debian12.tar.gz": 506,
+}
+
+
+def _member(capture: str, name: str) -> str:
+    with tarfile.open(CORPUS / "captures" / capture, "r:gz") as tar:
+        return tar.extractfile(tar.getmember(f"capture/os/{name}")).read().decode("utf-8", "backslashreplace")
+
+
+def _corpus_text(name: str) -> str:
+    return (CORPUS / "perf" / name).read_text(encoding="utf-8", errors="backslashreplace")
+
+
+def _parse(text: str, source: str = "perf-script.txt") -> ParseResult:
+    return perf_script.SPEC.parse(text, ParseContext(source=source))
+
+
+def _golden_view(result: ParseResult) -> ParseResult:
+    """The result as is, or, when its golden would pass GOLDEN_MAX_BYTES, its top rows by samples plus totals.
+
+    None of the current corpus files needs the cut (the biggest golden is ~180 KB); it keeps a
+    future big capture from adding megabytes of JSON.
+    """
+    if len(json.dumps(result_as_json(result), default=str)) <= GOLDEN_MAX_BYTES:
+        return result
+    stacks = result.tables[perf_script.PERF_STACK]
+    totals = (
+        f"golden cut to the top {GOLDEN_TOP_ROWS} of {stacks.height} stacks; totals: "
+        f"samples={stacks['samples'].sum()} period={stacks['period'].sum()}"
+    )
+    return ParseResult(
+        tables={perf_script.PERF_STACK: stacks.head(GOLDEN_TOP_ROWS)},
+        records=result.records,
+        warnings=result.warnings,
+        notes=[*result.notes, totals],
+    )
+
+
+def _weight_by_event(result: ParseResult) -> dict[str | None, int]:
+    stacks = result.tables["perf_stack"]
+    weights = stacks.group_by("event").agg(pl.col("period").fill_null(pl.col("samples")).sum().alias("weight"))
+    return dict(weights.rows())
+
+
+@pytest.mark.parametrize("name", SCRIPT_FILES)
+def test_corpus_golden(name: str, update_goldens: bool) -> None:
+    text = _corpus_text(name)
+    assert perf_script.SPEC.detect(text[:8192], "member") > 0.5
+    result = _parse(text, f"perf/{name}")
+    assert result.warnings == []
+    check_golden(f"perf-script__{name}", _golden_view(result), update_goldens)
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_capture_golden(capture: str, update_goldens: bool) -> None:
+    text = _member(capture, "perf-script.txt")
+    assert perf_script.SPEC.detect(text[:8192], "perf-script.txt") > 0.5
+    result = _parse(text, "capture/os/perf-script.txt")
+    assert result.warnings == []
+    check_golden(f"perf-script__{capture.removesuffix('.tar.gz')}__perf-script.txt", _golden_view(result), update_goldens)
+
+
+@pytest.mark.parametrize("name", [*SCRIPT_FILES, *CAPTURES])
+def test_totals_match_stackcollapse_perf(name: str) -> None:
+    text = _member(name, "perf-script.txt") if name in CAPTURES else _corpus_text(name)
+    result = _parse(text)
+    assert result.records == SAMPLES[name]
+    expected = {event: total for (file, event), total in PERL_TOTALS.items() if file == name}
+    weights = _weight_by_event(result)
+    for event, total in expected.items():
+        assert weights[event] == total + PERL_MISSES_LAST_SAMPLE.get(name, 0)
+    assert set(weights) == set(expected)
+
+
+def test_report_text_is_not_perf_script() -> None:
+    for name in REPORT_FILES:
+        assert perf_script.SPEC.detect(_corpus_text(name)[:8192], name) <= 0.5
+    for capture in CAPTURES:
+        assert perf_script.SPEC.detect(_member(capture, "perf-report.txt")[:8192], "perf-report.txt") <= 0.5
+
+
+def test_folded_stack_strings() -> None:
+    js = _parse(_corpus_text("flamegraph__perf-js-stacks-01.txt")).tables["perf_stack"]
+    # Same string as stackcollapse-perf.pl's line for this sample (minus its leading "node-v011;").
+    expected = (
+        "__libc_start_main;node::Start;uv_run;uv__io_poll;uv__async_io;uv__async_event;uv__work_done;node::After;"
+        "v8::Function::Call;v8::internal::Execution::Call;v8::internal::Invoke;Stub:JSEntryStub;"
+        "Builtin:A builtin from the snapshot;LazyCompile:_tickDomainCallback node.js:387;"
+        "LazyCompile:*Async$consumeFunctionBuffer /apps/node/webapp/node_modules/xxxxx/js/main/async.js:39;"
+        "v8::internal::Execution::Call;LazyCompile:~body_0 evalmachine.<anonymous>:1;RegExp:[&<>\\\\]"
+    )
+    row = js.filter(pl.col("stack") == expected)
+    assert row.select("comm", "tid", "leaf", "leaf_kernel", "samples", "period").rows() == [
+        ("node-v011", 31912, "RegExp:[&<>\\\\]", False, 1, None)
+    ]
+    dd = _parse(_corpus_text("flamegraph__perf-dd-stacks-01.txt")).tables["perf_stack"]
+    # "[unknown] ([unknown])" stays "[unknown]"; kernel frames from vmlinux count as kernel.
+    first = dd.row(0, named=True)
+    assert first["stack"] == "[unknown];write;system_call;sys_write;vfs_write;fsnotify;__srcu_read_unlock"
+    assert (first["samples"], first["period"], first["leaf_kernel"]) == (2, 20202020, True)
+
+
+def test_notes_and_ids() -> None:
+    result = _parse(_corpus_text("flamegraph__perf-cycles-instructions-01.txt"))
+    assert result.notes[:5] == [
+        "captured on: Thu Aug 17 14:14:43 2017",
+        "hostname: bgregg-lgud2",
+        "os release: 4.13.0-rc1",
+        "nrcpus online: 8",
+        "nrcpus avail: 8",
+    ]
+    assert "samples per event: instructions 333, cycles 111" in result.notes
+    assert any(note.startswith("perf sample times are seconds since boot") for note in result.notes)
+    text = "mariadbd 21596/21626 [001]  1291.146818:   10101010 cpu-clock:pppH: \n\t83d61f do_command+0x13f (/usr/sbin/mariadbd)\n"
+    row = _parse(text).tables["perf_stack"].row(0, named=True)
+    assert (row["pid"], row["tid"], row["stack"], row["leaf_kernel"]) == (21596, 21626, "do_command", False)
+
+
+def test_unknown_symbol_uses_dso_basename_and_no_stack_uses_header_symbol() -> None:
+    text = (
+        "swapper     0 [000]  1291.146818:   10101010 cpu-clock:pppH:  ffffffff821f2c2b pv_native_safe_halt+0xb ([kernel.kallsyms])\n"
+        "mariadbd 21626 [001]  1291.2: 10101010 cpu-clock:pppH: \n"
+        "\t          ee550a [unknown] (/usr/sbin/mariadbd)\n"
+        "\t           891f5 start_thread+0x305 (/usr/lib/x86_64-linux-gnu/libc.so.6)\n"
+        "\n"
+        "python3 29956 [001]  8303.278639:     500250 cpu-clock:pppH: \n"
+        "\n"
+    )
+    stacks = _parse(text).tables["perf_stack"].sort("comm")
+    assert stacks.select("comm", "stack", "leaf", "leaf_kernel").rows() == [
+        ("mariadbd", "start_thread;[mariadbd]", "[mariadbd]", False),
+        ("python3", "[unknown]", "[unknown]", None),
+        ("swapper", "pv_native_safe_halt", "pv_native_safe_halt", True),
+    ]
+
+
+@pytest.mark.parametrize("name", ["flamegraph__perf-numa-stacks-01.txt", "flamegraph__perf-java-stacks-02.txt"])
+def test_chunking_gives_the_same_result(name: str) -> None:
+    text = _corpus_text(name)
+    whole = perf_script.parse_chunked(text, ParseContext(source="x"), 10**9)
+    pieces = perf_script.parse_chunked(text, ParseContext(source="x"), 1000)
+    assert result_as_json(pieces) == result_as_json(whole)
+
+
+def test_chunking_capture_gives_the_same_result() -> None:
+    text = _member("numa2x2-guest-iperf-debian12.tar.gz", "perf-script.txt")
+    whole = perf_script.parse_chunked(text, ParseContext(source="x"), 10**9)
+    pieces = perf_script.parse_chunked(text, ParseContext(source="x"), 50_000)
+    assert pieces.tables["perf_stack"].equals(whole.tables["perf_stack"])
+    assert (pieces.records, pieces.notes, pieces.warnings) == (whole.records, whole.notes, whole.warnings)
+
+
+def test_binary_junk_is_refused() -> None:
+    junk = "".join(chr(c) for c in range(1, 256)) * 50
+    assert perf_script.SPEC.detect(junk[:8192], "perf-script.txt") <= 0.5
+    with pytest.raises(ParseError):
+        _parse(junk)
+
+
+def test_junk_between_samples_is_skipped_with_warnings() -> None:
+    text = _corpus_text("flamegraph__perf-dd-stacks-01.txt")
+    junk = "\x00\x01\x02 binary \ufffd junk \x7f\n" * 120
+    result = _parse(junk + "\n" + text)
+    assert result.records == 11
+    assert result.warnings[0].line == 1
+    assert result.warnings[-1].reason == "70 more warnings not shown"
+
+
+def test_truncated_last_sample_is_kept() -> None:
+    text = _corpus_text("flamegraph__perf-funcab-cmd-01.txt")
+    cut = text[: text.rindex("main (/root") + 4]  # the last frame line stops mid-line: "...main"
+    result = _parse(cut)
+    assert result.records == 169
+    assert [w.reason for w in result.warnings] == ["indented line is not a frame ('address symbol (dso)'); skipped"]
+
+
+def test_frame_before_any_header_is_skipped() -> None:
+    text = "\t          400577 func_b (/root/lang/func_ab)\n" + _corpus_text("flamegraph__perf-dd-stacks-01.txt")
+    result = _parse(text)
+    assert result.records == 11
+    assert [(w.line, w.reason) for w in result.warnings] == [
+        (1, "frame line outside any sample (no header line above it)")
+    ]
+
+
+def test_huge_line_does_not_break_parsing() -> None:
+    huge = "x" * 3_000_000
+    text = _corpus_text("flamegraph__perf-dd-stacks-01.txt") + "\n" + huge + "\n"
+    result = _parse(text)
+    assert result.records == 11
+    assert [w.line for w in result.warnings] == [text.count("\n")]
+    long_symbol = "dd 1 1.0: 1 cpu-clock: \n\t400577 " + "f" * 1_000_000 + " (/bin/dd)\n"
+    stacks = _parse(long_symbol).tables["perf_stack"]
+    assert stacks["stack"].str.len_chars().to_list() == [1_000_000]
+
+
+def test_no_header_at_all_is_an_error() -> None:
+    with pytest.raises(ParseError):
+        _parse("\t400577 func_b (/root/lang/func_ab)\n\n")
+    with pytest.raises(ParseError):
+        _parse("")
