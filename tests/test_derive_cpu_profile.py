@@ -221,3 +221,12 @@ def test_flat_report_without_counts_still_gives_shares():
     busy = {c["category"]: c["busy_share_pct"] for c in metric["categories"]}
     assert busy["locks-futex"] == 60.0 and busy["other"] == 30.0  # no comm: ExecScan cannot be told a database's
     assert metric["processes"] == []
+
+
+def test_go_goroutine_roots_do_not_make_every_go_stack_garbage_collection() -> None:
+    """runtime.goexit / runtime.mstart sit at the root of every goroutine and thread of a Go server."""
+    query = ["runtime.goexit", "github.com/pingcap/tidb/executor.(*ExecStmt).Exec", "github.com/pingcap/tidb/util/codec.DecodeOne"]
+    marking = ["runtime.goexit", "runtime.gcBgMarkWorker", "runtime.systemstack", "runtime.gcDrain", "runtime.scanobject"]
+    assert cp.frame_category(query, comm="tidb-server") == "database"
+    assert cp.frame_category(marking, comm="tidb-server") == "runtime-gc"
+    assert cp.frame_category(["runtime.goexit", "main.handler", "runtime.mallocgc"], comm="app") == "runtime-gc"

@@ -132,7 +132,11 @@ SYSCALL_FRAMES = (
     r"|syscall_exit_to_user_mode\w*|el0_svc\w*|invoke_syscall|system_call(_fastpath)?|sys_\w+"
 )
 RUNTIME_GC_FRAMES = (
-    r"runtime\.\S+|(G1|PS|Par|CMS|Z|Shenandoah|Serial|Young|Old)\w*::.*|GCTaskThread::.*|ConcurrentGCThread::.*"
+    # Go: the collector and the allocator only; runtime.goexit / runtime.mstart root every goroutine and thread
+    r"runtime\.(gc\w*|scanobject|greyobject|findObject|markroot\w*|scanblock|scanstack|scanframeworker|shade|wbBuf\w*"
+    r"|bgsweep|sweepone|bgscavenge|mallocgc\w*|largeAlloc|nextFreeFast|heapBitsSetType|markBits\w*"
+    r"|\(\*(mheap|mcentral|mcache|mspan|gcWork|gcControllerState|sweepLocked)\)\.\w+)"
+    r"|(G1|PS|Par|CMS|Z|Shenandoah|Serial|Young|Old)\w*::.*|GCTaskThread::.*|ConcurrentGCThread::.*"
     r"|GangWorker::.*|WorkerThread::.*|SpinPause|OopMapCache::.*|InstanceKlass::oop_oop_iterate.*"
 )
 # Leaf-only hint used when no frame matched (flat profiles): zeroing pages is what faults do.
