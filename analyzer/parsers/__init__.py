@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dbdiag.parsers import (
+    jmeter_jtl_csv,
+    jmeter_jtl_xml,
     perf_script,
     grafana_csv,
     haproxy_stat,
@@ -89,4 +91,6 @@ PARSERS: tuple[ParserSpec, ...] = (
     grafana_csv.SPEC,
     tidb_statements.SPEC,
     haproxy_stat.SPEC,
+    jmeter_jtl_csv.SPEC,
+    jmeter_jtl_xml.SPEC,
 )

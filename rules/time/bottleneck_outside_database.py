@@ -134,7 +134,9 @@ def _finding(
         title="Bottleneck outside the database: " + "; ".join(parts),
         subject="application / network / proxy",
         impact={
-            "share_pct": outside_pct if outside_pct is not None else 0.0,
+            # not "share_pct": this finding says where the time went; the findings that explain it
+            # (softirqs, proxy limits...) carry the shares and sort first
+            "outside_share_pct": outside_pct,
             "description": (
                 f"{outside_pct:.0f}% of the users' waiting happened outside the database"
                 if outside_pct is not None

@@ -50,7 +50,7 @@ def test_db_time_thirteen_percent_of_user_time_is_critical():
     finding = outcome.findings[0]
     assert finding.severity is Severity.CRITICAL
     assert "the database worked 13% of the time users waited (2,340.0 s of 18,000.0 s); threshold 30%" in finding.title
-    assert finding.impact["share_pct"] == 87.0 and finding.impact["db_time_ratio"] == 0.13
+    assert finding.impact["outside_share_pct"] == 87.0 and finding.impact["db_time_ratio"] == 0.13
     assert "softirq-concentration" in finding.impact["see_also"]
 
 
