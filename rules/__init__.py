@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dbdiag.rules.app import connection_ceiling, connection_pool_oversized, rate_limit_advice, tail_latency_spikes
 from dbdiag.rules.base import Rule
 from dbdiag.rules.cpu import context_switch_overhead, irq_affinity_skew, lock_contention, softirq_concentration
 from dbdiag.rules.config import (
@@ -40,6 +41,10 @@ RULES: tuple[Rule, ...] = (
     no_cpu_isolation.RULE,
     oom_restart.RULE,
     load_test_inflation.RULE,
+    connection_ceiling.RULE,
+    connection_pool_oversized.RULE,
+    tail_latency_spikes.RULE,
+    rate_limit_advice.RULE,
     plan_flip.RULE,
     stale_statistics.RULE,
     full_table_scan.RULE,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import json
 import os
@@ -92,7 +94,14 @@ def test_html_loads_nothing_from_outside(tmp_path: Path):
     html = (tmp_path / "demo.html").read_text(encoding="utf-8")
     assert 'http-equiv="Content-Security-Policy"' in html and "default-src 'none'" in html
     assert not re.search(r"""\b(?:src|href|action|poster|data)\s*=\s*(?!["']?#)""", html, re.IGNORECASE)
-    assert not re.search(r"url\(|@import|<link\b|<script\b|<iframe\b", html, re.IGNORECASE)
+    assert not re.search(r"url\(|@import|<link\b|<iframe\b", html, re.IGNORECASE)
+    # The one script (flame graph zoom/search) is inline, and the CSP allows it by its hash only.
+    scripts = re.findall(r"<script\b([^>]*)>(.*?)</script>", html, re.IGNORECASE | re.DOTALL)
+    assert len(scripts) <= 1
+    for attributes, body in scripts:
+        assert "src" not in attributes.lower()
+        digest = base64.b64encode(hashlib.sha256(body.encode("utf-8")).digest()).decode()
+        assert f"'sha256-{digest}'" in html.split("Content-Security-Policy", 1)[1].split(">", 1)[0]
     # The only URL is the SVG namespace, which is a name, not a fetch.
     assert set(re.findall(r"https?://[^\s\"'<>]+", html)) <= {"http://www.w3.org/2000/svg"}
 

@@ -1,0 +1,584 @@
+"""Connections or proxy sessions held flat at a configured limit while more clients wanted in.
+
+What it detects:
+    (a) HAProxy ``show stat`` snapshots where a frontend, listener or server has its current
+        sessions (``scur``) at its session limit (``slim``: frontend/listener ``maxconn``,
+        server ``maxconn``) in several snapshots, or at the limit with requests queued (``qcur``);
+        and, as information, objects whose peak since the counters were reset (``smax``) reached
+        the limit although they are below it now.
+    (b) Connection series in dashboard exports (``metric_sample``) that sit on a plateau at a
+        known limit (``max_connections``, the HAProxy session limit series) or at a round
+        number such as 1000, 2000 or 4096 while demand grows: requests queue, connection errors
+        rise, the load test adds threads, or the series climbs past the plateau once the limit
+        was raised.
+
+Why it matters:
+    A connection limit does not slow the database down; it makes clients wait before they
+    reach it (HAProxy keeps them in the kernel's accept backlog or its server queue, a database
+    at ``max_connections`` refuses them with "Too many connections"). The database then looks
+    idle or healthy while users see timeouts, and the time goes into queues no database metric
+    shows. The field case: HAProxy sessions flat at 2000 (the frontend's maxconn) until someone
+    raised it, while application latency climbed.
+
+How it is detected:
+    Inputs: ``proxy_stat`` (HAProxy ``show stat`` CSV, one or more snapshots), ``metric_sample``
+    (Prometheus/Grafana series with the names in CONNECTION_METRICS, limits in LIMIT_METRICS;
+    other series whose name or file name says connection/session and that are not counters,
+    durations or sizes, e.g. a Grafana "Connection Count" panel, count too but have no known limit),
+    ``db_setting`` (``max_connections``, TiDB ``max-server-connections``, of the series' engine)
+    for limits, ``load_sample`` (JMeter ``allThreads``) for growing demand.
+    A value is at the limit when it is at least AT_LIMIT_SHARE_PCT = 99% of it.
+    (a) Fires (warning) for a frontend, listener or server at its limit in at least
+    MIN_SNAPSHOTS_AT_LIMIT = 2 snapshots, or in one snapshot with requests queued in its
+    backend or server; one finding per frontend and one per backend's servers, with the limit
+    in force when it was hit and, when the limit was raised later in the capture, the sessions
+    reached after (the demand the old limit held back). A backend's ``slim`` is its
+    ``fullconn`` (a tuning knob, not a limit) and is not judged; its queue is read as demand. ``smax`` >= ``slim`` alone gives an info
+    finding (the limit was hit at some time since the counters were reset).
+    (b) A plateau is a run of consecutive samples all within 1% of the run's highest value,
+    lasting at least PLATEAU_MIN_SAMPLES = 5 samples and PLATEAU_MIN_S = 60 s. It fires when
+    the plateau is at a known limit (warning: new connections are refused), or at a round
+    number (a multiple of 500, or a power of two from 256) and demand grew during it: a queue
+    series above 0 (QUEUE_METRIC_PATTERN), a connection-error counter rising
+    (ERROR_METRIC_PATTERN), JMeter threads rising, or the series itself climbing more than 1%
+    past the plateau afterwards (the limit was raised).
+
+Remediation:
+    Raise the limit that was hit, and the ones behind it, in order: HAProxy ``maxconn`` in the
+    frontend (default 2000 in older HAProxy builds when unset in ``defaults``) and in the
+    ``global`` section (a process-wide cap; with ``nbproc`` > 1 each process has its own limit and
+    its own stats, prefer ``nbthread`` so that limits and stats cover the whole proxy), the server
+    ``maxconn`` (requests beyond it queue in HAProxy; keep the sum of server maxconn over every
+    HAProxy process under the database's ``max_connections``), the database ``max_connections``
+    (MySQL/MariaDB ``SET GLOBAL max_connections``, PostgreSQL ``max_connections`` + restart, TiDB
+    ``max-server-connections``/``max_connections``), and application pool sizes. Before raising
+    it, check that the database can serve more concurrency (see ``connection-pool-oversized``):
+    a limit near the CPUs' capacity is better moved to a queue than removed.
+
+References:
+    HAProxy Management Guide, "show stat" fields 4-6 (scur, smax, slim) and 2-3 (qcur, qmax);
+    HAProxy Configuration Manual: maxconn (global, frontend, server), fullconn, nbthread;
+    MySQL ``max_connections``; PostgreSQL ``max_connections``; TiDB ``max-server-connections``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import polars as pl
+
+from dbdiag import tables as t
+from dbdiag.findings import Evidence, Finding, Scope, Severity
+from dbdiag.rules.app.common import iso
+from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
+
+RULE_ID = "connection-ceiling"
+
+AT_LIMIT_SHARE_PCT = 99.0
+MIN_SNAPSHOTS_AT_LIMIT = 2
+MAX_SNAPSHOT_ROWS = 24
+PLATEAU_MIN_SAMPLES = 5
+PLATEAU_MIN_S = 60.0
+ROUND_MULTIPLE = 500
+ROUND_POWER_OF_TWO_FROM = 256
+
+# Connection series -> the series (same instance, same labels) holding their limit, and the database
+# settings (``db_setting`` names, of which engines) that can hold it instead.
+CONNECTION_METRICS = {
+    "tidb_server_connections": (None, ("max_connections", "max-server-connections"), ("tidb",)),
+    "mysql_global_status_threads_connected": ("mysql_global_variables_max_connections", ("max_connections",), ("mysql", "mariadb", "percona")),
+    "pg_stat_activity_count": ("pg_settings_max_connections", ("max_connections",), ("postgresql",)),
+    "haproxy_frontend_current_sessions": ("haproxy_frontend_limit_sessions", (), ()),
+    "haproxy_server_current_sessions": ("haproxy_server_limit_sessions", (), ()),
+    "haproxy_listener_current_sessions": ("haproxy_listener_limit_sessions", (), ()),
+    "haproxy_process_current_connections": ("haproxy_process_max_connections", (), ()),
+}
+LIMIT_METRICS = tuple(sorted({limit for limit, _, _ in CONNECTION_METRICS.values() if limit}))
+# Series summed over their labels per instance (pg_stat_activity_count is split by datname and state).
+SUMMED_METRICS = ("pg_stat_activity_count",)
+# Series of other names (Grafana panels name series after instances; the panel is the file name) count as
+# connection series when their name or file says so and they are not counters, durations or sizes.
+GENERIC_CONNECTION_PATTERN = r"(?i)(connection|session)"
+NOT_A_COUNT_PATTERN = (
+    r"(?i)(_total|_count|_sum|_bucket|_created|duration|idle|second|latency|bytes|error|rate|per_s|qps|max_used|aborted"
+    r"|^mysql_global_status_connections$)"  # MySQL's Connections is a counter without the _total suffix
+)
+QUEUE_METRIC_PATTERN = r"(?i)(current_queue|queue_current|_qcur$|waiting_connections)"
+ERROR_METRIC_PATTERN = r"(?i)(connection_errors|aborted_connects|connect_errors|denied_connections|request_errors|too_many_connections)"
+
+
+@dataclass(frozen=True)
+class Plateau:
+    level: float
+    start: datetime
+    end: datetime
+    samples: int
+    after_max: float | None  # highest value after the plateau, when the series goes on
+    rise_ts: datetime | None  # first sample above the plateau (by more than 1%) after it
+
+
+def check(inp: RuleInput) -> Verdict:
+    findings: list[Finding] = []
+    measured: list[str] = []
+    judged_any = False
+    stats = inp.table(t.PROXY_STAT)
+    if stats is not None:
+        proxy_findings, proxy_measured, judged = _proxy_findings(stats)
+        findings += proxy_findings
+        measured.append(proxy_measured)
+        judged_any |= judged
+    samples = inp.table(t.METRIC_SAMPLE)
+    if samples is not None:
+        metric_findings, metric_measured, judged = _metric_findings(inp, samples)
+        findings += metric_findings
+        if metric_measured:
+            measured.append(metric_measured)
+        judged_any |= judged
+    if not judged_any:
+        raise Skip(
+            "no HAProxy frontend/listener/server with a session limit (slim) and no connection series "
+            f"({', '.join(sorted(CONNECTION_METRICS))}) in the metrics"
+        )
+    return Verdict(findings=findings, measured="; ".join(m for m in measured if m))
+
+
+# ---- HAProxy show stat ---------------------------------------------------------------------------
+
+
+def _proxy_findings(stats: pl.DataFrame) -> tuple[list[Finding], str, bool]:
+    limited = stats.filter(pl.col("type").is_in(["frontend", "listener", "server"]) & (pl.col("slim") > 0))
+    if limited.height == 0:
+        return [], "HAProxy: no frontend, listener or server with a session limit", False
+    backend_queue = (
+        stats.filter(pl.col("type") == "backend")
+        .group_by("source", "snapshot", "proxy")
+        .agg(pl.col("qcur").max().alias("backend_qcur"))
+    )
+    rows = (
+        limited.join(backend_queue, on=["source", "snapshot", "proxy"], how="left")
+        .with_columns(
+            (pl.col("scur") * 100 >= pl.col("slim") * AT_LIMIT_SHARE_PCT).alias("at_limit"),
+            pl.max_horizontal(pl.col("qcur").fill_null(0), pl.col("backend_qcur").fill_null(0)).alias("queued"),
+            pl.when(pl.col("type") == "server").then(pl.lit("servers")).otherwise(pl.lit("frontend")).alias("unit"),
+        )
+        .sort("source", "proxy", "server", "snapshot")
+    )
+    findings: list[Finding] = []
+    history: list[dict[str, Any]] = []
+    snapshots = rows["snapshot"].n_unique()
+    for (source, proxy, unit), members in rows.group_by("source", "proxy", "unit", maintain_order=True):
+        hit: list[str] = []
+        for (server,), group in members.group_by("server", maintain_order=True):
+            at_limit = group.filter(pl.col("at_limit"))
+            if at_limit.height >= MIN_SNAPSHOTS_AT_LIMIT or at_limit.filter(pl.col("queued") > 0).height > 0:
+                hit.append(server)
+            elif at_limit.height == 0 and (group["smax"] >= group["slim"]).any():
+                history.append(group.row(-1, named=True))
+        if hit:
+            findings.append(_proxy_finding(source, proxy, unit, members, hit))
+    if history:
+        findings.append(_history_finding(history))
+    at_limit_count = rows.filter(pl.col("at_limit")).select("source", "proxy", "server").unique().height
+    measured = (
+        f"HAProxy: {rows.select('source', 'proxy', 'server').unique().height} limited frontends/listeners/servers in "
+        f"{snapshots} snapshot(s), {at_limit_count} at {AT_LIMIT_SHARE_PCT:g}% of their limit or more, "
+        f"{len(history)} with smax >= slim"
+    )
+    return findings, measured, True
+
+
+def _proxy_finding(source: str, proxy: str, unit: str, members: pl.DataFrame, hit: list[str]) -> Finding:
+    """One finding per frontend (with its listeners) or per backend's servers: the limit in force when it was hit."""
+    # A frontend's listeners carry the same sessions as the frontend: its own row speaks for it when it was hit.
+    shown = ["FRONTEND"] if unit == "frontend" and "FRONTEND" in hit else hit
+    rows = members.filter(pl.col("server").is_in(shown))
+    per_snapshot = (
+        rows.group_by("snapshot")
+        .agg(
+            pl.col("ts").first(), pl.col("scur").sum(), pl.col("slim").sum(), pl.col("smax").max(),
+            pl.col("queued").max(), pl.col("at_limit").sum().alias("members_at_limit"), pl.col("stot").sum(),
+        )
+        .sort("snapshot")
+    )
+    at_limit_rows = rows.filter(pl.col("at_limit"))
+    limit_then = int(at_limit_rows.sort("snapshot")["slim"][-1])  # per member; the same for every server in practice
+    limit_total = int(per_snapshot.filter(pl.col("members_at_limit") > 0)["slim"][-1])
+    snapshots_at_limit = per_snapshot.filter(pl.col("members_at_limit") > 0)
+    last_at_limit = int(snapshots_at_limit["snapshot"][-1])
+    after = per_snapshot.filter(pl.col("snapshot") > last_at_limit)
+    raised = after.filter(pl.col("slim") > limit_total)
+    max_queue = int(per_snapshot["queued"].max() or 0)
+    queue_text = f", up to {max_queue:,} requests queued" if max_queue else ""
+    times = snapshots_at_limit["ts"].drop_nulls()
+    when = f" from {iso(times.min())} to {iso(times.max())}" if times.len() else ""
+    raised_text = first_step = ""
+    if raised.height:
+        first = raised.row(0, named=True)
+        per_member = int(rows.filter(pl.col("snapshot") == first["snapshot"])["slim"].max())
+        at = iso(first["ts"]) or f"snapshot {first['snapshot']}"
+        reached = int(raised["scur"].max())
+        raised_text = f"; raised to {per_member:,} at {at}, after which sessions reached {reached:,}"
+        first_step = (
+            f"1. The limit was raised to {per_member:,} at {at}, and sessions then reached {reached:,}: the demand was above the "
+            f"old {limit_total:,}. Keep the new value in the configuration file (a runtime 'set maxconn' is lost at the next reload)."
+        )
+    if unit == "frontend":
+        what = f"frontend {proxy}"
+        head = f"{int(snapshots_at_limit['scur'].max()):,} sessions at its maxconn {limit_then:,}"
+        setting = f"'maxconn {limit_then * 2}' in frontend {proxy} (was {limit_then})"
+    else:
+        what = f"backend {proxy}"
+        head = f"{len(hit)} of {members['server'].n_unique()} servers at their maxconn {limit_then:,} ({limit_total:,} in all)"
+        setting = f"'server <name> ... maxconn {limit_then * 2}' for each server of backend {proxy} (was {limit_then})"
+    errors = rows.select(*(pl.col(c).max() - pl.col(c).min() for c in ("ereq", "econ", "eresp") if c in rows.columns)).row(0, named=True)
+    error_text = ", ".join(f"{name} +{int(v):,}" for name, v in errors.items() if v)
+    first_step = first_step or f"1. Raise the limit that was hit: {setting}."
+    remediation = "\n".join(
+        [
+            f"HAProxy {what} held {int(snapshots_at_limit['scur'].max()):,} sessions against {limit_total:,} in "
+            f"{snapshots_at_limit.height} of {per_snapshot.height} snapshots{queue_text}.",
+            first_step,
+            f"2. Keep global maxconn above the sum of the frontends' maxconn (at least {limit_total * 2:,} if this one doubles); "
+            "'show info' prints Maxconn, and ulimit-n must follow.",
+            "3. With nbproc > 1 (HAProxy <= 2.4) each process enforces maxconn and reports 'show stat' on its own: "
+            "the real ceiling is nbproc x maxconn; run one process with nbthread N so that limits and stats are global.",
+            "4. Behind it: the database must accept what HAProxy lets through: the sum of the servers' maxconn over every "
+            "HAProxy process stays under max_connections (MySQL/MariaDB SET GLOBAL max_connections; PostgreSQL "
+            "max_connections, restart required; TiDB max-server-connections), and application pools are sized to match. "
+            "If the database is already at its CPU capacity, keep the limit and let requests queue in HAProxy instead "
+            "(server maxconn + timeout queue).",
+        ]
+    )
+    return Finding(
+        rule=RULE_ID,
+        scope=Scope.HOST,
+        severity=Severity.WARNING,
+        title=(
+            f"HAProxy {what}: {head} in {snapshots_at_limit.height} of {per_snapshot.height} snapshots{queue_text}{raised_text}; "
+            f"threshold {AT_LIMIT_SHARE_PCT:g}% of slim in {MIN_SNAPSHOTS_AT_LIMIT} snapshots, or with a queue"
+        ),
+        subject=f"{proxy}/FRONTEND" if unit == "frontend" and shown == ["FRONTEND"] else (f"{proxy}/{hit[0]}" if len(hit) == 1 else proxy),
+        impact={
+            "description": f"clients beyond {limit_total:,} sessions waited before reaching {what}{when}",
+            "limit": limit_total,
+            "snapshots_at_limit": snapshots_at_limit.height,
+            "max_queue": max_queue,
+            "objects": shown,
+        },
+        evidence=(
+            Evidence(
+                title=f"HAProxy show stat: {what} ({', '.join(shown)}) per snapshot" + (", summed over the servers" if len(shown) > 1 else ""),
+                columns=("snapshot", "time", "scur", "slim", "smax", "qcur (server or backend)", "stot", "at limit"),
+                rows=tuple(
+                    (r["snapshot"], iso(r["ts"]), r["scur"], r["slim"], r["smax"], r["queued"], r["stot"],
+                     f"{r['members_at_limit']} of {len(shown)}" if len(shown) > 1 else ("yes" if r["members_at_limit"] else "no"))
+                    for r in _evidence_rows(per_snapshot).iter_rows(named=True)
+                ),
+            ),
+            Evidence(
+                title="Where the limit is set",
+                columns=("object", "limit when hit", "snapshots at it", "highest scur", "limit at the end", "setting", "errors during the capture"),
+                rows=tuple(
+                    (
+                        f"{proxy}/{server}",
+                        int(group.filter(pl.col("at_limit"))["slim"][-1]) if group["at_limit"].any() else None,
+                        int(group["at_limit"].sum()),
+                        int(group["scur"].max()),
+                        int(group["slim"][-1]),
+                        "maxconn (frontend/listener)" if unit == "frontend" else "server ... maxconn",
+                        error_text or "none counted",
+                    )
+                    for (server,), group in members.filter(pl.col("server").is_in(hit)).group_by("server", maintain_order=True)
+                ),
+            ),
+        ),
+        remediation=remediation,
+        sources=(source,),
+    )
+
+
+def _evidence_rows(per_snapshot: pl.DataFrame) -> pl.DataFrame:
+    """Every snapshot when there are few; else the first ones, those around the first and last at the limit, the last ones."""
+    if per_snapshot.height <= MAX_SNAPSHOT_ROWS:
+        return per_snapshot
+    at = per_snapshot.with_row_index("_i").filter(pl.col("members_at_limit") > 0)["_i"]
+    first, last, end = int(at.min()), int(at.max()), per_snapshot.height - 1
+    keep = sorted({*range(0, 3), *range(max(0, first - 1), first + 2), *range(max(0, last - 1), min(end, last + 3) + 1), *range(end - 2, end + 1)})
+    return per_snapshot[[i for i in keep if 0 <= i <= end]]
+
+
+def _history_finding(rows: list[dict[str, Any]]) -> Finding:
+    names = [f"{r['proxy']}/{r['server']}" for r in rows]
+    return Finding(
+        rule=RULE_ID,
+        scope=Scope.HOST,
+        severity=Severity.INFO,
+        title=(
+            f"HAProxy: {len(rows)} frontend/listener/server(s) reached their session limit at some time since the counters "
+            f"were reset (smax >= slim: {', '.join(names[:4])}{'...' if len(names) > 4 else ''}); not at it in these snapshots"
+        ),
+        subject="haproxy",
+        impact={"description": "the limit was hit before the capture; clients waited then", "objects": names},
+        evidence=(
+            Evidence(
+                title="HAProxy objects whose peak sessions reached the limit",
+                columns=("proxy/server", "type", "scur", "smax", "slim", "qmax"),
+                rows=tuple((f"{r['proxy']}/{r['server']}", r["type"], r["scur"], r["smax"], r["slim"], r["qmax"]) for r in rows),
+            ),
+        ),
+        remediation=(
+            "Compare the time of the peak with the incident (HAProxy logs show the session counts per request: "
+            "the actconn/feconn/beconn/srv_conn fields), and take 'show stat' every 10 s during the next one. "
+            "If the peak is the incident, raise maxconn as for a limit hit during the capture."
+        ),
+        sources=tuple(sorted({r["source"] for r in rows})),
+    )
+
+
+# ---- metric series -----------------------------------------------------------------------------
+
+
+def _metric_findings(inp: RuleInput, samples: pl.DataFrame) -> tuple[list[Finding], str, bool]:
+    basename = pl.col("source").str.replace(r"^.*/", "")
+    generic = (
+        ~pl.col("metric").is_in([*CONNECTION_METRICS, *LIMIT_METRICS])
+        & (pl.col("metric").str.contains(GENERIC_CONNECTION_PATTERN) | basename.str.contains(GENERIC_CONNECTION_PATTERN))
+        & ~pl.col("metric").str.contains(NOT_A_COUNT_PATTERN)
+        & ~basename.str.contains(NOT_A_COUNT_PATTERN)
+    )
+    connections = samples.filter((pl.col("metric").is_in(list(CONNECTION_METRICS)) | generic) & pl.col("value").is_finite())
+    if connections.height == 0:
+        return [], "", False
+    connections = _summed(connections)
+    limits = _limit_values(inp, samples)
+    demand = _demand_signals(inp, samples)
+    findings: list[Finding] = []
+    measured: list[str] = []
+    for (source, metric, labels, instance), series in connections.group_by("source", "metric", "labels", "instance", maintain_order=True):
+        series = series.sort("ts")
+        limit, limit_setting, limit_source = _limit_for(metric, labels, instance, limits)
+        plateaus = _plateaus(series)
+        name = f"{metric}{{{labels}}}" if labels else metric
+        if metric not in CONNECTION_METRICS and not re.search(GENERIC_CONNECTION_PATTERN, metric):
+            name = f"{name} ({source.rsplit('/', 1)[-1]})"
+        if not plateaus:
+            measured.append(f"{name}: max {series['value'].max():,.0f}, no plateau")
+            continue
+        plateau = max(plateaus, key=lambda p: p.samples)
+        at_known = limit is not None and plateau.level * 100 >= limit * AT_LIMIT_SHARE_PCT
+        signals = _signals_during(demand, plateau)
+        if plateau.rise_ts is not None and plateau.after_max is not None:
+            signals.append(("the same series after the plateau", f"rose to {plateau.after_max:,.0f} afterwards", iso(plateau.rise_ts)))
+        measured.append(f"{name}: plateau at {plateau.level:,.0f} for {plateau.samples} samples")
+        if at_known or (_is_round(plateau.level) and signals):
+            findings.append(_metric_finding(name, source, series, plateau, (limit, limit_setting, limit_source), signals))
+    more = f" (and {len(measured) - 8} more series)" if len(measured) > 8 else ""
+    return findings, "metrics: " + "; ".join(measured[:8]) + more, True
+
+
+def _summed(connections: pl.DataFrame) -> pl.DataFrame:
+    summed = connections.filter(pl.col("metric").is_in(list(SUMMED_METRICS)))
+    if summed.height == 0:
+        return connections
+    totals = summed.group_by("source", "metric", "instance", "ts").agg(pl.col("value").sum()).with_columns(pl.lit("").alias("labels"))
+    return pl.concat([connections.filter(~pl.col("metric").is_in(list(SUMMED_METRICS))), totals.select(connections.columns)])
+
+
+def _limit_values(inp: RuleInput, samples: pl.DataFrame) -> dict[str, Any]:
+    series = (
+        samples.filter(pl.col("metric").is_in(list(LIMIT_METRICS)) & pl.col("value").is_finite())
+        .group_by("metric", "labels", "instance")
+        .agg(pl.col("value").max(), pl.col("source").first())
+    )
+    settings: dict[tuple[str | None, str], tuple[float, str, str]] = {}
+    db = inp.table(t.DB_SETTING)
+    if db is not None:
+        for engine, name, value, source in db.select("engine", "name", "value", "source").iter_rows():
+            key = (name or "").lower().rsplit(".", 1)[-1]
+            if key in ("max_connections", "max-server-connections") and value and value.strip().isdigit() and int(value) > 0:
+                settings.setdefault((engine, key), (float(value), f"{name} = {value}", source))
+    return {"series": series, "settings": settings}
+
+
+def _limit_for(metric: str, labels: str, instance: str | None, limits: dict[str, Any]) -> tuple[float | None, str, str | None]:
+    """The limit of a connection series: (value, how it is set, source), from a limit series or a setting."""
+    limit_metric, setting_names, engines = CONNECTION_METRICS.get(metric, (None, (), ()))
+    series: pl.DataFrame = limits["series"]
+    if limit_metric:
+        same = series.filter(pl.col("metric") == limit_metric)
+        for condition in (
+            (pl.col("labels") == labels) & (pl.col("instance").eq_missing(instance)),
+            pl.col("instance").eq_missing(instance),
+            pl.lit(True),
+        ):
+            match = same.filter(condition)
+            if match.height == 1 or (match.height and match["value"].n_unique() == 1):
+                row = match.row(0, named=True)
+                return float(row["value"]), f"{limit_metric} = {row['value']:,.0f}", row["source"]
+    for name in setting_names:
+        for engine in (*engines, None):  # a setting whose engine is unknown still counts
+            if (engine, name) in limits["settings"]:
+                return limits["settings"][(engine, name)]
+    return None, "", None
+
+
+def _plateaus(series: pl.DataFrame) -> list[Plateau]:
+    """Runs of consecutive samples within 1% of the run's highest value, long enough to be a ceiling."""
+    values = series["value"].to_list()
+    times = series["ts"].to_list()
+    share = AT_LIMIT_SHARE_PCT / 100.0
+    found: list[Plateau] = []
+    start = 0
+    while start < len(values):
+        high = low = values[start]
+        end = start + 1
+        while end < len(values):
+            value = values[end]
+            new_high, new_low = max(high, value), min(low, value)
+            if new_high <= 0 or new_low < new_high * share:
+                break
+            high, low, end = new_high, new_low, end + 1
+        count = end - start
+        if high > 0 and count >= PLATEAU_MIN_SAMPLES and (times[end - 1] - times[start]).total_seconds() >= PLATEAU_MIN_S:
+            after = max(values[end:]) if end < len(values) else None
+            rise = next((times[i] for i in range(end, len(values)) if values[i] > high / share), None)
+            found.append(Plateau(high, times[start], times[end - 1], count, after, rise))
+            start = end
+        else:
+            start += 1
+    return found
+
+
+def _is_round(level: float) -> bool:
+    """Limits people type: 1000, 1500, 2000, 4096 ...
+
+    >>> [_is_round(v) for v in (2000, 4096, 1024, 256, 1999, 300, 128)]
+    [True, True, True, True, False, False, False]
+    """
+    value = int(level)
+    if value != level or value <= 0:
+        return False
+    power_of_two = value >= ROUND_POWER_OF_TWO_FROM and value & (value - 1) == 0
+    return value % ROUND_MULTIPLE == 0 or power_of_two
+
+
+def _demand_signals(inp: RuleInput, samples: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    signals: dict[str, pl.DataFrame] = {}
+    queue = samples.filter(pl.col("metric").str.contains(QUEUE_METRIC_PATTERN) & pl.col("value").is_finite())
+    if queue.height:
+        signals["queue"] = queue.select("ts", "metric", "value")
+    errors = samples.filter(pl.col("metric").str.contains(ERROR_METRIC_PATTERN) & pl.col("value").is_finite())
+    if errors.height:
+        signals["errors"] = errors.select("ts", "metric", "labels", "value")
+    load = inp.table(t.LOAD_SAMPLE)
+    if load is not None and load["all_threads"].null_count() < load.height:
+        signals["threads"] = load.select(pl.col("start_ts").alias("ts"), pl.col("all_threads").cast(pl.Float64).alias("value"))
+    return signals
+
+
+def _signals_during(demand: dict[str, pl.DataFrame], plateau: Plateau) -> list[tuple[str, str, str | None]]:
+    inside = (pl.col("ts") >= plateau.start) & (pl.col("ts") <= plateau.end)
+    found: list[tuple[str, str, str | None]] = []
+    if "queue" in demand:
+        queued = demand["queue"].filter(inside & (pl.col("value") > 0))
+        if queued.height:
+            top = queued.sort("value", descending=True).row(0, named=True)
+            found.append((f"{top['metric']} > 0", f"up to {top['value']:,.0f} queued", iso(top["ts"])))
+    if "errors" in demand:
+        for (metric, labels), group in demand["errors"].filter(inside).group_by("metric", "labels", maintain_order=True):
+            values = group.sort("ts")["value"]
+            if values.len() >= 2 and values[-1] > values[0]:
+                found.append((f"{metric}{{{labels}}}" if labels else metric, f"+{values[-1] - values[0]:,.0f} during the plateau", None))
+    if "threads" in demand:
+        threads = demand["threads"].filter(inside).sort("ts")["value"].drop_nulls()
+        if threads.len() >= 2 and threads.max() > threads[0]:
+            found.append(("load-test threads (allThreads)", f"{threads[0]:,.0f} -> {threads.max():,.0f}", None))
+    return found
+
+
+def _metric_finding(
+    name: str,
+    source: str,
+    series: pl.DataFrame,
+    plateau: Plateau,
+    limit_info: tuple[float | None, str, str | None],
+    signals: list[tuple[str, str, str | None]],
+) -> Finding:
+    limit, limit_setting, limit_source = limit_info
+    minutes = (plateau.end - plateau.start).total_seconds() / 60.0
+    known = limit is not None and plateau.level * 100 >= limit * AT_LIMIT_SHARE_PCT
+    limit_text = f"its limit {limit:,.0f}" if known else f"the round number {plateau.level:,.0f}"
+    around = series.filter(
+        (pl.col("ts") >= plateau.start - (plateau.end - plateau.start) * 0.25) & (pl.col("ts") <= plateau.end + (plateau.end - plateau.start) * 0.25)
+    )
+    step = max(1, math.ceil(around.height / 24))
+    rows = tuple((iso(ts), value) for ts, value in around.select("ts", "value").rows()[::step])
+    level = int(plateau.level)
+    remediation = "\n".join(
+        [
+            f"{name} stayed at {level:,} from {iso(plateau.start)} to {iso(plateau.end)} ({minutes:.1f} min).",
+            "1. Find the limit that equals it: " + (f"{limit_setting} ({limit_source})" if known else _guess_limit_text(name, level)) + ".",
+            f"2. Raise it above the demand seen (e.g. to {level * 2:,}) only if the database has spare CPU at this "
+            "concurrency; otherwise keep it and queue in front of it (HAProxy server maxconn + timeout queue, pool connectionTimeout).",
+            "3. Check every layer: HAProxy global and frontend maxconn, server maxconn, database max_connections "
+            "(MySQL SET GLOBAL max_connections; PostgreSQL max_connections + restart; TiDB max-server-connections), "
+            "application pool maximumPoolSize x application nodes.",
+        ]
+    )
+    return Finding(
+        rule=RULE_ID,
+        scope=Scope.HOST,
+        severity=Severity.WARNING,
+        title=(
+            f"{name} flat at {limit_text} for {minutes:.1f} min ({plateau.samples} samples)"
+            + (f" while demand grew ({signals[0][0]}: {signals[0][1]})" if signals else "")
+            + f"; threshold: within {100 - AT_LIMIT_SHARE_PCT:g}% of a limit for {PLATEAU_MIN_S:g} s"
+        ),
+        subject=name,
+        impact={
+            "description": f"connections above {level:,} waited or were refused for {minutes:.1f} min",
+            "limit": level,
+            "first_at_limit": iso(plateau.start),
+            "last_at_limit": iso(plateau.end),
+        },
+        evidence=(
+            Evidence(
+                title="The plateau",
+                columns=("series", "level", "first at it", "last at it", "samples", "limit", "limit source"),
+                rows=((name, level, iso(plateau.start), iso(plateau.end), plateau.samples,
+                       None if limit is None else int(limit),
+                       f"{limit_setting} ({limit_source})" if limit_setting else "round number, no limit series or setting in the capture"),),
+            ),
+            Evidence(
+                title="What grew meanwhile",
+                columns=("signal", "change", "time"),
+                rows=tuple(signals) or (("none in the capture", "the limit is known to be reached", None),),
+            ),
+            Evidence(title=f"{name} around the plateau", columns=("time", "value"), rows=rows),
+        ),
+        remediation=remediation,
+        sources=tuple(sorted({source, *([limit_source] if limit_source else [])})),
+    )
+
+
+def _guess_limit_text(name: str, level: int) -> str:
+    if name.startswith("haproxy"):
+        return f"HAProxy maxconn {level} (global, frontend or server: haproxy -c -f haproxy.cfg; echo 'show info' | socat ...)"
+    return (
+        f"a setting of {level}: max_connections / max-server-connections on the database, HAProxy maxconn, "
+        "or pool sizes x application nodes"
+    )
+
+
+RULE = Rule(
+    id=RULE_ID,
+    title="Connections or proxy sessions flat at a limit",
+    area="app",
+    requires=((t.PROXY_STAT, t.METRIC_SAMPLE),),
+    check=check,
+    doc=__doc__ or "",
+)
