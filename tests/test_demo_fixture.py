@@ -8,6 +8,7 @@ the same rule to the demo member.
 from __future__ import annotations
 
 import base64
+import csv
 import gzip
 import importlib.util
 import io
@@ -16,11 +17,13 @@ import re
 import sys
 import tarfile
 import zlib
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
+
+from dbdiag.derive.histogram import histogram_quantile
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -83,11 +86,14 @@ def test_regenerating_gives_the_committed_bytes(committed):
 
 def test_archive_layout_is_fixed(committed):
     assert committed[:2] == b"\x1f\x8b" and committed[4:8] == b"\0\0\0\0"  # gzip mtime 0
-    assert len(committed) < 500_000  # 480 KB: 128 CPUs x 60 s of mpstat text+JSON, four slow logs, a perf profile
+    # 590 KB: 128 CPUs x 60 s of mpstat text+JSON, four slow logs, a perf profile (480 KB), then issue 5's
+    # app side (110 KB): 15 min of TiDB histograms per instance, 15 s of JMeter rows, 61 HAProxy snapshots
+    assert len(committed) < 600_000
     with tarfile.open(fileobj=io.BytesIO(committed), mode="r:gz") as tar:
         members = tar.getmembers()
     names = [m.name for m in members]
-    dirs = ["capture", "capture/db", *(f"capture/db/tidb-{ip}" for ip in FACTS["tidb"]["instances"]), "capture/os"]
+    dirs = sorted({"/".join(p.split("/")[:i]) for p in FACTS["members"] for i in range(1, p.count("/") + 1)})
+    assert "capture/metrics" in dirs and "capture/proxy" in dirs and "capture/app" in dirs
     assert names[: len(dirs)] == dirs and names[len(dirs) :] == sorted(FACTS["members"])
     for m in members:
         assert (m.uid, m.gid, m.uname, m.gname, m.mtime) == (0, 0, "root", "root", make_demo.ARCHIVE_MTIME)
@@ -538,7 +544,7 @@ def real_slow(corpus) -> dict[str, list[dict]]:
 
 
 def test_one_slow_log_per_tidb_instance(demo):
-    assert [p for p in demo if p.startswith("capture/db/")] == SLOW_LOGS
+    assert [p for p in demo if p.startswith("capture/db/tidb-")] == SLOW_LOGS
     assert TIDB["instances"] == ["10.20.1.11", "10.20.1.12", "10.20.1.13", "10.20.1.14"]
     database = json.loads(demo["capture/manifest.json"])["database"]
     assert database["engine"] == "tidb" and database["tidb_slow_log_threshold_ms"] == 50
@@ -715,3 +721,302 @@ def test_go_formatting_matches_tidbs_examples(real_slow):
             assert make_demo._go_seconds(_seconds_ns(e["fields"][key])) == e["fields"][key]
     block = make_demo.snappy_literal_block(b"x" * 70_000)
     assert _snappy_decode(block) == b"x" * 70_000
+
+
+# --- 9. the app side (issue 5): metrics, HAProxy, JMeter, the TiKV OOM ----------------------------
+
+APP = FACTS["app"]
+SHANGHAI = timezone(timedelta(hours=8))
+METRIC_FILES = [f"capture/metrics/{name}.json" for name in make_demo.app.METRIC_QUERIES]
+JTL = "capture/app/jmeter-results.jtl"
+HAPROXY = "capture/proxy/haproxy-stat.txt"
+DMESG = "capture/os/tikv-10.20.1.22-dmesg.txt"
+TIKV_LOG = "capture/db/tikv-10.20.1.22/tikv.log"
+# TiDB's prometheus.ExponentialBuckets(0.0005, 2, 29), as Go prints them (shortest repr, as Python's)
+TIDB_LE = [repr(0.0005 * 2**i) for i in range(29)] + ["+Inf"]
+RANGE_START, RANGE_END = 1_715_651_700, 1_715_652_600  # 09:55:00 and 10:10:00 Asia/Shanghai
+
+
+def _local(epoch_s: float) -> datetime:
+    return datetime.fromtimestamp(epoch_s, SHANGHAI).replace(tzinfo=None)
+
+
+def _csv_rows(text: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(text)))
+
+
+def test_app_members_are_in_the_archive(demo):
+    for path in (*METRIC_FILES, JTL, HAPROXY, DMESG, TIKV_LOG):
+        assert path in demo and path in FACTS["members"], path
+    commands = json.loads(demo["capture/manifest.json"])["commands"]
+    assert any("query_range?query=sum by (instance, in_txn, le)" in c for c in commands)
+    assert any(c.endswith("> proxy/haproxy-stat.txt") and "show stat" in c for c in commands)
+
+
+# JMeter CSV value formats, proven on JMeter's own test file first.
+JTL_FORMATS = {
+    "timeStamp": r"\d{13}", "elapsed": r"\d+", "responseCode": r"\d{3}", "threadName": r".+ \d+-\d+",
+    "success": r"true|false", "bytes": r"\d+", "sentBytes": r"\d+", "grpThreads": r"\d+", "allThreads": r"\d+",
+}
+
+
+def test_jtl_has_jmeters_columns_and_formats(demo, corpus):
+    real = _csv_rows((corpus / "jmeter" / "jmeter__HTMLReportTestFile.csv").read_text())
+    real_header, mine = real[0], _csv_rows(demo[JTL])
+    header = mine[0]
+    # a column subset (jmeter.save.saveservice.* switches) keeps JMeter's column order
+    assert set(header) <= set(real_header) and [c for c in real_header if c in header] == header
+    for rows, columns in ((real[1:], real_header), (mine[1:], header)):
+        for row in rows:
+            assert len(row) == len(columns)
+            for name, value in zip(columns, row):
+                if name in JTL_FORMATS:
+                    assert re.fullmatch(JTL_FORMATS[name], value), (name, value)
+    rows = [dict(zip(header, row)) for row in mine[1:]]
+    assert {r["label"] for r in rows} == {"transfer"} and {r["success"] for r in rows} == {"true"}
+    assert {r["threadName"] for r in rows} == {f"Transfer 1-{n}" for n in range(1, 301)}
+    assert {(r["grpThreads"], r["allThreads"]) for r in rows} == {("300", "300")}
+    ends = [int(r["timeStamp"]) + int(r["elapsed"]) for r in rows]
+    assert ends == sorted(ends)  # JMeter writes a row when its sample ends
+    assert 1_715_652_015_000 <= ends[0] and ends[-1] < 1_715_652_030_000  # written 10:00:15-10:00:30
+    assert min(int(r["timeStamp"]) for r in rows) < 1_715_652_015_000  # so the first ones started earlier
+    by_thread: dict[str, list[tuple[int, int]]] = {}
+    for r in rows:
+        by_thread.setdefault(r["threadName"], []).append((int(r["timeStamp"]), int(r["elapsed"])))
+    for samples in by_thread.values():  # one loop per thread, no timer: the next starts 0-2 ms after
+        samples.sort()
+        assert all(0 <= b[0] - (a[0] + a[1]) <= 2 for a, b in zip(samples, samples[1:]))
+    jmeter = APP["jmeter"]
+    assert len(rows) == jmeter["samples"] and jmeter["tps"] == pytest.approx(len(rows) / 15, abs=0.1)
+    assert sum(int(r["elapsed"]) for r in rows) / 1000 == pytest.approx(jmeter["user_response_time_s"])
+    assert 280 <= jmeter["tps"] <= 320 and 950 <= jmeter["elapsed_mean_ms"] <= 1050
+
+
+TS_LINE = re.compile(r"TS (\d+)\.(\d{9}) (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+
+
+def _haproxy_snapshots(text: str, zone: timezone) -> list[tuple[datetime, list[str], list[dict[str, str]]]]:
+    """[(local time, header, rows)] of a pt-stalk-style show stat file; checks the layout rules on the way."""
+    out = []
+    for block in text.split("\n\n"):
+        lines = [line for line in block.split("\n") if line]
+        if not lines:
+            continue
+        stamp = TS_LINE.fullmatch(lines[0])
+        assert stamp, lines[0]
+        # the date printed is the epoch in the machine's zone
+        assert datetime.fromtimestamp(int(stamp.group(1)), zone).strftime("%Y-%m-%d %H:%M:%S") == stamp.group(3)
+        assert lines[1].startswith("# pxname,svname,") and lines[1].endswith(",")
+        header = lines[1][2:].split(",")
+        rows = []
+        for line in lines[2:]:
+            assert line.count(",") == lines[1].count(","), line[:40]  # every row ends with a comma, as the header
+            rows.append(dict(zip(header, line.split(","))))
+        out.append((datetime.strptime(stamp.group(3), "%Y-%m-%d %H:%M:%S"), header, rows))
+    return out
+
+
+def test_haproxy_stat_has_the_real_2_6_layout(demo):
+    real = _haproxy_snapshots((REPO / "fixtures/dashboards/haproxy-2.6__show_stat_ts.csv").read_text(), timezone.utc)
+    snapshots = _haproxy_snapshots(demo[HAPROXY], SHANGHAI)
+    assert len(real) == 4 and len(snapshots) == 61
+    assert {tuple(h) for _, h, _ in snapshots} == {tuple(real[0][1])}  # HAProxy 2.6's column set
+    for _, _, rows in real + snapshots:  # type follows svname in both
+        for row in rows:
+            expected = {"FRONTEND": "0", "BACKEND": "1"}.get(row["svname"], "3" if row["svname"].startswith("lst") else "2")
+            assert row["type"] == expected
+    assert [t for t, _, _ in snapshots] == [_local(RANGE_START + 15 * k) for k in range(61)]
+    for when, _, rows in snapshots:
+        by = {(r["pxname"], r["svname"]): r for r in rows}
+        front, back = by[("tidb_front", "FRONTEND")], by[("tidb_back", "BACKEND")]
+        servers = [r for r in rows if r["type"] == "2"]
+        assert front["mode"] == "tcp" and front["hrsp_2xx"] == "" and len(servers) == 4
+        assert int(back["scur"]) == sum(int(s["scur"]) for s in servers)
+        if when < datetime(2024, 5, 14, 10, 4):  # flat at maxconn 2000, the rest queued in the backend
+            assert (front["scur"], front["slim"]) == ("2000", "2000")
+            assert {s["scur"] for s in servers} == {"480"} and {s["slim"] for s in servers} == {"480"}
+            assert 0 < int(back["qcur"]) and int(back["scur"]) + int(back["qcur"]) <= 2000
+        else:  # reloaded with maxconn 4000: more sessions, no queue
+            assert front["slim"] == "4000" and back["qcur"] == "0" and int(front["scur"]) < 4000
+    haproxy = APP["haproxy"]
+    assert haproxy["plateau_local"] == ("09:55:00", "10:03:45") and haproxy["plateau_snapshots"] == 36
+    assert 2500 <= haproxy["scur_after_max"] <= 2700
+    stot = [int(next(r for r in rows if r["svname"] == "FRONTEND")["stot"]) for _, _, rows in snapshots]
+    reload_at = [k for k in range(1, 61) if stot[k] < stot[k - 1]]
+    assert reload_at == [36]  # the reload starts a new process: counters from 0 at 10:04:00
+
+
+SYSLOG_PREFIX = re.compile(r"\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ kernel: ")
+DMESG_ISO_PREFIX = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d),(\d{6})([+-]\d\d:\d\d) ")
+KILLED = re.compile(
+    r"(?:Memory cgroup out|Out) of memory: Killed process (\d+) \(([^)]+)\) total-vm:(\d+)kB, anon-rss:(\d+)kB, "
+    r"file-rss:(\d+)kB, shmem-rss:(\d+)kB, UID:(\d+) pgtables:(\d+)kB oom_score_adj:(-?\d+)"
+)
+TASK_ROW = re.compile(r"\[ *(\d+)\] +(\d+) +(\d+) +(\d+) +(\d+) +(\d+) +(\d+) +(-?\d+) (\S+)")
+
+
+def _dump_task(pid: int, uid: int, tgid: int, vm: int, rss: int, pgt: int, swap: int, adj: int, name: str) -> str:
+    """A task row as the kernel prints it (mm/oom_kill.c dump_task, 4.x-5.x)."""
+    return f"[{pid:7d}] {uid:5d} {tgid:5d} {vm:8d} {rss:8d} {pgt:8d} {swap:8d}         {adj:5d} {name}"
+
+
+def _task_header(messages: list[str]) -> int:
+    return next(i for i, m in enumerate(messages) if m.startswith("[  pid  ]"))
+
+
+def _oom_messages(text: str, prefix: re.Pattern) -> list[str]:
+    out = []
+    for line in text.split("\n"):
+        if line:
+            match = prefix.match(line)
+            assert match, line[:60]
+            out.append(line[match.end():])
+    return out
+
+
+def test_oom_report_has_the_kernel_layout(demo, corpus):
+    real = _oom_messages((corpus / "oom" / "out-of-memory__messages.1").read_text(), SYSLOG_PREFIX)
+    iso = _oom_messages((REPO / "fixtures/events/dmesg-iso-cgroup-oom-segfault.txt").read_text(), DMESG_ISO_PREFIX)
+    mine = _oom_messages(demo[DMESG], DMESG_ISO_PREFIX)
+    for messages in (real, iso, mine):
+        killed = [KILLED.fullmatch(m) for m in messages if "Killed process" in m]
+        assert len(killed) == 1 and killed[0], messages
+        header = _task_header(messages)
+        tasks = {}
+        for m in messages[header + 1:]:
+            row = TASK_ROW.fullmatch(m)
+            if not row:
+                break
+            values = [int(v) for v in row.groups()[:8]]
+            if "rss_anon" not in messages[header]:  # the 4.x-5.x layout (6.x added rss_anon/file/shmem)
+                assert _dump_task(*values, row.group(9)) == m
+                tasks[values[0]] = values
+        kill = killed[0]
+        constraint = next(m for m in messages if m.startswith("oom-kill:"))
+        keys = [part.split("=")[0] for part in constraint.removeprefix("oom-kill:").split(",") if not part.startswith("(")]
+        if messages is not iso:  # a global OOM (the fixture is a cgroup one)
+            assert keys == ["constraint", "nodemask", "cpuset", "mems_allowed", "global_oom", "task_memcg", "task", "pid", "uid"]
+            victim = tasks[int(kill.group(1))]
+            # the Killed line is the victim's task row in kB: pages x 4
+            assert int(kill.group(3)) == victim[3] * 4 and int(kill.group(4)) + int(kill.group(5)) == victim[4] * 4
+            assert int(kill.group(8)) == victim[5] // 1024
+    assert real[0].endswith("invoked oom-killer: gfp_mask=0x6200ca(GFP_HIGHUSER_MOVABLE), order=0, oom_score_adj=0")
+    assert mine[0].startswith("tikv-server invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE)")
+    assert mine[_task_header(mine)] == real[_task_header(real)]  # the 4.x-5.x task table header
+    stamps = [DMESG_ISO_PREFIX.match(line) for line in demo[DMESG].split("\n") if line]
+    times = [datetime.fromisoformat(f"{m.group(1)}.{m.group(2)}{m.group(3)}") for m in stamps]
+    assert times == sorted(times) and {m.group(3) for m in stamps} == {"+08:00"}
+    killed_at = next(t for t, line in zip(times, demo[DMESG].split("\n")) if "Killed process 28411 (tikv-server)" in line)
+    assert f"{killed_at:%Y-%m-%d %H:%M:%S}.{killed_at.microsecond // 1000:03d}" == APP["oom"]["killed_local"]
+
+
+UNIFIED_LOG = re.compile(r'\[(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{3}) \+08:00\] \[(INFO|WARN|ERROR|FATAL)\] \[[\w.]+:\d+\] \["[^"]*"\]((?: \[\w+=(?:"[^"]*"|[^\]\s]+)\])*)')
+
+
+def test_tikv_log_restarts_after_the_oom_kill(demo):
+    lines = demo[TIKV_LOG].rstrip("\n").split("\n")
+    times = []
+    for line in lines:
+        match = UNIFIED_LOG.fullmatch(line)
+        assert match, line
+        times.append(datetime.strptime(match.group(1), "%Y/%m/%d %H:%M:%S.%f"))
+    assert times == sorted(times)
+    welcome = next(i for i, line in enumerate(lines) if '["Welcome to TiKV"]' in line)
+    killed = datetime.strptime(APP["oom"]["killed_local"], "%Y-%m-%d %H:%M:%S.%f")
+    assert times[welcome - 1] < killed < times[welcome]  # nothing logged between the kill and the restart
+    assert f"{times[welcome]:%Y-%m-%d %H:%M:%S.%f}"[:-3] == APP["oom"]["restart_local"]
+    banner = [json.loads(line.split("] [", 3)[3].split("]", 1)[0]) for line in lines[welcome + 1:welcome + 9]]
+    assert [b.split(":")[0] for b in banner] == ["Release Version", "Edition", "Git Commit Hash", "Git Commit Branch",
+                                                  "UTC Build Time", "Rust Version", "Enable Features", "Profile"]
+    assert banner[0] == "Release Version:   6.1.7" and '["TiKV is ready to serve"]' in lines[-1]
+
+
+def _matrix(text: str) -> list[dict]:
+    document = json.loads(text)
+    assert document["status"] == "success" and document["data"]["resultType"] == "matrix"
+    for series in document["data"]["result"]:
+        assert isinstance(series["metric"], dict) and all(isinstance(v, str) for v in series["metric"].values())
+        for pair in series["values"]:  # [unix seconds, "value as a string"]
+            assert len(pair) == 2 and isinstance(pair[0], (int, float)) and isinstance(pair[1], str)
+            float(pair[1])
+    return document["data"]["result"]
+
+
+def test_metrics_are_query_range_matrices(demo, corpus):
+    for name in ("grafana__range_simple.result.json", "grafana__range_missing.result.json"):
+        _matrix((corpus / "prometheus" / name).read_text())  # the shape rules hold on real responses
+    grid = list(range(RANGE_START, RANGE_END + 1, 15))
+    instances = [f"{ip}:10080" for ip in FACTS["tidb"]["instances"]]
+    results = {path: _matrix(demo[path]) for path in METRIC_FILES}
+    for path, result in results.items():
+        assert demo[path].count("\n") == 1 and ": " not in demo[path]  # compact, as Prometheus writes it
+        for series in result:
+            assert [pair[0] for pair in series["values"]] == grid and "__name__" not in series["metric"]
+            values = [float(v) for _, v in series["values"]]
+            if not path.endswith("tidb_server_connections.json"):  # counters: no reset in the range
+                assert values == sorted(values), (path, series["metric"])
+    buckets = results["capture/metrics/tidb_server_handle_query_duration_seconds_bucket.json"]
+    idle = results["capture/metrics/tidb_server_conn_idle_duration_seconds_bucket.json"]
+    for result, split in ((buckets, ()), (idle, ("in_txn",))):
+        groups: dict[tuple, list[dict]] = {}
+        for series in result:
+            key = (series["metric"]["instance"], *(series["metric"][s] for s in split))
+            groups.setdefault(key, []).append(series)
+        assert {k[0] for k in groups} == set(instances) and len(groups) == 4 * (2 if split else 1)
+        for group in groups.values():
+            assert [s["metric"]["le"] for s in group] == TIDB_LE
+            for k in range(len(grid)):  # cumulative: every bucket holds the ones below it
+                column = [int(s["values"][k][1]) for s in group]
+                assert column == sorted(column)
+    counts = {s["metric"]["instance"]: s["values"] for s in results["capture/metrics/tidb_server_handle_query_duration_seconds_count.json"]}
+    for series in buckets:
+        if series["metric"]["le"] == "+Inf":
+            assert series["values"] == counts[series["metric"]["instance"]]
+
+
+def _increase(result: list[dict], first: int, last: int, **labels: str) -> dict[str, float]:
+    """Per le: the increase from step ``first`` to step ``last``, summed over the matching series."""
+    out: dict[str, float] = {}
+    for series in result:
+        if all(series["metric"].get(k) == v for k, v in labels.items()):
+            le = series["metric"].get("le", "")
+            out[le] = out.get(le, 0.0) + float(series["values"][last][1]) - float(series["values"][first][1])
+    return out
+
+
+def _quantile_ms(increase: dict[str, float], q: float) -> float:
+    return 1000 * histogram_quantile([(float(le.replace("+Inf", "inf")), n) for le, n in increase.items()], q)
+
+
+def test_app_facts_match_the_files(demo):
+    rows = _csv_rows(demo[JTL])[1:]
+    starts = [int(r[0]) / 1000 for r in rows]
+    user_s = sum(int(r[1]) for r in rows) / 1000
+    span = (min(starts), max(s + int(r[1]) / 1000 for s, r in zip(starts, rows)))
+    # DB time as time_accounting compares it: counter increases whose scrape step starts in the samples' span
+    db_sum = _matrix(demo["capture/metrics/tidb_server_handle_query_duration_seconds_sum.json"])
+    grid = [t for t, _ in db_sum[0]["values"]]
+    steps = [k for k in range(len(grid) - 1) if span[0] <= grid[k] < span[1]]
+    assert [_local(grid[k]).strftime("%H:%M:%S") for k in steps] == ["10:00:15"]
+    db_s = sum(float(s["values"][k + 1][1]) - float(s["values"][k][1]) for s in db_sum for k in steps)
+    ratio = db_s / user_s
+    assert ratio == pytest.approx(APP["time_accounting"]["db_time_ratio"], abs=1e-4) and 0.12 <= ratio <= 0.14
+    accounting = APP["time_accounting"]
+    assert 28_000 <= accounting["db_qps"] <= 31_000 and 1.25 <= accounting["db_avg_latency_ms"] <= 1.40
+    idle = _matrix(demo["capture/metrics/tidb_server_conn_idle_duration_seconds_bucket.json"])
+    sql = _matrix(demo["capture/metrics/tidb_server_handle_query_duration_seconds_bucket.json"])
+    last = len(grid) - 1
+    in_txn_p80 = _quantile_ms(_increase(idle, 0, last, in_txn="1"), 0.8)
+    sql_p80 = _quantile_ms(_increase(sql, 0, last), 0.8)
+    assert in_txn_p80 == pytest.approx(APP["idle_in_txn_p80_ms"], abs=1e-3) and 24.5 <= in_txn_p80 <= 25.5
+    assert sql_p80 == pytest.approx(APP["sql_p80_ms"], abs=1e-3) and 3.80 <= sql_p80 <= 3.88
+    # the p9999 spike: the step holding the OOM kill against the step 30 s before it
+    kill = datetime.strptime(APP["oom"]["killed_local"], "%Y-%m-%d %H:%M:%S.%f")
+    k = next(i for i in range(last) if _local(grid[i]) <= kill < _local(grid[i + 1]))
+    spike, before = (_quantile_ms(_increase(sql, i, i + 1), 0.9999) for i in (k, k - 2))
+    assert spike == pytest.approx(APP["oom"]["p9999_ms_step_of_kill"], abs=1e-3) and spike > 2000 > 200 > before
+    # the flipped plan's 38 s executions show in the histogram only from the step of their first end
+    flip_end = datetime.strptime(FACTS["tidb"]["plan_flip"]["first_slow_end_local"], "%Y-%m-%d %H:%M:%S.%f")
+    first_flip_step = next(i for i in range(last) if _local(grid[i]) <= flip_end < _local(grid[i + 1]))
+    over_32s = [_increase(sql, i, i + 1)["65.536"] - _increase(sql, i, i + 1)["32.768"] for i in range(last)]
+    assert not any(over_32s[:first_flip_step]) and all(over_32s[first_flip_step + 1:])
