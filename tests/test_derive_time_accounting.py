@@ -154,8 +154,9 @@ def test_app_histogram_against_tidb_handle_query_duration() -> None:
     assert user["kind"] == "app-latency-metric" and "Micrometer" in user["detail"]
     assert db["kind"] == "db-time-metric" and "QPS x average latency" in db["detail"]
     assert "tidb_server_handle_query_duration_seconds_count gives the QPS" in db["detail"]
-    # increases count at the start of their scrape interval: 0-15 s in window 0, 15-30 s in window 10 s
-    assert windows.rows() == [(T0, 30.0, 2.0, pytest.approx(2 / 30)), (T0 + timedelta(seconds=10), 15.0, 1.5, 0.1)]
+    # increases count at the start of their scrape interval; 10 s windows widen to the 15 s scrape step
+    assert metric["window_s"] == 15.0 and any("widened from 10 s to the 15 s" in n for n in metric["notes"])
+    assert windows.rows() == [(T0, 30.0, 2.0, pytest.approx(2 / 30)), (T0 + timedelta(seconds=15), 15.0, 1.5, 0.1)]
 
 
 def test_generic_app_family_but_not_database_families() -> None:

@@ -172,7 +172,12 @@ def time_accounting(tables: dict[str, pl.DataFrame], window_s: float = 10.0) -> 
     metric["db_time_ratio"] = round(db_s / user_s, 4) if user_s else None
     windows = None
     if user.events is not None and db.events is not None and period != (None, None):
-        windows = _windows(user.events, db.events, period, window_s)
+        effective_s = max([window_s, *(_scrape_step_s(side) for side in (user, db))])
+        if effective_s > window_s:
+            # a counter increase is known per scrape only: narrower windows would read 0 and 2x alternately
+            notes.append(f"windows widened from {window_s:g} s to the {effective_s:g} s scrape step of the metrics")
+            metric["window_s"] = effective_s
+        windows = _windows(user.events, db.events, period, effective_s)
         metric["windows"] = [
             {**row, "window_start": _iso(row["window_start"])}
             for row in windows.with_columns(pl.col(pl.Float64).round(6)).to_dicts()
@@ -615,6 +620,15 @@ def _detail(side: Side, row: dict[str, Any]) -> str:
         qps = f"; {side.counter.count_metric} gives the QPS" if side.counter.count_metric else ""
         return f"increase of {side.counter.metric} ({side.what}){qps}; {row['count']:,} scrape intervals"
     return f"{side.what}; {row['count']:,} scrape intervals"
+
+
+def _scrape_step_s(side: Side) -> float:
+    """The median spacing of a metric side's counter increases (0 for sides with per-event times)."""
+    if side.events is None or not side.kind.endswith("-metric"):
+        return 0.0
+    steps = side.events.select(pl.col("ts").unique().sort().diff().dt.total_microseconds().drop_nulls())
+    median = steps.to_series().median() if steps.height else None
+    return float(median) / 1e6 if median else 0.0
 
 
 def _windows(user: pl.DataFrame, db: pl.DataFrame, period: tuple[Any, Any], window_s: float) -> pl.DataFrame:
