@@ -70,9 +70,18 @@ def test_jmeter_against_statements_over_the_overlap_and_per_window() -> None:
 
 def test_windows_are_epoch_aligned() -> None:
     user = jmeter([(3, 100), (7, 100)])
-    db = statements([("1", 3.5, 0.0005), ("1", 6.9, 0.01)])
+    db = statements([("1", 2.5, 0.0005), ("1", 3.5, 0.0005), ("1", 6.9, 0.01), ("1", 7.5, 0.001)])
     _, windows = time_accounting({t.LOAD_SAMPLE: user, t.STATEMENT: db}, window_s=5.0)
     assert windows["window_start"].to_list() == [T0, T0 + timedelta(seconds=5)]
+
+
+def test_an_edge_window_with_one_side_only_is_left_out() -> None:
+    """The period starts at 4.8 s (the first sample): the 0-5 s window holds user time and no statement."""
+    user = jmeter([(4.8, 100), (6, 100), (7, 100)])
+    db = statements([("1", 3.0, 0.0005), ("1", 6.9, 0.01), ("1", 7.5, 0.001)])
+    metric, windows = time_accounting({t.LOAD_SAMPLE: user, t.STATEMENT: db}, window_s=5.0)
+    assert metric["user_response_time_s"] == pytest.approx(0.3)  # the whole period still counts
+    assert windows["window_start"].to_list() == [T0 + timedelta(seconds=5)]
 
 
 def test_transaction_controller_rows_replace_their_children() -> None:

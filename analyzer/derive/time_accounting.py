@@ -643,6 +643,12 @@ def _windows(user: pl.DataFrame, db: pl.DataFrame, period: tuple[Any, Any], wind
         )
 
     frame = per_window(user, "user_response_time_s").join(per_window(db, "db_time_s"), on="window_us", how="full", coalesce=True)
+    # a window cut by the period's edge where one side has nothing says nothing (e.g. the samples start just
+    # before a scrape: that window holds user time and no DB time)
+    start_us, end_us = (int(pl.Series([value]).dt.epoch("us")[0]) for value in period)
+    cut = (pl.col("window_us") < start_us) | (pl.col("window_us") + width_us > end_us)
+    one_sided = pl.col("user_response_time_s").fill_null(0.0).eq(0.0) | pl.col("db_time_s").fill_null(0.0).eq(0.0)
+    frame = frame.filter(~(cut & one_sided))
     return (
         frame.with_columns(pl.col("user_response_time_s", "db_time_s").fill_null(0.0))
         .with_columns(
