@@ -11,11 +11,12 @@ import base64
 import hashlib
 import json
 import math
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from dbdiag import __version__, flamegraph
-from dbdiag.findings import Chart, Finding, Severity, Status, sort_findings
+from dbdiag.charts import time_panels
+from dbdiag.findings import Finding, Severity, Status, sort_findings
 from dbdiag.pipeline import Analysis
 from dbdiag.units import seconds
 
@@ -398,10 +399,202 @@ def build_view(document: dict[str, Any]) -> dict[str, Any]:
         "sql_charts": _sql_charts(document),
         "cpu_profile": _cpu_profile_view(document["metrics"].get("cpu_profile")),
         "numa": _numa_view(document["metrics"].get("numa_remote")),
+        "where_time_went": _where_time_went(document["metrics"].get("time_accounting")),
+        "idle_gaps": _idle_gaps_view(document["metrics"].get("idle_gaps")),
+        "timeline": _timeline_view(document["metrics"].get("timeline")),
         "host_config": document["metrics"].get("host_config") or [],
         "host_name": document["metrics"].get("host", {}).get("hostname"),
         "host_line": _host_line(document["metrics"].get("host", {})),
     }
+
+
+def _duration(value: float | None) -> str:
+    """Seconds as a DBA reads a total: 2,340 s; 0.94 s; 850 µs."""
+    if value is None:
+        return "—"
+    if value >= 100:
+        return f"{value:,.0f} s"
+    if value >= 0.99995:
+        return f"{value:,.2f} s"
+    return seconds(value)
+
+
+def _sources_text(sources: list[dict[str, Any]], side: str) -> str:
+    """What one side was summed from, short: each source's detail up to its parenthesis or semicolon."""
+    details = list(dict.fromkeys(s["detail"].split(" (")[0].split(";")[0] for s in sources if s["side"] == side))
+    if len(details) > 2:
+        return "; ".join(details[:2]) + f"; and {len(details) - 2} more source(s)"
+    return "; ".join(details) or "no source"
+
+
+def _where_time_went(accounting: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The verdict's sentence on DB time against user response time, and its per-window chart."""
+    if not accounting:
+        return None
+    user_s, db_s, ratio = accounting.get("user_response_time_s"), accounting.get("db_time_s"), accounting.get("db_time_ratio")
+    sources = accounting.get("sources") or []
+    if ratio is not None and user_s:
+        share = f"{ratio * 100:.0f}%" if ratio >= 0.01 else f"{ratio * 100:.2g}%"
+        origin = f"(DB time from {_sources_text(sources, 'db')}, user response time from {_sources_text(sources, 'user')})"
+        if ratio <= 1.0:
+            sentence = (f"The database worked {share} of the time users waited: {_duration(db_s)} of {_duration(user_s)} {origin}; "
+                        "the rest was outside the database.")
+        else:
+            sentence = (f"The database worked longer than users waited ({share}): {_duration(db_s)} against {_duration(user_s)} {origin}; "
+                        "the DB side holds work these users did not wait for, or the two sides do not cover the same load.")
+    else:
+        known = (f"user response time {_duration(user_s)} ({_sources_text(sources, 'user')})" if user_s is not None
+                 else f"DB time {_duration(db_s)} ({_sources_text(sources, 'db')})" if db_s is not None else None)
+        sentence = "Where the time went is not known: " + (accounting.get("unavailable_reason") or "no ratio") + (f"; known: {known}." if known else ".")
+    view: dict[str, Any] = {"sentence": sentence, "ratio": ratio, "alignment": accounting.get("alignment"),
+                            "details": [f"{s['side']}: {s['detail']}" for s in sources],
+                            "period": (accounting.get("from"), accounting.get("to")), "notes": accounting.get("notes") or [],
+                            "windows": accounting.get("windows") or [], "chart": None}
+    windows = [w for w in view["windows"] if _as_datetime(w["window_start"]) is not None]
+    if len(windows) >= 2:  # one window says no more than the sentence
+        slot = float(accounting.get("window_s") or 10.0)
+        points = [(_as_datetime(w["window_start"]), w) for w in windows]
+        start = min(p for p, _ in points)
+        end = max(p for p, _ in points) + timedelta(seconds=slot)
+        panels = [
+            {"title": "User response time vs DB time per window", "unit": "s", "slot_s": slot, "series": [
+                {"label": "user response time", "kind": "bar", "css": "s0", "points": [(p, w["user_response_time_s"]) for p, w in points]},
+                {"label": "DB time", "kind": "bar", "css": "s1", "points": [(p, w["db_time_s"]) for p, w in points]},
+            ]},
+            {"title": "DB time / user response time", "unit": "%", "slot_s": slot, "top": 100.0, "series": [
+                {"label": "ratio", "css": "s2", "format": "{:.1f}",
+                 "points": [(p, w["ratio"] * 100.0 if w["ratio"] is not None else None) for p, w in points]},
+            ]},
+        ]
+        view["chart"] = time_panels(panels, start, end)
+    return view
+
+
+IDLE_ROWS = (("in_txn", "idle in a transaction", "#d93025"), ("not_in_txn", "idle between transactions", "#f9ab00"),
+             ("sql_latency", "SQL latency", "#1a73e8"))
+
+
+def _idle_gaps_view(gaps: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Idle-gap percentiles (in and out of transactions) next to SQL latency percentiles, as bars."""
+    if not gaps:
+        return None
+    rows = []
+    for quantile in ("p50", "p80", "p99"):
+        for key, what, fill in IDLE_ROWS:
+            value = (gaps.get(key) or {}).get(f"{quantile}_ms")
+            if value is None:
+                continue
+            rows.append({"label": f"{quantile} {what}", "note": f"{_tick(value)} ms", "segments": [
+                {"value": value, "fill": fill, "title": f"{quantile} of {what}: {value:g} ms ({(gaps.get(key) or {}).get('count', 0):,} observations)"}]})
+    has_gaps = any((gaps.get(k) or {}).get("p80_ms") is not None for k in ("in_txn", "not_in_txn"))
+    chart = _log_hbar("Idle gaps between statements vs SQL latency (percentiles, ms)", "ms", rows) if has_gaps and rows else None
+    return {"chart": chart, "rows": [{"key": k, "what": w, **(gaps.get(k) or {})} for k, w, _ in IDLE_ROWS],
+            "colours": {w: f for _, w, f in IDLE_ROWS}}
+
+
+def _log_hbar(title: str, unit: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """hbar_geometry, on a log scale when the values span more than two decades (0 stays a zero-width bar)."""
+    values = [seg["value"] for row in rows for seg in row["segments"]]
+    positive = [v for v in values if v > 0]
+    if not positive or max(positive) / min(positive) <= LOG_SCALE_SPREAD:
+        return hbar_geometry(title, unit, rows)
+    low, high = math.floor(math.log10(min(positive))), math.ceil(math.log10(max(positive)))
+    high = max(high, low + 1)
+    decades = high - low
+    scaled = [{**row, "segments": [{**seg, "value": (math.log10(seg["value"]) - low) if seg["value"] > 0 else 0.0} for seg in row["segments"]]}
+              for row in rows]
+    geometry = hbar_geometry(title + " (log scale)", unit, scaled, top=float(decades))
+    plot_w = geometry["right"] - geometry["left"]
+    geometry["ticks"] = [{"x": round(geometry["left"] + plot_w * i / decades, 1), "label": _tick(10.0 ** (low + i))}
+                         for i in range(decades + 1)]
+    return geometry
+
+
+TIMELINE_PANELS = (
+    ("Throughput", "1/s", ("tps", "qps", "logged_qps"), True, None),  # app TPS next to DB QPS: log when 100x apart
+    ("Latency", "ms", ("latency_p99", "latency_p999", "latency_p9999", "latency_p99_reported", "latency_p95_reported", "latency_avg", "latency_p50"), True, None),
+    ("Connections", "sessions", ("connections", "session_limit"), False, None),
+    ("CPU busy", "%", ("cpu_busy_mean", "cpu_busy_max"), False, 10.0),
+    ("Softirq time (%soft)", "%", ("cpu_soft_mean", "cpu_soft_max"), False, 1.0),
+)
+TIMELINE_SERIES_PER_PANEL = 6
+SERIES_NAMES = {
+    "cpu_busy_mean": "mean over CPUs", "cpu_busy_max": "busiest CPU", "cpu_soft_mean": "mean over CPUs", "cpu_soft_max": "busiest CPU",
+    "latency_p99_reported": "p99 as reported", "latency_p95_reported": "p95 as reported", "latency_avg": "average",
+    "session_limit": "limit", "logged_qps": "statements logged",
+}
+
+
+def _series_name(entry: dict[str, Any]) -> str:
+    measure = entry["measure"]
+    name = SERIES_NAMES.get(measure) or measure.replace("latency_", "")
+    if entry.get("label"):
+        name += f" {entry['label']}"
+    if measure.startswith("cpu_") or (entry.get("label") and entry["label"] in entry["source"]):
+        return name  # the CPU source is one; a gauge's label is its metric, its file says no more
+    return f"{name} · {_short_source(entry['source'])}"
+
+
+def _column_name(entry: dict[str, Any]) -> str:
+    """A table header for a series: its id, where it comes from (but for the one CPU source) and its unit."""
+    where = "" if entry["measure"].startswith("cpu_") else f" · {_short_source(entry['source'])}"
+    return f"{entry['series']}{where} ({entry['unit']})"
+
+
+def _short_source(source: str) -> str:
+    """A legend's name for a source: the metric of a metrics file, else the file name (or how many files).
+
+    >>> _short_source("capture/metrics/q.json (tidb_server_query_total)"), _short_source("a/x.log; b/x.log")
+    ('tidb_server_query_total', '2 files')
+    """
+    path, _, metric = source.partition(" (")
+    if metric:
+        return metric.rstrip(")")
+    if "; " in path:
+        return f"{path.count('; ') + 1} files"
+    return path.rsplit("/", 1)[-1]
+
+
+def _timeline_view(timeline: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Small multiples over the capture's time axis, event markers, and the per-window table."""
+    if not timeline or not timeline.get("series"):
+        return None
+    start, end = _as_datetime(timeline.get("from")), _as_datetime(timeline.get("to"))
+    slot = float(timeline["window_s"])
+    entries = [e for e in timeline["series"] if e["points"]]
+    panels, shown = [], []
+    for title, unit, measures, log, min_top in TIMELINE_PANELS:
+        chosen = sorted((e for e in entries if e["measure"] in measures), key=lambda e: measures.index(e["measure"]))[:TIMELINE_SERIES_PER_PANEL]
+        if not chosen:
+            continue
+        shown += chosen
+        high = max((p[1] for e in chosen for p in e["points"] if p[1] is not None), default=0.0)
+        panels.append({"title": title, "unit": unit, "log": log, "slot_s": slot,
+                       "top": max(min_top, _nice_ceiling(high)) if min_top else None,
+                       "series": [{"label": _series_name(e), "points": [(_as_datetime(p[0]), p[1]) for p in e["points"]]} for e in chosen]})
+    markers = [{"ts": _as_datetime(e["ts"]), "label": f"{e['kind']} {e.get('process') or e.get('component') or ''}".strip(),
+                "title": f"{e['ts']} {e['kind']}: {e.get('message') or ''} ({e['source']}:{e.get('line')})"}
+               for e in timeline.get("events", []) if _as_datetime(e["ts"]) is not None]
+    chart = time_panels(panels, start, end, markers) if start and end and panels else None
+    tabled = ("tps", "qps", "logged_qps", "latency_p99", "latency_p999", "latency_p9999", "connections", "session_limit",
+              "cpu_busy_mean", "cpu_busy_max", "cpu_soft_mean", "cpu_soft_max")
+    columns = [e for e in shown if e["measure"] in tabled][:12]
+    by_window: dict[str, dict[int, float]] = {}
+    for index, entry in enumerate(columns):
+        for when, value in entry["points"]:
+            by_window.setdefault(when, {})[index] = value
+    table = {"columns": [_column_name(e) for e in columns],
+             "rows": [[when] + [values.get(i) for i in range(len(columns))] for when, values in sorted(by_window.items())]}
+    summary = []
+    for entry in timeline["series"]:
+        values = [p[1] for p in entry["points"] if p[1] is not None]
+        summary.append({"series": entry["series"], "source": entry["source"], "unit": entry["unit"], "windows": len(values),
+                        "min": min(values) if values else None, "mean": sum(values) / len(values) if values else None,
+                        "max": max(values) if values else None, "min_samples": entry.get("min_samples"),
+                        "suppressed_windows": entry.get("suppressed_windows") or 0, "note": entry.get("note")})
+    return {"chart": chart, "table": table, "summary": summary, "sources": timeline.get("sources", []),
+            "events": timeline.get("events", []), "notes": timeline.get("notes", []), "window_s": slot,
+            "requested_window_s": timeline.get("requested_window_s"), "from": timeline.get("from"), "to": timeline.get("to")}
 
 
 def _template_env() -> Environment:
@@ -420,6 +613,7 @@ def _template_env() -> Environment:
     env.filters["num"] = _number
     env.filters["tick"] = _tick
     env.filters["secs"] = seconds
+    env.filters["dur"] = _duration
     return env
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive import cpu, cpu_profile, host, host_config, idle_gaps, numa, sql, time_accounting
+from dbdiag.derive import cpu, cpu_profile, host, host_config, idle_gaps, numa, sql, time_accounting, timeline
 from dbdiag.derive.sql import SqlOptions
 
 
@@ -63,6 +63,11 @@ def derive_all(
     gaps = idle_gaps.idle_gaps(tables)
     if gaps is not None:
         metrics["idle_gaps"] = gaps
+    timeline_table, timeline_metric = timeline.timeline(tables, window_s, accounting)
+    if timeline_table is not None:
+        derived_tables["timeline"] = timeline_table
+    if timeline_metric is not None:
+        metrics["timeline"] = timeline_metric
     statements, sql_metrics = sql.derive_sql(tables, sql_options)
     if statements is not None:
         derived_tables["statements"] = statements

@@ -1,0 +1,547 @@
+"""One time axis for everything with a clock: throughput, latency percentiles, connections, CPU, events.
+
+Derived table ``timeline`` (long): ``window_start`` (UTC, windows of ``window_s`` aligned to
+multiples of ``window_s`` since the epoch, as ``time_accounting_windows``), ``series``, ``value``,
+``unit``, ``source``, ``samples`` (what the value is computed from: requests, statements,
+histogram observations, CPU samples, snapshots; null when not countable). ``series`` is a measure,
+with ``[label]`` when it is one of several (``tps[Login]``, ``connections[fe_mysql]``):
+
+- ``tps`` / ``qps`` (per second): JMeter samples started in the window (transaction-controller
+  samples when the file has them, else every sample; also per label for the
+  :data:`MAX_LABELS` busiest labels); sysbench/pgbench progress lines (TPS and QPS x the interval,
+  summed per window); statements started in the window; counter metrics of :data:`RATE_COUNTERS`
+  (per series Σ increase / Σ scrape interval of the increases that began in the window, summed over
+  series).
+- ``latency_p50`` ... ``latency_p9999`` (ms): quantiles of JMeter elapsed times and of statement
+  durations started in the window, and :func:`~dbdiag.derive.histogram.histogram_quantile` over the
+  bucket increases of :data:`LATENCY_HISTOGRAMS`. A quantile is only given for a window with at
+  least :data:`QUANTILE_MIN_SAMPLES` observations (p99: 100, p999: 1,000, p9999: 10,000): below
+  that it is the window's maximum under another name. The metric counts the windows left out.
+  sysbench's own percentile (``latency_p95_reported``, ``latency_p99_reported``: as it was asked)
+  and pgbench's average (``latency_avg``) per progress line are kept as the tool printed them (the
+  largest of the lines in a window; the transaction-weighted mean for averages). A statement log
+  that lacks the short statements (a slow log with a threshold, by
+  :func:`~dbdiag.derive.time_accounting.log_completeness`) gives ``logged_qps`` and
+  ``logged_latency_*`` instead: the statements it holds, not the load.
+- ``connections[...]`` (sessions): HAProxy ``scur`` per frontend (the largest in the window,
+  summed over snapshots' frontends of that proxy) with its ``slim`` as ``session_limit[...]``;
+  gauges of :data:`CONNECTION_GAUGES` (summed over series at each scrape, largest in the window).
+- ``cpu_busy_mean`` / ``cpu_busy_max``, ``cpu_soft_mean`` / ``cpu_soft_max`` (%): from ``cpu_util``
+  per CPU, busy = 100 - %idle - %iowait; mean over CPUs and samples in the window, and the busiest
+  CPU's mean over the window. mpstat stamps a report with its interval's end: each counts at its
+  interval's start (the end less the step between reports), like every other input. With only
+  mpstat's ``all`` row, the mean only. One ``cpu_util`` source is used (the one with most rows);
+  others covering the same CPUs repeat it.
+- ``event[kind]`` (events): count of :data:`MARKER_KINDS` events in the window; the metric lists
+  each event for markers.
+
+Sources without a wall clock: a single sysbench/pgbench run is placed where
+``time_accounting`` placed it on the statement log (pass its metric as ``accounting``); its
+progress lines then sit at that start + their offset, and the source is listed with ``clock``
+"placed" and a note saying how. Nothing is shifted otherwise: each source's own first and last
+time on the axis are listed (for reports over an interval, mpstat's and progress lines', the
+interval's start) with ``clock`` "own"; ``clock_offset_s`` stays null: dbdiag does not guess
+offsets between clocks it cannot compare.
+
+``metrics.timeline``: ``window_s`` (used), ``requested_window_s``, ``from``, ``to``,
+``series`` ([{series, measure, label, unit, source, points: [[iso, value], ...],
+min_samples, suppressed_windows, note}]), ``events``, ``sources``
+([{source, kind, from, to, clock, clock_offset_s, note}]) and ``notes``.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+from typing import Any
+
+import polars as pl
+
+from dbdiag import tables as t
+from dbdiag.derive.histogram import counter_deltas, histogram_quantile, label_value
+from dbdiag.derive.idle_gaps import resolution_us
+from dbdiag.derive.time_accounting import log_completeness
+
+QUANTILES = {"latency_p50": 0.5, "latency_p99": 0.99, "latency_p999": 0.999, "latency_p9999": 0.9999}
+# A quantile q needs 1 / (1 - q) observations before it is more than the window's maximum.
+QUANTILE_MIN_SAMPLES = {name: max(2, math.ceil(round(1.0 / (1.0 - q), 6))) for name, q in QUANTILES.items()}
+MAX_LABELS = 8
+MIN_WINDOWS = 10  # a capture shorter than 10 windows gets finer windows (down to FINE_WINDOWS_S)
+FINE_WINDOWS_S = (5.0, 2.0, 1.0)
+MAX_WINDOWS = 2000  # longer captures get coarser windows, so the JSON stays readable
+MARKER_KINDS = ("oom-kill", "start", "shutdown", "crash", "restart", "recovery", "fatal")
+
+# Counters whose increase per second is a throughput: metric -> (measure, labels left out).
+RATE_COUNTERS: dict[str, tuple[str, str | None]] = {
+    "tidb_server_query_total": ("qps", None),
+    "tidb_server_handle_query_duration_seconds_count": ("qps", r"(?:^|,)sql_type=internal(?:,|$)"),
+    "mysql_global_status_questions": ("qps", None),
+    "pg_stat_database_xact_commit": ("tps", None),
+    "http_server_requests_seconds_count": ("tps", r"(?:^|,)(?:uri|handler)=[^,]*(?:actuator|metrics|health|prometheus)"),
+    "http_server_request_duration_seconds_count": ("tps", None),
+    "http_request_duration_seconds_count": ("tps", None),
+}
+# Latency histograms (family without _bucket) -> (seconds per unit, labels left out).
+LATENCY_HISTOGRAMS: dict[str, tuple[float, str | None]] = {
+    "tidb_server_handle_query_duration_seconds": (1.0, r"(?:^|,)sql_type=internal(?:,|$)"),
+    "http_server_requests_seconds": (1.0, r"(?:^|,)(?:uri|handler)=[^,]*(?:actuator|metrics|health|prometheus)"),
+    "http_server_request_duration_seconds": (1.0, None),
+    "http_request_duration_seconds": (1.0, None),
+}
+CONNECTION_GAUGES = (
+    "tidb_server_connections", "mysql_global_status_threads_connected", "pg_stat_activity_count",
+    "pg_stat_database_numbackends", "haproxy_frontend_current_sessions", "tiproxy_server_connections",
+)
+
+TIMELINE_SCHEMA = {
+    "window_start": t.UTC_TIME, "series": pl.String, "value": pl.Float64, "unit": pl.String,
+    "source": pl.String, "samples": pl.Int64,
+}
+
+
+def timeline(
+    tables: dict[str, pl.DataFrame], window_s: float = 10.0, accounting: dict[str, Any] | None = None,
+    min_windows: int = MIN_WINDOWS,
+) -> tuple[pl.DataFrame | None, dict[str, Any] | None]:
+    """The ``timeline`` table and ``metrics.timeline``; (None, None) when nothing has a usable time.
+
+    ``accounting``: ``metrics.time_accounting``, to place a clock-less load-test run where it was
+    matched. A capture spanning fewer than ``min_windows`` windows gets finer ones (5, 2, 1 s).
+    """
+    notes: list[str] = []
+    sources: list[dict[str, Any]] = []
+    inputs = _timed_inputs(tables, accounting, sources, notes)
+    if not inputs:
+        return None, None
+    first = min(frame["ts"].min() for frame in inputs.values())
+    last = max(frame["ts"].max() for frame in inputs.values())
+    used_s = _window_for(first, last, window_s, min_windows, notes)
+    width_us = max(1, int(round(used_s * 1e6)))
+    frames = _series(inputs, width_us, used_s, notes)
+    if not frames:
+        return None, None
+    table = pl.concat([frame.select(list(TIMELINE_SCHEMA)).cast(TIMELINE_SCHEMA) for frame in frames], how="vertical")
+    table = table.filter(pl.col("value").is_not_null() & pl.col("value").is_finite()).sort("series", "source", "window_start")
+    metric = {
+        "window_s": used_s,
+        "requested_window_s": window_s,
+        "from": _iso(table["window_start"].min()) if table.height else _iso(first),
+        "to": _iso(table["window_start"].max() + timedelta(microseconds=width_us)) if table.height else _iso(last),
+        "series": _series_entries(table, frames),
+        "events": _event_list(tables.get(t.EVENT)),
+        "sources": sources,
+        "notes": notes,
+    }
+    return table, metric
+
+
+# ---------------------------------------------------------------- inputs and their clocks
+
+
+def _timed_inputs(tables: dict[str, pl.DataFrame], accounting: dict[str, Any] | None,
+                  sources: list[dict[str, Any]], notes: list[str]) -> dict[str, pl.DataFrame]:
+    """Per input kind, its rows with a ``ts`` column on the common axis; fills ``sources``."""
+    inputs: dict[str, pl.DataFrame] = {}
+
+    def add(kind: str, frame: pl.DataFrame, clock: str = "own", note: str | None = None) -> None:
+        frame = frame.filter(pl.col("ts").is_not_null())
+        if not frame.height:
+            return
+        inputs[kind] = pl.concat([inputs[kind], frame], how="diagonal_relaxed") if kind in inputs else frame
+        for source, start, end in frame.group_by("source", maintain_order=True).agg(
+            pl.col("ts").min().alias("a"), pl.col("ts").max().alias("b")
+        ).iter_rows():
+            sources.append({"source": source, "kind": kind, "from": _iso(start), "to": _iso(end),
+                            "clock": clock, "clock_offset_s": None, "note": note})
+
+    samples = tables.get(t.LOAD_SAMPLE)
+    if samples is not None and samples.height:
+        untimed = samples.filter(pl.col("start_ts").is_null()).height
+        if untimed:
+            notes.append(f"{untimed:,} JMeter samples without a timeStamp are not on the timeline")
+        add("jmeter-samples", samples.rename({"start_ts": "ts"}))
+    intervals = tables.get(t.LOAD_INTERVAL)
+    if intervals is not None and intervals.height:
+        placed = _placed_intervals(intervals, accounting, notes)
+        timed = intervals.filter(pl.col("ts").is_not_null())
+        if timed.height:
+            add("load-test-intervals", _interval_starts(timed))
+        if placed is not None:
+            frame, note = placed
+            add("load-test-intervals", _interval_starts(frame), clock="placed", note=note)
+    statements = tables.get(t.STATEMENT)
+    if statements is not None and statements.height:
+        statements = statements.filter(~pl.col("is_internal").fill_null(False))
+        coarse = max(resolution_us(statements["start_ts"]), resolution_us(statements["end_ts"]))
+        if coarse >= 1_000_000:
+            notes.append(
+                f"statement times have a resolution of {coarse / 1e6:g} s (start = logged end - duration): a statement can "
+                "fall one window early or late, so per-window statement counts are only good to about one window's shift"
+            )
+        add("statement-log", statements.rename({"start_ts": "ts"}).drop("end_ts"))
+    metrics = tables.get(t.METRIC_SAMPLE)
+    if metrics is not None and metrics.height:
+        wanted = list(RATE_COUNTERS) + [f"{family}_bucket" for family in LATENCY_HISTOGRAMS] + list(CONNECTION_GAUGES)
+        used = metrics.filter(pl.col("metric").is_in(wanted))
+        if used.height:
+            add("metrics", used)
+    proxy = tables.get(t.PROXY_STAT)
+    if proxy is not None and proxy.height:
+        untimed = proxy.filter(pl.col("ts").is_null())["snapshot"].n_unique()
+        if untimed:
+            notes.append(f"{untimed} HAProxy snapshot(s) without a time line are not on the timeline")
+        add("proxy-stat", proxy.filter(pl.col("type") == "frontend"))
+    cpu = tables.get(t.CPU_UTIL)
+    if cpu is not None and cpu.height:
+        sizes = cpu.group_by("source").len().sort(["len", "source"], descending=[True, False])
+        chosen = sizes["source"][0]
+        if sizes.height > 1:
+            notes.append(f"CPU from {chosen}; {', '.join(sizes['source'][1:].to_list())} not used (same CPUs, one source is enough)")
+        add("cpu-util", _at_interval_start(cpu.filter(pl.col("source") == chosen)))
+    events = tables.get(t.EVENT)
+    if events is not None and events.height:
+        add("events", events.filter(pl.col("kind").is_in(MARKER_KINDS)))
+    return inputs
+
+
+def _at_interval_start(cpu: pl.DataFrame) -> pl.DataFrame:
+    """mpstat/sar rows carry their interval's end: move each to its start (the end less the step to the
+    previous report; the first report takes the next step), so it lands in the window it measured."""
+    times = cpu.select("ts").unique().sort("ts")["ts"]
+    if times.len() < 2:
+        return cpu
+    steps = pl.DataFrame({"ts": times, "step": times.diff().fill_null(times[1] - times[0])})
+    return cpu.join(steps, on="ts", how="left").with_columns((pl.col("ts") - pl.col("step")).alias("ts")).drop("step")
+
+
+def _placed_intervals(intervals: pl.DataFrame, accounting: dict[str, Any] | None,
+                      notes: list[str]) -> tuple[pl.DataFrame, str] | None:
+    """Progress lines without wall time, at time_accounting's placement of their (single) run."""
+    untimed = intervals.filter(pl.col("ts").is_null())
+    if not untimed.height:
+        return None
+    tools = ", ".join(sorted(set(untimed["tool"].drop_nulls().to_list()))) or "load test"
+    placed_from = _placement(accounting)
+    runs_n = untimed.select("source", "run").n_unique()
+    if placed_from is None or runs_n != 1:
+        notes.append(
+            f"{tools} progress lines have no wall-clock time and were not placed "
+            + ("(several runs)" if runs_n != 1 else "(time_accounting could not place the run on the statement log)")
+            + ": they are not on the timeline"
+        )
+        return None
+    start = datetime.fromisoformat(placed_from)
+    frame = untimed.with_columns(
+        (pl.lit(start).cast(t.UTC_TIME) + pl.duration(microseconds=(pl.col("offset_s") * 1e6).round().cast(pl.Int64))).alias("ts")
+    )
+    note = (
+        f"{tools} prints no wall-clock time: its progress lines are placed at {placed_from} + their offset, "
+        "where time_accounting matched the run to the statement log (its alignment): the tool's position comes "
+        "from that match, not from a clock, so no offset is measured"
+    )
+    return frame, note
+
+
+def _placement(accounting: dict[str, Any] | None) -> str | None:
+    """The start time_accounting gave a single clock-less load-test run, when it placed one.
+
+    Its alignment text says so ("... prints no wall-clock time: ..." when it matched the run's
+    connections or busiest stretch); comparing whole totals is no placement.
+    """
+    if not accounting or not accounting.get("from"):
+        return None
+    alignment = accounting.get("alignment") or ""
+    user = [s for s in accounting.get("sources", []) if s.get("side") == "user"]
+    if len(user) != 1 or user[0].get("kind") != "load-test-run" or user[0].get("from") is not None:
+        return None
+    if "prints no wall-clock time" not in alignment:
+        return None
+    return str(accounting["from"])
+
+
+def _window_for(first: datetime, last: datetime, window_s: float, min_windows: int, notes: list[str]) -> float:
+    span = (last - first).total_seconds()
+    if window_s <= 0:
+        raise ValueError("window_s must be positive")
+    if span / window_s < min_windows:
+        for finer in FINE_WINDOWS_S:
+            if finer < window_s and span / finer >= min_windows:
+                notes.append(f"the capture spans {span:.1f} s: {finer:g} s windows instead of {window_s:g} s, to show a shape")
+                return finer
+        if window_s > FINE_WINDOWS_S[-1] and span >= FINE_WINDOWS_S[-1]:
+            notes.append(f"the capture spans {span:.1f} s: {FINE_WINDOWS_S[-1]:g} s windows instead of {window_s:g} s")
+            return FINE_WINDOWS_S[-1]
+    if span / window_s > MAX_WINDOWS:
+        coarse = window_s
+        while span / coarse > MAX_WINDOWS:
+            coarse *= 2
+        notes.append(f"the capture spans {span:,.0f} s: {coarse:g} s windows instead of {window_s:g} s, at most {MAX_WINDOWS} windows")
+        return coarse
+    return window_s
+
+
+# ---------------------------------------------------------------- series
+
+
+def _window(column: str = "ts", width_us: int = 1) -> pl.Expr:
+    epoch = pl.col(column).dt.epoch("us")
+    return pl.from_epoch((epoch // width_us) * width_us, time_unit="us").dt.replace_time_zone("UTC").alias("window_start")
+
+
+def _series(inputs: dict[str, pl.DataFrame], width_us: int, window_s: float, notes: list[str]) -> list[pl.DataFrame]:
+    out: list[pl.DataFrame] = []
+    window = _window(width_us=width_us)
+    if "jmeter-samples" in inputs:
+        out += _jmeter(inputs["jmeter-samples"], window, window_s)
+    if "load-test-intervals" in inputs:
+        out += _intervals(inputs["load-test-intervals"], width_us, window_s)
+    if "statement-log" in inputs:
+        statements = inputs["statement-log"]
+        names = statements["source"].unique(maintain_order=True).to_list()
+        timed = statements.filter(pl.col("query_time_s").is_not_null())
+        complete, why = log_completeness(timed) if timed.height else (False, "no statement durations")
+        prefix = "" if complete else "logged_"
+        if not complete:
+            notes.append(f"statement series are named logged_*: {why}")
+        statements = statements.with_columns(window, pl.lit("; ".join(names)).alias("source"))
+        out.append(_rate(statements, prefix + "qps", window_s))
+        out += _quantiles(statements.select("window_start", "source", (pl.col("query_time_s") * 1000.0).alias("ms")), prefix)
+    if "metrics" in inputs:
+        out += _metric_series(inputs["metrics"], width_us)
+    if "proxy-stat" in inputs:
+        out += _proxy(inputs["proxy-stat"], window)
+    if "cpu-util" in inputs:
+        out += _cpu(inputs["cpu-util"], window)
+    if "events" in inputs:
+        events = inputs["events"].with_columns(window)
+        out.append(events.group_by("window_start", "kind", "source").agg(pl.len().alias("samples")).select(
+            "window_start", pl.format("event[{}]", "kind").alias("series"), pl.col("samples").cast(pl.Float64).alias("value"),
+            pl.lit("events").alias("unit"), "source", "samples"))
+    return [frame for frame in out if frame.height]
+
+
+def _rate(frame: pl.DataFrame, series: str, window_s: float, label: str | None = None) -> pl.DataFrame:
+    return frame.group_by("window_start", "source").agg(pl.len().alias("samples")).select(
+        "window_start", pl.lit(series if label is None else f"{series}[{label}]").alias("series"),
+        (pl.col("samples") / window_s).alias("value"), pl.lit("1/s").alias("unit"), "source", "samples",
+    )
+
+
+def _quantiles(frame: pl.DataFrame, prefix: str = "") -> list[pl.DataFrame]:
+    """Quantiles of ``ms`` per window and source, only where the window has enough observations."""
+    frame = frame.filter(pl.col("ms").is_not_null())
+    if not frame.height:
+        return []
+    grouped = frame.group_by("window_start", "source").agg(
+        pl.len().alias("samples"), *[pl.col("ms").quantile(q, "linear").alias(name) for name, q in QUANTILES.items()]
+    )
+    out = []
+    for name in QUANTILES:
+        out.append(grouped.select(
+            "window_start", pl.lit(prefix + name).alias("series"),
+            pl.when(pl.col("samples") >= QUANTILE_MIN_SAMPLES[name]).then(pl.col(name)).alias("value"),
+            pl.lit("ms").alias("unit"), "source", "samples",
+        ))
+    return out
+
+
+def _jmeter(samples: pl.DataFrame, window: pl.Expr, window_s: float) -> list[pl.DataFrame]:
+    frame = samples.with_columns(window)
+    if frame["is_transaction"].any():
+        frame = frame.filter(pl.col("is_transaction").fill_null(False))
+    out = [_rate(frame, "tps", window_s)]
+    labels = frame.group_by("label").len().sort(["len", "label"], descending=[True, False]).head(MAX_LABELS)["label"].drop_nulls()
+    if labels.len() > 1:
+        for label in labels.to_list():
+            out.append(_rate(frame.filter(pl.col("label") == label), "tps", window_s, label))
+    out += _quantiles(frame.select("window_start", "source", pl.col("elapsed_ms").alias("ms")))
+    return out
+
+
+def _interval_starts(intervals: pl.DataFrame) -> pl.DataFrame:
+    """Progress lines at the start of the interval each reports (``step_s`` before its time)."""
+    key = ["source", "run"]
+    by_offset = pl.col("offset_s") - pl.col("offset_s").shift(1).over(key)
+    by_time = (pl.col("ts") - pl.col("ts").shift(1).over(key)).dt.total_microseconds() / 1e6
+    return intervals.sort(*key, "ts").with_columns(pl.coalesce(by_offset, by_time).alias("step_s")).with_columns(
+        pl.col("step_s").fill_null(pl.col("step_s").shift(-1).over(key)).fill_null(pl.col("offset_s")).fill_null(1.0)
+    ).with_columns((pl.col("ts") - pl.duration(microseconds=(pl.col("step_s") * 1e6).round().cast(pl.Int64))).alias("ts"))
+
+
+def _intervals(intervals: pl.DataFrame, width_us: int, window_s: float) -> list[pl.DataFrame]:
+    """Progress lines (at their interval's start): TPS and QPS x the interval summed per window."""
+    frame = intervals
+    frame = frame.with_columns(_window("ts", width_us), (pl.col("tps") * pl.col("step_s")).alias("txns"),
+                               (pl.col("qps") * pl.col("step_s")).alias("queries"))
+    grouped = frame.group_by("window_start", "source").agg(
+        pl.col("txns").sum().alias("txns"), pl.when(pl.col("queries").is_not_null().any()).then(pl.col("queries").sum()).alias("queries"),
+        pl.col("latency_ms").filter(pl.col("latency_pct").is_null()).dot(pl.col("txns").filter(pl.col("latency_pct").is_null())).alias("lat_w"),
+        pl.col("txns").filter(pl.col("latency_pct").is_null() & pl.col("latency_ms").is_not_null()).sum().alias("lat_n"),
+        pl.col("latency_ms").filter(pl.col("latency_pct").is_not_null()).max().alias("pct_ms"),
+        pl.col("latency_pct").drop_nulls().first().alias("pct"),
+    )
+    out = [
+        grouped.select("window_start", pl.lit("tps").alias("series"), (pl.col("txns") / window_s).alias("value"),
+                       pl.lit("1/s").alias("unit"), "source", pl.col("txns").round().cast(pl.Int64).alias("samples")),
+        grouped.filter(pl.col("queries").is_not_null()).select(
+            "window_start", pl.lit("qps").alias("series"), (pl.col("queries") / window_s).alias("value"),
+            pl.lit("1/s").alias("unit"), "source", pl.col("queries").round().cast(pl.Int64).alias("samples")),
+        grouped.filter(pl.col("lat_n") > 0).select(
+            "window_start", pl.lit("latency_avg").alias("series"), (pl.col("lat_w") / pl.col("lat_n")).alias("value"),
+            pl.lit("ms").alias("unit"), "source", pl.col("lat_n").round().cast(pl.Int64).alias("samples")),
+        grouped.filter(pl.col("pct_ms").is_not_null()).select(
+            "window_start", pl.format("latency_p{}_reported", pl.col("pct").cast(pl.Int64)).alias("series"), pl.col("pct_ms").alias("value"),
+            pl.lit("ms").alias("unit"), "source", pl.col("txns").round().cast(pl.Int64).alias("samples")),
+    ]
+    return out
+
+
+def _excluded(frame: pl.DataFrame, pattern: str | None) -> pl.DataFrame:
+    return frame.filter(~pl.col("labels").str.contains(pattern)) if pattern else frame
+
+
+def _metric_series(metrics: pl.DataFrame, width_us: int) -> list[pl.DataFrame]:
+    out: list[pl.DataFrame] = []
+    for metric, (measure, exclude) in RATE_COUNTERS.items():
+        rows = _excluded(metrics.filter(pl.col("metric") == metric), exclude)
+        if rows.height < 2:
+            continue
+        deltas = counter_deltas(rows).with_columns(
+            ((pl.col("ts") - pl.col("start_ts")).dt.total_microseconds() / 1e6).alias("interval_s"), _window("start_ts", width_us)
+        ).filter(pl.col("interval_s") > 0)
+        per_series = deltas.group_by("window_start", "source", "labels").agg(
+            (pl.col("delta").sum() / pl.col("interval_s").sum()).alias("rate"), pl.col("delta").sum().alias("count"))
+        out.append(per_series.group_by("window_start", "source").agg(pl.col("rate").sum(), pl.col("count").sum()).select(
+            "window_start", pl.lit(measure).alias("series"), pl.col("rate").alias("value"), pl.lit("1/s").alias("unit"),
+            pl.format("{} ({})", "source", pl.lit(metric)).alias("source"), pl.col("count").round().cast(pl.Int64).alias("samples")))
+    for family, (per_unit, exclude) in LATENCY_HISTOGRAMS.items():
+        rows = _excluded(metrics.filter(pl.col("metric") == f"{family}_bucket"), exclude)
+        if rows.height < 2:
+            continue
+        buckets = counter_deltas(rows).with_columns(_window("start_ts", width_us), label_value("le")).with_columns(
+            pl.col("le").str.replace(r"^\+?Inf$", "inf").cast(pl.Float64, strict=False)
+        ).filter(pl.col("le").is_not_null()).group_by("window_start", "source", "le").agg(pl.col("delta").sum())
+        rows_out: list[dict[str, Any]] = []
+        grouped: dict[tuple[Any, str], list[tuple[float, float]]] = {}
+        for window_start, source, le, delta in buckets.sort("window_start", "source", "le").iter_rows():
+            grouped.setdefault((window_start, source), []).append((le, delta))
+        for (window_start, source), pairs in grouped.items():
+            total = max((count for le, count in pairs if math.isinf(le)), default=0.0)
+            for name, q in QUANTILES.items():
+                value = histogram_quantile(pairs, q) if total >= QUANTILE_MIN_SAMPLES[name] else None
+                rows_out.append({"window_start": window_start, "series": name,
+                                 "value": value * per_unit * 1000.0 if value is not None else None, "unit": "ms",
+                                 "source": f"{source} ({family})", "samples": int(round(total))})
+        if rows_out:
+            out.append(pl.DataFrame(rows_out, schema=TIMELINE_SCHEMA))
+    gauges = metrics.filter(pl.col("metric").is_in(CONNECTION_GAUGES) & pl.col("value").is_finite())
+    if gauges.height:
+        at_scrape = gauges.group_by("ts", "source", "metric").agg(pl.col("value").sum())
+        out.append(at_scrape.with_columns(_window("ts", width_us)).group_by("window_start", "source", "metric").agg(
+            pl.col("value").max(), pl.len().alias("samples")).select(
+            "window_start", pl.format("connections[{}]", "metric").alias("series"), "value", pl.lit("sessions").alias("unit"),
+            "source", "samples"))
+    return out
+
+
+def _proxy(frontends: pl.DataFrame, window: pl.Expr) -> list[pl.DataFrame]:
+    frame = frontends.with_columns(window)
+    per_snapshot = frame.group_by("window_start", "ts", "source", "proxy").agg(pl.col("scur").sum(), pl.col("slim").max())
+    grouped = per_snapshot.group_by("window_start", "source", "proxy").agg(
+        pl.col("scur").max(), pl.col("slim").max(), pl.len().alias("samples"))
+    return [
+        grouped.filter(pl.col("scur").is_not_null()).select(
+            "window_start", pl.format("connections[{}]", "proxy").alias("series"), pl.col("scur").cast(pl.Float64).alias("value"),
+            pl.lit("sessions").alias("unit"), "source", "samples"),
+        grouped.filter(pl.col("slim").is_not_null() & (pl.col("slim") > 0)).select(
+            "window_start", pl.format("session_limit[{}]", "proxy").alias("series"), pl.col("slim").cast(pl.Float64).alias("value"),
+            pl.lit("sessions").alias("unit"), "source", "samples"),
+    ]
+
+
+def _cpu(cpu: pl.DataFrame, window: pl.Expr) -> list[pl.DataFrame]:
+    per_cpu = cpu.filter(pl.col("cpu") >= 0)
+    frame = (per_cpu if per_cpu.height else cpu).with_columns(
+        window, (100.0 - pl.col("idle_pct") - pl.col("iowait_pct").fill_null(0.0)).clip(0.0, 100.0).alias("busy"))
+    by_cpu = frame.group_by("window_start", "source", "cpu").agg(pl.col("busy").mean(), pl.col("soft_pct").mean(), pl.len().alias("n"))
+    grouped = by_cpu.group_by("window_start", "source").agg(
+        pl.col("busy").dot("n").truediv(pl.col("n").sum()).alias("cpu_busy_mean"),
+        pl.col("soft_pct").dot("n").truediv(pl.col("n").filter(pl.col("soft_pct").is_not_null()).sum()).alias("cpu_soft_mean"),
+        pl.col("busy").max().alias("cpu_busy_max"), pl.col("soft_pct").max().alias("cpu_soft_max"), pl.col("n").sum().alias("samples"))
+    names = ["cpu_busy_mean", "cpu_soft_mean"] + (["cpu_busy_max", "cpu_soft_max"] if per_cpu.height else [])
+    return [
+        grouped.select("window_start", pl.lit(name).alias("series"), pl.col(name).alias("value"), pl.lit("%").alias("unit"), "source", "samples")
+        for name in names
+    ]
+
+
+# ---------------------------------------------------------------- metric
+
+
+def _series_entries(table: pl.DataFrame, frames: list[pl.DataFrame]) -> list[dict[str, Any]]:
+    """One entry per (series, source), points [iso, value] in time order; quantile gating counted."""
+    raw = pl.concat([f.select("series", "source", "value").cast({"value": pl.Float64}) for f in frames])
+    suppressed = dict(
+        raw.filter(pl.col("series").str.replace("^logged_", "").is_in(list(QUANTILES)) & pl.col("value").is_null())
+        .group_by("series", "source").len().select(pl.concat_str("series", "source", separator="\x00"), "len").iter_rows()
+    )
+    entries = []
+    for (series, source), group in table.group_by("series", "source", maintain_order=True):
+        measure, _, label = series.partition("[")
+        entry: dict[str, Any] = {
+            "series": series, "measure": measure, "label": label[:-1] if label else None, "unit": group["unit"][0],
+            "source": source,
+            "points": [[_iso(ts), round(value, 4)] for ts, value in group.select("window_start", "value").iter_rows()],
+            "min_samples": QUANTILE_MIN_SAMPLES.get(measure.removeprefix("logged_")),
+            "suppressed_windows": suppressed.get(f"{series}\x00{source}", 0),
+            "note": _note(measure),
+        }
+        entries.append(entry)
+    gated_only = {key for key in suppressed if key not in {f"{e['series']}\x00{e['source']}" for e in entries}}
+    for key in sorted(gated_only):
+        series, source = key.split("\x00")
+        entries.append({"series": series, "measure": series, "label": None, "unit": "ms", "source": source, "points": [],
+                        "min_samples": QUANTILE_MIN_SAMPLES[series.removeprefix("logged_")], "suppressed_windows": suppressed[key],
+                        "note": _note(series)})
+    order = {name: i for i, name in enumerate(["tps", "qps", "latency_avg", "latency_p50", "latency_p95_reported", "latency_p99_reported", "latency_p99",
+                                                 "latency_p999", "latency_p9999", "logged_qps", "logged_latency_p50", "logged_latency_p99",
+                                                 "logged_latency_p999", "logged_latency_p9999", "connections", "session_limit",
+                                                 "cpu_busy_mean", "cpu_busy_max", "cpu_soft_mean", "cpu_soft_max", "event"])}
+    entries.sort(key=lambda e: (order.get(e["measure"], 99), e["source"], e["label"] or ""))
+    return entries
+
+
+def _note(measure: str) -> str | None:
+    if measure.startswith("logged_"):
+        return "statements in the log only (a slow log lacks those under its threshold): " + (_note(measure.removeprefix("logged_")) or "per second")
+    if measure in QUANTILES:
+        return f"only for windows with at least {QUANTILE_MIN_SAMPLES[measure]:,} observations"
+    if measure.endswith("_reported"):
+        return "the load test's own percentile per progress line (the largest of the lines in the window)"
+    if measure == "latency_avg":
+        return "the load test's average latency, weighted by transactions"
+    if measure == "cpu_busy_max" or measure == "cpu_soft_max":
+        return "the busiest CPU's mean over the window"
+    if measure == "cpu_soft_mean":
+        return "mean over CPUs of %soft"
+    if measure.startswith("cpu_"):
+        return "mean over CPUs; busy = 100 - %idle - %iowait"
+    if measure == "connections":
+        return "largest in the window"
+    return None
+
+
+def _event_list(events: pl.DataFrame | None) -> list[dict[str, Any]]:
+    """The marker events in time order (the first 200: a restart loop would bury the chart)."""
+    if events is None or not events.height:
+        return []
+    rows = events.filter(pl.col("kind").is_in(MARKER_KINDS) & pl.col("ts").is_not_null()).sort("ts")
+    return [
+        {"ts": _iso(row["ts"]), "kind": row["kind"], "component": row["component"], "process": row["process"],
+         "message": row["message"], "source": row["source"], "line": row["line"]}
+        for row in rows.head(200).iter_rows(named=True)
+    ]
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if isinstance(value, datetime) else None
