@@ -123,3 +123,72 @@ def test_demo_sql_findings_and_privacy(tmp_path: Path):
     out = tmp_path / "lit.json"
     CliRunner().invoke(app, ["demo", "--show-literals", "-f", "json", "-o", str(out)])
     assert "6228480" in out.read_text(encoding="utf-8")
+
+
+# --- issue 4: CPU profile, NUMA, host configuration ------------------------------------------------
+
+NUMA_RULES = {"cross-numa-memory", "unbound-processes", "numa-balancing-enabled", "no-cpu-isolation", "buffer-pool-exceeds-numa-node"}
+CAPTURES = ["mariadb-sysbench-debian12", "postgres-pgbench-debian12", "numa2-guest-iperf-debian12", "numa2x2-guest-iperf-debian12"]
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_real_perf_data_give_a_cpu_profile_and_a_flame_graph(name: str, corpus: Path, tmp_path: Path):
+    _, document = run_json(["analyze", str(corpus / "captures" / f"{name}.tar.gz")], tmp_path)
+    profile = document["metrics"]["cpu_profile"]
+    assert profile["samples"] > 0 and profile["top_symbols"] and profile["categories"]
+    assert profile["source_kind"] == "perf script"
+    html_path = tmp_path / "r.html"
+    CliRunner().invoke(app, ["analyze", str(corpus / "captures" / f"{name}.tar.gz"), "-o", str(html_path)])
+    html = html_path.read_text(encoding="utf-8")
+    assert 'id="cpu-profile"' in html and "<svg" in html.split('id="cpu-profile"', 1)[1]
+
+
+@pytest.mark.parametrize("name", ["mariadb-sysbench-debian12", "postgres-pgbench-debian12"])
+def test_no_numa_rule_fires_on_one_node(name: str, corpus: Path, tmp_path: Path):
+    _, document = run_json(["analyze", str(corpus / "captures" / f"{name}.tar.gz")], tmp_path)
+    assert not [f["rule"] for f in document["findings"] if f["rule"] in NUMA_RULES]
+    assert statuses(document)["numa-balancing-enabled"] in {"passed", "skipped"}
+
+
+def test_numa2_guest_process_memory_on_the_other_node(corpus: Path, tmp_path: Path):
+    """python3 ran on node 0's CPUs with its memory bound to node 1 (numactl --cpunodebind=0 --membind=1)."""
+    _, document = run_json(["analyze", str(corpus / "captures/numa2-guest-iperf-debian12.tar.gz")], tmp_path)
+    cross = [f for f in document["findings"] if f["rule"] == "cross-numa-memory"]
+    assert [f["subject"] for f in cross] == ["python3 183"]
+    assert cross[0]["impact"]["share_pct"] == 100.0 and cross[0]["impact"]["cpu_nodes"] == [0]
+
+
+def test_demo_fires_the_issue_4_rules_with_evidence(tmp_path: Path):
+    _, document = run_json(["demo"], tmp_path)
+    by_rule = {f["rule"]: f for f in document["findings"]}
+    for rule_id in ("context-switch-overhead", "cross-numa-memory", "transparent-hugepages-enabled", "numa-balancing-enabled"):
+        assert rule_id in by_rule and by_rule[rule_id]["evidence"], rule_id
+    switch = by_rule["context-switch-overhead"]
+    assert 18.0 <= switch["impact"]["share_pct"] <= 22.0 and "finish_task_switch" in json.dumps(switch["evidence"])
+    assert by_rule["cross-numa-memory"]["subject"] == "node 0"
+    assert "haproxy 2650" in by_rule["unbound-processes"]["subject"] and "pd-server 2907" in by_rule["unbound-processes"]["subject"]
+    checks = {row["setting"]: row for row in document["metrics"]["host_config"]}
+    assert any(row["status"] == "attention" for row in checks.values())
+
+
+# --- issue 5: where the time went --------------------------------------------------------------------
+
+
+def test_demo_time_accounting_idle_gaps_and_app_rules(tmp_path: Path):
+    _, document = run_json(["demo"], tmp_path)
+    accounting = document["metrics"]["time_accounting"]
+    assert accounting["db_time_ratio"] == pytest.approx(0.13, abs=0.01)
+    gaps = document["metrics"]["idle_gaps"]
+    assert gaps["in_txn"]["p80_ms"] == pytest.approx(25.0, abs=1.0)
+    assert gaps["sql_latency"]["p80_ms"] == pytest.approx(3.84, abs=0.2)
+    fired = {f["rule"] for f in document["findings"]}
+    assert {"bottleneck-outside-database", "connection-ceiling", "oom-restart", "load-test-inflation"} <= fired
+    assert document["metrics"]["timeline"]["series"]
+
+
+@pytest.mark.parametrize("folder", ["jmeter", "prometheus", "haproxy", "oom"])
+def test_issue_5_corpus_files_parse_or_say_why(folder: str, corpus: Path, tmp_path: Path):
+    for path in sorted((corpus / folder).iterdir()):
+        _, document = run_json(["analyze", str(path)], tmp_path)
+        (entry,) = document["inputs"]
+        assert entry["kind"] is not None and (entry["records"] > 0 or entry.get("error") or entry["skipped"]), entry

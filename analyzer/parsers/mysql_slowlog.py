@@ -72,20 +72,36 @@ positions learnt from the first one. No Python loop runs per line or per entry.
 from __future__ import annotations
 
 import functools
+import importlib
 import io
 import re
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.mpstat_text import cap_warnings, check_tz, local_to_utc, zone_note
 
+
+class _OnFirstUse:
+    """A module imported when an attribute is first read: numpy and pyarrow take a tenth of a second
+    to import, which runs without a MySQL slow log need not pay."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        module = sys.modules.get(self._name) or importlib.import_module(self._name)  # a dict lookup once imported
+        return getattr(module, attr)
+
+
+np = _OnFirstUse("numpy")
+pa = _OnFirstUse("pyarrow")
+
 MAX_WARNINGS = 50
-CHUNK_CHARS = 24 * 1024 * 1024  # entry-aligned pieces: bounds the per-line memory
+CHUNK_CHARS = 16 * 1024 * 1024  # entry-aligned pieces: bounds the per-line memory (peak RSS)
 WORKERS = 2  # pieces parsed at once
 TZ_MISMATCH_S = 30 * 60  # # Time vs SET timestamp differing by more than this means --tz is wrong
 MAX_ZONE_OFFSET_S = 14 * 3600  # the widest UTC offset in use; a larger gap is not a zone problem
@@ -266,8 +282,6 @@ LINE_GROUPS = {
 }
 OUTPUT_COLUMNS = tuple(dict.fromkeys(c for _, columns in LINE_GROUPS.values() for c in columns))
 KEYED_COLUMNS = tuple(c for g, (starts, columns) in LINE_GROUPS.items() if starts for c in columns)
-HEADER_TABLE = np.zeros(256, dtype=bool)
-HEADER_TABLE[list(HEADER_KINDS)] = True
 
 
 def _classify(lines: pl.Series, length: np.ndarray, prefix: np.ndarray) -> np.ndarray:
@@ -308,7 +322,7 @@ def _mark(kind: np.ndarray) -> dict[str, np.ndarray]:
     previous = np.empty_like(kind)
     previous[:1] = 255
     previous[1:] = kind[:-1]
-    previous_header = HEADER_TABLE[previous]
+    previous_header = np.isin(previous, HEADER_KINDS)
     start = (
         (kind == TIME)
         | ((kind == USER_HOST) & (previous != TIME))
@@ -811,13 +825,14 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     entries = pl.concat([
         p["entries"].with_columns(pl.col("entry") + int(e), *[pl.col(c) + int(b) for c in line_columns])
         for p, e, b in zip(pieces, entry_bases, line_bases)
-    ], how="vertical_relaxed")
+    ], how="vertical_relaxed", rechunk=True)  # one chunk: later steps would each copy mixed chunks again
     plan_nodes = pl.concat([p["plan_nodes"].with_columns(pl.col("entry") + int(e)) for p, e in zip(pieces, entry_bases)])
     n_total = int(entry_bases[-1])
     server = pl.concat([p["server"].with_columns(pl.col("line") + int(b)) for p, b in zip(pieces, line_bases)])
     markers = pl.concat([p["markers"] for p in pieces], how="diagonal_relaxed")
     for piece, base in zip(pieces, line_bases):
         warnings += [ParseWarning(None if line is None else line + int(base), reason) for line, reason in piece["warnings"]]
+    del pieces, jobs  # the pieces' tables are copied into ``entries``: let them go before the next copies
 
     if not (entries["entry"] > 0).any():
         raise ParseError("no slow-log entry found (no # Time, # User@Host or # Query_time header)")
@@ -865,8 +880,8 @@ def _keep_entries(entries: pl.DataFrame) -> tuple[pl.DataFrame, list[ParseWarnin
     ]
     for condition, reason in checks:
         warnings += _warn_rows(entries.filter(condition), reason)
-    keep = (is_head & has_sql) | (~is_head & (has_qt | has_sql) & ~(is_last & ~has_sql))
-    return entries.filter(keep), warnings
+    keep = entries.select((is_head & has_sql) | (~is_head & (has_qt | has_sql) & ~(is_last & ~has_sql))).to_series()
+    return (entries if keep.all(ignore_nulls=False) else entries.filter(keep)), warnings  # usually all: no copy
 
 
 def _warn_rows(rows: pl.DataFrame, reason: str, line_column: str = "line") -> list[ParseWarning]:

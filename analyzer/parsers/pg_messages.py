@@ -387,10 +387,11 @@ def _statement_rows(frame: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
 
 
 def _closes(rows: pl.DataFrame, conns: pl.Series) -> pl.DataFrame:
-    """Entries that close a statement row (its duration or error entry) on the connections ``conns``, in log order."""
-    closes = rows.filter(pl.col("close_rec").is_not_null() & pl.col("conn").is_in(conns.unique().implode())).select(
-        pl.col("close_rec").alias("next_close"), "conn", pl.col("rec").alias("row_rec"), pl.col("sql").alias("row_sql")
-    )
+    """Entries that close a statement row (its duration or error entry) on the connections ``conns``, in log
+    order; ``row_at`` is the row's position in ``rows`` (its SQL is fetched for the few rows matched)."""
+    closes = rows.with_row_index("row_at").filter(
+        pl.col("close_rec").is_not_null() & pl.col("conn").is_in(conns.unique().implode())
+    ).select(pl.col("close_rec").alias("next_close"), "conn", pl.col("rec").alias("row_rec"), "row_at")
     return _sorted(closes, "next_close")
 
 
@@ -399,15 +400,13 @@ def _attach_plans(frame: pl.DataFrame, rows: list[pl.DataFrame], plans: pl.DataF
     if plans.is_empty():
         return pl.DataFrame(), pl.DataFrame(schema={"rec": pl.Int64, "row_rec": pl.Int64})
     entries = frame.filter(pl.col("kind") == "plan")
-    closing = pl.concat([part.select("close_rec", "conn", "rec", "sql") for part in rows])
-    entries = (
-        entries.join(plans.select("rec", "query_text"), on="rec", how="left", maintain_order="left")
-        .join_asof(
-            _closes(closing, entries["conn"]), left_on="rec", right_on="next_close", by="conn", strategy="forward",
-            coalesce=False, check_sortedness=False,
-        )
-        .with_columns(_normalised_sql(pl.col("row_sql")).alias("row_sql"))
+    closing = pl.concat([part.select("close_rec", "conn", "rec") for part in rows])
+    sql = pl.concat([part["sql"] for part in rows])  # the texts stay where they are until a row is matched
+    entries = entries.join(plans.select("rec", "query_text"), on="rec", how="left", maintain_order="left").join_asof(
+        _closes(closing, entries["conn"]), left_on="rec", right_on="next_close", by="conn", strategy="forward",
+        coalesce=False, check_sortedness=False,
     )
+    entries = entries.drop("row_at").with_columns(_normalised_sql(sql.gather(entries["row_at"])).alias("row_sql"))
     nested = pl.col("context").is_not_null()
     matches = ~nested & pl.col("row_rec").is_not_null() & (_normalised_sql(pl.col("query_text")) == pl.col("row_sql"))
     entries = entries.with_columns(matches.fill_null(False).alias("matched"))
@@ -471,7 +470,9 @@ def assemble(entries: StatementEntries, source: str) -> Assembled:
     )
     nodes = parsed.nodes.join(owner.select("rec", "stmt_id"), on="rec").sort("stmt_id", "node_id").with_columns(source=pl.lit(source))
     notes = _notes(frame, pairs, plan_owner, rows)
-    return Assembled(T.conform(T.STATEMENT, statements), T.conform(T.PLAN_NODE, nodes), notes + parsed.notes, parsed.warnings)
+    # one chunk per column: with mixed chunking, every later expression would copy the whole table
+    statement = T.conform(T.STATEMENT, statements).rechunk()
+    return Assembled(statement, T.conform(T.PLAN_NODE, nodes), notes + parsed.notes, parsed.warnings)
 
 
 @dataclass

@@ -83,6 +83,7 @@ MAX_PARSED_FINGERPRINTS = 200
 
 INDEX_MERGE_NODE_TYPES = ("IndexMerge", "index_merge", "BitmapOr")
 _INDEX_MERGE_TEXT = r"IndexMerge|index_merge|BitmapOr"
+_OR_TOKEN = re.compile(r"(?i)(?<![a-z_$])or(?![a-z0-9_$])|\|\|")  # "1OR" too: a number may touch it
 
 
 @lru_cache(maxsize=1)
@@ -165,6 +166,8 @@ def _compared_columns(branch: exp.Expression) -> list[exp.Column]:
 
 def find_or_predicate(sql: str | None, engine: str | None, scanned_table: str | None) -> OrPredicate | None:
     """The first OR in a WHERE clause whose branches compare different columns of one table (the scanned one when known)."""
+    if not sql or not _OR_TOKEN.search(sql):
+        return None  # no OR (MySQL also reads || as OR) for sqlglot to find: spares importing and parsing
     from sqlglot import exp
 
     tree = parse_sql(sql, engine)

@@ -78,11 +78,15 @@ def check(inp: RuleInput) -> Verdict:
         return Verdict(measured=f"{frame['fp_id'].n_unique()} fingerprint(s) with a plan key; none ran with two plans")
     findings = []
     measured = []
+    # the runs of each (fingerprint, plan), in log order, split once rather than searched per plan
+    runs_of = frame.filter(pl.col("fp_id").is_in(multi["fp_id"].implode())).partition_by(
+        "fp_id", "plan_key", as_dict=True, maintain_order=True
+    )
     for (fp_id,), plans in multi.group_by("fp_id"):
         plans = plans.sort("median_s", "plan_key")  # plan_key: equal medians in a stable order
         fast, slow = plans.row(0, named=True), plans.row(-1, named=True)
         ratio = slow["median_s"] / fast["median_s"] if fast["median_s"] else float("inf")
-        slow_runs = frame.filter(pl.col("fp_id") == fp_id, pl.col("plan_key") == slow["plan_key"])
+        slow_runs = runs_of[(fp_id, slow["plan_key"])]
         lost_s = float((slow_runs["query_time_s"] - fast["median_s"]).clip(lower_bound=0).sum())
         lost_pct = 100.0 * lost_s / total_s
         measured.append(f"{fp_id}: {plans.height} plans, slowest {ratio:,.0f}x the fastest, {seconds(lost_s)} lost")

@@ -131,8 +131,15 @@ def _user_statements(frame: pl.DataFrame) -> pl.DataFrame:
     # sample_sql repeats (one text per fingerprint unless literals are shown): each text is searched once.
     texts = frame["sample_sql"].fill_null("").unique()
     system_texts = texts.filter(texts.str.contains(_SYSTEM_SQL))
-    system = pl.col("db").fill_null("").str.to_lowercase().is_in(SYSTEM_SCHEMAS) | pl.col("sample_sql").fill_null("").is_in(system_texts.implode())
-    return frame.filter(~pl.col("is_internal").fill_null(False), ~system)
+    dbs = frame["db"].fill_null("").unique()  # a few names: each lower-cased once
+    system_dbs = dbs.filter(dbs.str.to_lowercase().is_in(SYSTEM_SCHEMAS))
+    system = pl.lit(False)
+    if system_dbs.len():
+        system = system | pl.col("db").fill_null("").is_in(system_dbs.implode())
+    if system_texts.len():
+        system = system | pl.col("sample_sql").fill_null("").is_in(system_texts.implode())
+    keep = frame.select(~pl.col("is_internal").fill_null(False) & ~system).to_series()
+    return frame if keep.all(ignore_nulls=False) else frame.filter(keep)  # usually all: no copy of the whole table
 
 
 def _measured_none(frame: pl.DataFrame, stats: pl.DataFrame | None, misestimates: pl.DataFrame | None) -> str:
