@@ -125,13 +125,15 @@ def _run(
     fail_on: Optional[FailOn],
     tz: Optional[str],
     show_literals: bool,
+    window_s: float,
     default_stem: str,
 ) -> int:
     formats = list(dict.fromkeys(formats or [Format.html]))
     targets = _output_paths(output, formats, default_stem)
     try:
         with _progress() as progress:
-            analysis = analyze_path(capture_path, Options(tz=tz, show_literals=show_literals), progress=progress)
+            options = Options(tz=tz, show_literals=show_literals, window_s=window_s)
+            analysis = analyze_path(capture_path, options, progress=progress)
     except (CaptureError, UnknownTimeZone) as error:
         _fail(str(error))
     capture = analysis.capture
@@ -175,6 +177,14 @@ TzOption = Annotated[
 LiteralsOption = Annotated[
     bool, typer.Option("--show-literals", help="Keep literals in SQL samples (default: replaced by placeholders, for privacy).")
 ]
+WindowOption = Annotated[
+    float,
+    typer.Option(
+        "--window",
+        min=0.001,
+        help="Seconds per time window of the time accounting and the timeline (widened to the metrics' scrape step).",
+    ),
+]
 
 
 @app.command()
@@ -185,9 +195,10 @@ def analyze(
     fail_on: FailOnOption = None,
     tz: TzOption = None,
     show_literals: LiteralsOption = False,
+    window: WindowOption = 10.0,
 ) -> None:
     """Analyze a capture and write the report."""
-    raise typer.Exit(_run(capture, output, format, fail_on, tz, show_literals, DEFAULT_REPORT_STEM))
+    raise typer.Exit(_run(capture, output, format, fail_on, tz, show_literals, window, DEFAULT_REPORT_STEM))
 
 
 @app.command()
@@ -197,13 +208,14 @@ def demo(
     fail_on: FailOnOption = None,
     tz: TzOption = None,
     show_literals: LiteralsOption = False,
+    window: WindowOption = 10.0,
 ) -> None:
     """Analyze the bundled demo capture (a 128-CPU, 16-node bank core server) and write dbdiag-demo-report.html."""
     archive = resources.files("dbdiag.demo_capture").joinpath(DEMO_ARCHIVE)
     with resources.as_file(archive) as path:
         if not path.is_file():
             _fail(f"{path}: the demo capture is missing from this installation")
-        raise typer.Exit(_run(path, output, format, fail_on, tz, show_literals, DEMO_REPORT_STEM))
+        raise typer.Exit(_run(path, output, format, fail_on, tz, show_literals, window, DEMO_REPORT_STEM))
 
 
 @app.command("rules")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import zoneinfo
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,6 +35,7 @@ class Options:
     tz: str | None = None  # zone for zone-less times; None = the manifest's, else UTC
     show_literals: bool = False  # SQL samples keep their literals (default: placeholders)
     limits: Limits = field(default_factory=Limits)
+    window_s: float = 10.0  # width of the time windows of time accounting and the timeline
 
 
 @dataclass
@@ -97,9 +99,11 @@ def parse_member(member: Member, spec: ParserSpec, tz: str) -> tuple[ParseResult
     return parse_text(decode(member.data or b""), member.path, spec, tz)
 
 
-def parse_text(text: str, path: str, spec: ParserSpec, tz: str) -> tuple[ParseResult | None, str | None]:
+def parse_text(
+    text: str, path: str, spec: ParserSpec, tz: str, ref_time: datetime | None = None
+) -> tuple[ParseResult | None, str | None]:
     try:
-        return spec.parse(text, ParseContext(source=path, tz=tz)), None
+        return spec.parse(text, ParseContext(source=path, tz=tz, ref_time=ref_time)), None
     except ParseError as error:
         return None, str(error)
     except Exception as error:  # noqa: BLE001 - one bad member must not stop the capture
@@ -120,6 +124,23 @@ def _resolve_tz(members: list[tuple[Member, ParserSpec]], requested: str | None)
             if zone:
                 return DEFAULT_TZ, f"default: manifest {member.path} names unknown zone {zone!r}"
     return DEFAULT_TZ, "default (no --tz, no manifest)"
+
+
+def _capture_time(members: list[tuple[Member, ParserSpec]], zone: str) -> datetime | None:
+    """When the capture was taken, from the manifest's ``taken_at`` (read in ``zone`` if it has no offset)."""
+    for member, spec in members:
+        if spec.kind != manifest.SPEC.kind:
+            continue
+        result, _ = parse_member(member, spec, zone)
+        text = manifest.manifest_taken_at(result) if result else None
+        if not text:
+            continue
+        try:
+            taken = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        return taken if taken.tzinfo else taken.replace(tzinfo=zoneinfo.ZoneInfo(zone))
+    return None
 
 
 class UnknownTimeZone(ValueError):
@@ -207,6 +228,7 @@ def _analyze(
     members.clear()
 
     zone, zone_origin = _resolve_tz([(m, s) for m, s, _ in to_parse], options.tz)
+    taken_at = _capture_time([(m, s) for m, s, _ in to_parse], zone)
     results: list[ParseResult] = []
     to_parse.reverse()  # popped from the end, in capture order
     while to_parse:
@@ -215,7 +237,7 @@ def _analyze(
             progress(member.path)
         text, path = decode(member.data or b""), member.path
         del member  # the bytes go now, before the parser builds its tables
-        result, error = parse_text(text, path, spec, zone)
+        result, error = parse_text(text, path, spec, zone, taken_at)
         del text
         if result is None:
             record.error = error
@@ -227,6 +249,6 @@ def _analyze(
         results.append(result)
 
     tables = merge_tables(results)
-    derived = derive_all(tables, SqlOptions(show_literals=options.show_literals))
+    derived = derive_all(tables, SqlOptions(show_literals=options.show_literals), options.window_s)
     outcomes = run_rules(rules, RuleInput(tables=_public_tables(tables, derived), derived=derived.tables, metrics=derived.metrics))
     return Analysis(capture, inputs, tables, derived, outcomes, zone, zone_origin)

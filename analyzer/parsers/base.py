@@ -20,6 +20,7 @@ tables declared there, so that derive/rules code can rely on names and dtypes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Callable
 
 import polars as pl
@@ -57,10 +58,13 @@ class ParseResult:
 
 @dataclass(frozen=True)
 class ParseContext:
-    """What a parser may know besides the text: where it came from and the zone for naive times."""
+    """What a parser may know besides the text: where it came from, the zone for naive times, and
+    ``ref_time``, a time at or after the capture was taken (the manifest's ``taken_at``) for stamps
+    without a year (syslog ``May 14 10:00:01``); None when the capture does not say."""
 
     source: str
     tz: str = "UTC"
+    ref_time: datetime | None = None
 
 
 class ParseError(ValueError):

@@ -27,6 +27,7 @@ from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpe
 _NAME = re.compile(r"(^|/)(manifest(\.json|\.txt)?|MANIFEST(\.txt)?)$", re.IGNORECASE)
 _KEY_VALUE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*[=:]\s*(.*?)\s*$")
 TZ_KEYS = ("tz", "timezone", "time_zone")
+TAKEN_AT_KEYS = ("taken_at", "captured_at", "time")
 
 
 def detect(head: str, name: str) -> float:
@@ -76,6 +77,15 @@ def manifest_tz(result: ParseResult) -> str | None:
         if values and values[0]:
             return values[0]
     return None
+
+
+def manifest_taken_at(result: ParseResult) -> str | None:
+    """The manifest's ``taken_at`` (ISO time the capture was taken), as written."""
+    facts = result.tables.get(t.HOST_FACT)
+    if facts is None:
+        return None
+    values = facts.filter(pl.col("key").is_in(TAKEN_AT_KEYS))["value"].to_list()
+    return values[0] if values and values[0] else None
 
 
 SPEC = ParserSpec(

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from dbdiag.parsers import log_events, pg_events
 from dbdiag.parsers import pg_messages as M
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 
@@ -456,13 +457,15 @@ class Chunk:
     zones: dict
     orphans: tuple[int, int, str] | None  # (count, first line, text)
     unmatched: tuple[int, int] | None  # (count, first line)
+    events: pl.DataFrame  # server events (start, shutdown, killed backends...) of this piece
 
     def shifted(self, lines_before: int) -> Chunk:
         if not lines_before:
             return self
         orphans = (self.orphans[0], self.orphans[1] + lines_before, self.orphans[2]) if self.orphans else None
         unmatched = (self.unmatched[0], self.unmatched[1] + lines_before) if self.unmatched else None
-        return Chunk(self.lines, self.entries.shifted(lines_before), self.summary, self.zones, orphans, unmatched)
+        events = self.events.with_columns(pl.col("line") + lines_before)
+        return Chunk(self.lines, self.entries.shifted(lines_before), self.summary, self.zones, orphans, unmatched, events)
 
 
 def _chunk_bounds(text: str, size: int, prefix: Prefix, wrapper: str | None) -> list[tuple[int, int]]:
@@ -497,6 +500,7 @@ def _read_chunk(text: str, prefix: Prefix, wrapper: str | None, tz: str) -> Chun
     records, zones = _records(starts, _continuation(rest), tz, wrapper is not None)
     del starts
     entries = M.statement_entries(records)
+    events, _ = pg_events.postgres_events(records, "")  # capped once over the whole log in parse()
     return Chunk(
         lines,
         entries,
@@ -504,6 +508,7 @@ def _read_chunk(text: str, prefix: Prefix, wrapper: str | None, tz: str) -> Chun
         zones,
         _orphans(rest.filter(pl.col("rec").is_null())),
         _unmatched(rest, prefix),
+        events,
     )
 
 
@@ -582,7 +587,13 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         notes += M.zone_notes(dict(zones), tz)
     else:
         notes.append("log lines carry no time (log_line_prefix has no %m/%t/%n): statements have no timestamps")
-    return M.finish(entries, summary, ctx.source, notes, warnings + _chunk_warnings(chunks, prefix))
+    result = M.finish(entries, summary, ctx.source, notes, warnings + _chunk_warnings(chunks, prefix))
+    events, event_notes = log_events.cap_kinds(
+        pl.concat([c.events for c in chunks]).with_columns(pl.lit(ctx.source).alias("source"))
+    )
+    result.tables[M.T.EVENT] = events
+    result.notes.extend(event_notes)
+    return result
 
 
 def _fallback_fields(starts: pl.DataFrame) -> pl.DataFrame:

@@ -17,8 +17,9 @@ How it is detected:
     (mysqld, mariadbd, postgres, tidb-server, tikv-server, pd-server, tiflash, haproxy,
     proxysql, pgbouncer ...). Kinds ``oom-kill`` and ``crash`` are critical; ``fatal``, ``restart``,
     ``start`` and ``recovery`` (crash recovery at start: the previous instance died) are warnings;
-    the same event read from two logs counts once. Starts and recoveries count only inside the
-    capture window (the span
+    the same event read from two logs counts once; a start counts only after an earlier stop of the
+    same process (a log that begins with the server starting is no incident). Starts and recoveries
+    count only inside the capture window (the span
     of the other timed inputs: mpstat, statements, metrics, load tests) when one is known.
     For each event with a time, throughput and mean latency in the AROUND_S = 60 s before and
     after it are shown from the load test samples or the statement log when they cover it.
@@ -61,7 +62,7 @@ MAX_EVIDENCE_ROWS = 20
 def check(inp: RuleInput) -> Verdict:
     events = inp.tables[t.EVENT]
     relevant = events.filter(
-        pl.col("kind").is_in(CRITICAL_KINDS + WARNING_KINDS)
+        pl.col("kind").is_in(CRITICAL_KINDS + WARNING_KINDS + ("shutdown",))
         & (
             pl.col("component").is_in(DATABASE_COMPONENTS)
             | pl.col("process").map_elements(is_database_or_proxy, return_dtype=pl.Boolean).fill_null(False)
@@ -73,12 +74,30 @@ def check(inp: RuleInput) -> Verdict:
         relevant = relevant.filter(~pl.col("kind").is_in(WINDOWED_KINDS) | pl.col("ts").is_between(start, end))
     # the same kill is often in both dmesg and /var/log/messages
     relevant = relevant.unique(subset=["kind", "process", "pid", "ts"], keep="first", maintain_order=True)
+    relevant = _restarts_only(relevant).filter(pl.col("kind") != "shutdown")  # a stop alone is no incident
     measured = f"{relevant.height} database/proxy event(s) of {events.height} read" + (
         f"; capture window {window[0]:%Y-%m-%d %H:%M:%S} .. {window[1]:%H:%M:%S} UTC" if window else "; no capture window known"
     )
     if relevant.height == 0:
         return Verdict(measured=measured)
     return Verdict(findings=[_finding(inp, relevant.sort("ts", nulls_last=True))], measured=measured)
+
+
+def _restarts_only(events: pl.DataFrame) -> pl.DataFrame:
+    """A start is a restart only after a stop of the same process (kill, crash, shutdown...) seen earlier:
+    a log that begins with the server starting is not an incident."""
+    stops = events.filter(pl.col("kind") != "start").select("process", pl.col("ts").alias("stop_ts")).drop_nulls()
+    starts = events.filter(pl.col("kind") == "start")
+    if starts.is_empty():
+        return events
+    first_stop = stops.group_by("process").agg(pl.col("stop_ts").min())
+    restarted = (
+        starts.with_row_index("start_row")
+        .join(first_stop, on="process", how="left")
+        .filter(pl.col("stop_ts").is_not_null() & (pl.col("stop_ts") <= pl.col("ts")))
+        .drop("start_row", "stop_ts")
+    )
+    return pl.concat([events.filter(pl.col("kind") != "start"), restarted], how="vertical_relaxed").sort("ts", nulls_last=True)
 
 
 def _capture_window(inp: RuleInput):

@@ -120,9 +120,18 @@ def test_start_outside_the_capture_window_and_other_processes_pass():
 
 
 def test_restart_inside_the_window_is_a_warning():
-    inp = _events([{"ts": T0 + timedelta(seconds=90), "component": "tikv", "kind": "start", "process": "tikv-server", "source": "tikv.log", "line": 9}])
+    inp = _events([
+        {"ts": T0 + timedelta(seconds=80), "component": "tikv", "kind": "shutdown", "process": "tikv-server", "source": "tikv.log", "line": 8},
+        {"ts": T0 + timedelta(seconds=90), "component": "tikv", "kind": "start", "process": "tikv-server", "source": "tikv.log", "line": 9},
+    ])
     finding = run_rule(oom_restart.RULE, inp).findings[0]
     assert finding.severity is Severity.WARNING and finding.title == "tikv-server restarted during the capture"
+
+
+def test_a_log_that_begins_with_the_server_starting_is_no_incident():
+    inp = _events([{"ts": T0 + timedelta(seconds=1), "component": "postgres", "kind": "start", "process": "postgres", "source": "pg.log", "line": 4}])
+    outcome = run_rule(oom_restart.RULE, inp)
+    assert outcome.status is Status.PASSED
 
 
 # --- load-test-inflation -------------------------------------------------------------------------
