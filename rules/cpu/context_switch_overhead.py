@@ -46,7 +46,7 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
-from dbdiag.rules.cpu.profile import category_share, category_stacks, paths_into, processes, profile_sources, top_symbols
+from dbdiag.rules.cpu.profile import CategoryShare, category_evidence, judge, profile_sources
 
 RULE_ID = "context-switch-overhead"
 CATEGORY = "scheduler"
@@ -64,24 +64,12 @@ SCHEDULER_FRAME = (
 
 
 def check(inp: RuleInput) -> Verdict:
-    share = category_share(inp, CATEGORY)
-    measured = (
-        f"scheduler {share.busy_share_pct:.1f}% of {share.busy_samples:,} busy samples "
-        f"({share.event or 'event unknown'}, {share.source_kind}); threshold {SCHED_SHARE_PCT:.0f}%"
-    )
-    if share.busy_share_pct < SCHED_SHARE_PCT:
-        return Verdict(measured=measured)
-    return Verdict(findings=[_finding(inp, share)], measured=measured)
+    share, measured, fires = judge(inp, CATEGORY, SCHED_SHARE_PCT)
+    return Verdict(findings=[_finding(inp, share)] if fires else [], measured=measured)
 
 
-def _finding(inp: RuleInput, share) -> Finding:
-    evidence: list[Evidence] = [top_symbols(inp, CATEGORY, share.busy_samples)]
-    stacks = category_stacks(inp, CATEGORY)
-    top_process = None
-    if stacks is not None and stacks.height:
-        evidence.append(processes(stacks, share.busy_samples))
-        evidence.append(paths_into(stacks, pl.col("frames").str.contains(SCHEDULER_FRAME), share.busy_samples))
-        top_process = evidence[1].rows[0][0] if evidence[1].rows else None
+def _finding(inp: RuleInput, share: CategoryShare) -> Finding:
+    evidence, top_process = category_evidence(inp, share, SCHEDULER_FRAME)
     switches = _context_switch_counts(inp)
     if switches is not None:
         evidence.append(switches)

@@ -43,7 +43,7 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
-from dbdiag.rules.cpu.profile import category_share, category_stacks, paths_into, processes, profile_sources, top_symbols
+from dbdiag.rules.cpu.profile import CategoryShare, category_evidence, judge, profile_sources
 
 RULE_ID = "lock-contention"
 CATEGORY = "locks-futex"
@@ -58,26 +58,13 @@ LOCK_FRAME = (
 
 
 def check(inp: RuleInput) -> Verdict:
-    share = category_share(inp, CATEGORY)
-    measured = (
-        f"locks-futex {share.busy_share_pct:.1f}% of {share.busy_samples:,} busy samples "
-        f"({share.event or 'event unknown'}, {share.source_kind}); threshold {LOCK_SHARE_PCT:.0f}%"
-    )
-    if share.busy_share_pct < LOCK_SHARE_PCT:
-        return Verdict(measured=measured)
-    return Verdict(findings=[_finding(inp, share)], measured=measured)
+    share, measured, fires = judge(inp, CATEGORY, LOCK_SHARE_PCT)
+    return Verdict(findings=[_finding(inp, share)] if fires else [], measured=measured)
 
 
-def _finding(inp: RuleInput, share) -> Finding:
-    evidence: list[Evidence] = [top_symbols(inp, CATEGORY, share.busy_samples)]
-    stacks = category_stacks(inp, CATEGORY)
-    top_process = None
-    if stacks is not None and stacks.height:
-        by_process = processes(stacks, share.busy_samples)
-        evidence.append(by_process)
-        evidence.append(paths_into(stacks, pl.col("frames").str.contains(LOCK_FRAME), share.busy_samples))
-        top_process = by_process.rows[0][0] if by_process.rows else None
-    elif (chains := _report_callchains(inp)) is not None:
+def _finding(inp: RuleInput, share: CategoryShare) -> Finding:
+    evidence, top_process = category_evidence(inp, share, LOCK_FRAME)
+    if top_process is None and (chains := _report_callchains(inp)) is not None:
         evidence.append(chains)
     top_symbol = evidence[0].rows[0][0] if evidence[0].rows else "lock code"
     severity = Severity.CRITICAL if share.busy_share_pct >= CRITICAL_SHARE_PCT else Severity.WARNING

@@ -52,6 +52,29 @@ def category_share(inp: RuleInput, category: str) -> CategoryShare:
     )
 
 
+def judge(inp: RuleInput, category: str, threshold_pct: float) -> tuple[CategoryShare, str, bool]:
+    """The category's share, the rule's "measured" line, and whether it reaches ``threshold_pct``."""
+    share = category_share(inp, category)
+    measured = (
+        f"{category} {share.busy_share_pct:.1f}% of {share.busy_samples:,} busy samples "
+        f"({share.event or 'event unknown'}, {share.source_kind}); threshold {threshold_pct:.0f}%"
+    )
+    return share, measured, share.busy_share_pct >= threshold_pct
+
+
+def category_evidence(inp: RuleInput, share: CategoryShare, own_frame_regex: str) -> tuple[list[Evidence], str | None]:
+    """Hot symbols, and with perf script stacks the processes and the paths into the category's own
+    frames (``own_frame_regex``); with the busiest process's name (None without stacks)."""
+    evidence = [top_symbols(inp, share.category, share.busy_samples)]
+    stacks = category_stacks(inp, share.category)
+    if stacks is None or stacks.height == 0:
+        return evidence, None
+    by_process = processes(stacks, share.busy_samples)
+    evidence.append(by_process)
+    evidence.append(paths_into(stacks, pl.col("frames").str.contains(own_frame_regex), share.busy_samples))
+    return evidence, (by_process.rows[0][0] if by_process.rows else None)
+
+
 def category_stacks(inp: RuleInput, category: str) -> pl.DataFrame | None:
     stacks = inp.derived.get("cpu_profile_stacks")
     if stacks is None or stacks.height == 0:
