@@ -7,7 +7,7 @@ Charts are data too (``Chart``): the report templates draw them.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
 

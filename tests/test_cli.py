@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dbdiag.cli import app
-from tests.hostile import HOSTILE_KINDS, OK_LOG, build_hostile, random_bytes, tar_bytes, tar_file
+from tests.hostile import HOSTILE_KINDS, OK_LOG, build_hostile, random_bytes
 
 # What each hostile capture must give: 0 done, 2 unusable / nothing recognised, 3 partial.
 EXPECTED_EXIT = {

@@ -223,7 +223,7 @@ def _check_events(inp: RuleInput, per_cpu: pl.DataFrame) -> Verdict:
         },
         evidence=(
             _hot_cpu_evidence(events, hot),
-            _node_evidence(events, column, f"share of events %"),
+            _node_evidence(events, column, "share of events %"),
             *_irq_device_evidence(inp, hot),
         ),
         remediation=_remediation(inp, events, hot, node),

@@ -68,7 +68,6 @@ from dbdiag.rules.sql.common import (
     plan_nodes_of,
     seconds,
     short_plan,
-    short_sql,
     statement_evidence,
     statements,
 )

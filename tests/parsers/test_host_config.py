@@ -7,7 +7,6 @@ from __future__ import annotations
 import bz2
 import gzip
 import tarfile
-from pathlib import Path
 
 import polars as pl
 import pytest
