@@ -75,11 +75,9 @@ from functools import lru_cache
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.proc_interrupts import parse_time_line
-from dbdiag.tables import NUMA_COUNTER, UTC_TIME, conform
+from dbdiag.parsers.proc_interrupts import MAX_WARNINGS, parse_time_line, snapshot_lines, snapshot_result
+from dbdiag.tables import NUMA_COUNTER, UTC_TIME
 
-MAX_WARNINGS = 50
-MAX_LINE_CHARS = 4096
 
 _TITLE_RE = re.compile(
     r"^\s*Per-node (numastat info|system memory usage|process memory usage) \(in MBs\)"
@@ -304,13 +302,7 @@ def _time_line(state: _State, line: str, number: int) -> bool:
 
 def parse(text: str, ctx: ParseContext) -> ParseResult:
     state = _State(ctx=ctx)
-    for number, raw in enumerate(text.split("\n"), 1):
-        line = raw.rstrip("\r")
-        if not line.strip():
-            continue
-        if len(line) > MAX_LINE_CHARS:
-            state.warn(number, f"line of {len(line)} characters; skipped")
-            continue
+    for number, line in snapshot_lines(text, state.warn):
         title = _TITLE_RE.match(line)
         if title:
             state.recognised = True
@@ -343,17 +335,8 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         notes.append(f"numastat did not know {len(state.tokens)} meminfo field(s): {', '.join(state.tokens)}")
     if state.zone_applied:
         notes.append(f"snapshot times have no zone; read as {ctx.tz}")
-    warnings = list(state.warnings)
-    if state.dropped:
-        warnings.append(ParseWarning(None, f"{state.dropped} more warnings not listed (capped at {MAX_WARNINGS})"))
-    snapshots = sorted(set(out["snapshot"]))
-    stamps = [state.snapshot_ts[s] for s in snapshots if s in state.snapshot_ts]
-    return ParseResult(
-        tables={NUMA_COUNTER: conform(NUMA_COUNTER, frame)},
-        records=len(snapshots),
-        warnings=warnings,
-        notes=notes,
-        time_range=(min(stamps), max(stamps)) if stamps else None,
+    return snapshot_result(
+        NUMA_COUNTER, frame, set(out["snapshot"]), state.snapshot_ts, state.warnings, state.dropped, notes
     )
 
 

@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers.mpstat_text import cap_warnings
 from dbdiag.tables import LOAD_INTERVAL, LOAD_RUN, LOAD_STATEMENT_LATENCY, conform
 
 MAX_WARNINGS = 50
@@ -137,7 +138,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
             return ParseResult(
                 tables=_tables([], progress.head(0), pl.Series([], dtype=pl.Int64), ctx.source),
                 notes=["pgbench -i (initialisation) output: no benchmark run"],
-                warnings=_capped(warnings),
+                warnings=cap_warnings(warnings),
             )
         raise ParseError("no pgbench progress line or run summary found")
     for number, run in enumerate(runs):
@@ -155,7 +156,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     return ParseResult(
         tables=_tables(runs, progress, run_index, ctx.source),
         records=len(runs),
-        warnings=_capped(warnings),
+        warnings=cap_warnings(warnings),
         notes=notes,
     )
 
@@ -340,13 +341,6 @@ def _tables(runs: list[_Run], progress: pl.DataFrame, run_index: pl.Series, sour
         LOAD_RUN: conform(LOAD_RUN, run_frame),
         LOAD_STATEMENT_LATENCY: conform(LOAD_STATEMENT_LATENCY, statements),
     }
-
-
-def _capped(warnings: list[ParseWarning]) -> list[ParseWarning]:
-    ordered = sorted(warnings, key=lambda w: (w.line is None, w.line or 0))
-    if len(ordered) <= MAX_WARNINGS:
-        return ordered
-    return ordered[:MAX_WARNINGS] + [ParseWarning(None, f"{len(ordered) - MAX_WARNINGS} more warnings not shown")]
 
 
 def detect(head: str, name: str) -> float:

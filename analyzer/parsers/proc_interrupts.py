@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -48,6 +48,7 @@ from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpe
 from dbdiag.tables import IRQ_COUNT, UTC_TIME, conform
 
 MAX_WARNINGS = 50
+MAX_LINE_CHARS = 4096  # snapshot_lines: a longer line is no counter row (binary, a runaway write)
 
 HEADER_RE = re.compile(r"^\s*CPU\d+(?:\s+CPU\d+)*\s*$", re.ASCII)
 _HEADER_DETECT_RE = re.compile(r"^[ \t]*CPU\d+(?:[ \t]+CPU\d+)*[ \t]*$", re.MULTILINE)
@@ -314,6 +315,50 @@ def finish(rows: CounterRows, frame: pl.DataFrame, table: str) -> ParseResult:
         records=len(rows.snapshot_ts),
         warnings=warnings,
         notes=list(rows.notes),
+        time_range=(min(stamps), max(stamps)) if stamps else None,
+    )
+
+
+def snapshot_lines(text: str, warn: Callable[[int | None, str], None]) -> Iterator[tuple[int, str]]:
+    """(1-based number, line without its CR) of every non-blank line; one longer than MAX_LINE_CHARS
+    is handed to ``warn`` and skipped.
+
+    >>> list(snapshot_lines("numa_hit 5\\r\\n\\n   \\n" + "x" * 5000 + "\\nlocal_node 4", print))
+    4 line of 5000 characters; skipped
+    [(1, 'numa_hit 5'), (5, 'local_node 4')]
+    """
+    for number, raw in enumerate(text.split("\n"), 1):
+        line = raw.rstrip("\r")
+        if not line.strip():
+            continue
+        if len(line) > MAX_LINE_CHARS:
+            warn(number, f"line of {len(line)} characters; skipped")
+            continue
+        yield number, line
+
+
+def snapshot_result(
+    table: str,
+    frame: pl.DataFrame,
+    snapshots: set[int],
+    snapshot_ts: dict[int, datetime],
+    warnings: list[ParseWarning],
+    dropped: int,
+    notes: list[str],
+) -> ParseResult:
+    """The result of a member read as numbered snapshots (numastat, sysfs node files, /proc/vmstat).
+
+    ``records`` counts ``snapshots``; the time range spans the time lines of those that have one
+    (``snapshot_ts``); ``dropped`` warnings past MAX_WARNINGS are counted in one last warning.
+    """
+    if dropped:
+        warnings = [*warnings, ParseWarning(None, f"{dropped} more warnings not listed (capped at {MAX_WARNINGS})")]
+    stamps = [snapshot_ts[s] for s in snapshots if s in snapshot_ts]
+    return ParseResult(
+        tables={table: conform(table, frame)},
+        records=len(snapshots),
+        warnings=warnings,
+        notes=notes,
         time_range=(min(stamps), max(stamps)) if stamps else None,
     )
 

@@ -35,10 +35,9 @@ import re
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.proc_interrupts import parse_time_line
-from dbdiag.tables import UTC_TIME, VMSTAT_COUNT, conform
+from dbdiag.parsers.proc_interrupts import MAX_WARNINGS, parse_time_line, snapshot_result
+from dbdiag.tables import UTC_TIME, VMSTAT_COUNT
 
-MAX_WARNINGS = 50
 _COUNTER_PATTERN = r"^([a-z][a-z0-9_]*) (-?\d+)\r?$"
 _TIME_CANDIDATE_PATTERN = r"^(?:TS\s+)?\d{9,11}(?:[.\s]|\r?$)|^\d{4}-\d{2}-\d{2}[T ]|^[A-Z][a-z]{2}[ ,]"
 
@@ -92,8 +91,6 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     overflow = counters.filter(pl.col("value").is_null()).height
     if overflow:
         warnings.append(ParseWarning(None, f"{overflow} values too large for Int64; left null"))
-    if dropped:
-        warnings.append(ParseWarning(None, f"{dropped} more warnings not listed (capped at {MAX_WARNINGS})"))
     frame = counters.sort("line").select(
         "snapshot",
         pl.col("snapshot").replace_strict(stamps, default=None, return_dtype=UTC_TIME).alias("ts"),
@@ -102,14 +99,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         pl.lit(ctx.source, dtype=pl.String).alias("source"),
     )
     notes = [f"snapshot times have no zone; read as {ctx.tz}"] if zone_applied else []
-    values = list(stamps.values())
-    return ParseResult(
-        tables={VMSTAT_COUNT: conform(VMSTAT_COUNT, frame)},
-        records=bounds.height,
-        warnings=warnings,
-        notes=notes,
-        time_range=(min(values), max(values)) if values else None,
-    )
+    return snapshot_result(VMSTAT_COUNT, frame, set(bounds["snapshot"]), stamps, warnings, dropped, notes)
 
 
 _LINE_DETECT_RE = re.compile(r"^[a-z][a-z0-9_]* \d+$", re.MULTILINE)

@@ -89,6 +89,15 @@ def canonical_labels(labels: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()) if k != "__name__" and v not in ("", None))
 
 
+def series_labels(series: dict) -> dict[str, str]:
+    """A series' ``metric`` object as text labels (null values as "").
+
+    >>> series_labels({"metric": {"__name__": "up", "shard": 3, "zone": None}})
+    {'__name__': 'up', 'shard': '3', 'zone': ''}
+    """
+    return {str(k): ("" if v is None else str(v)) for k, v in (series.get("metric") or {}).items()}
+
+
 def metric_from_source(source: str) -> str:
     """The metric name a file name carries: the base name without tiup diag's ``_<begin>_<end>``
     RFC 3339 range (``monitor/metrics/<prometheus>/<metric>_<begin>_<end>.json``), up to its first dot.
@@ -147,6 +156,18 @@ def sample_frame(cols: SampleColumns, source: str) -> tuple[pl.DataFrame, list[s
     return T.conform(T.METRIC_SAMPLE, frame), notes
 
 
+def sample_result(frame: pl.DataFrame, cols: SampleColumns, notes: list[str]) -> ParseResult:
+    """The result for a ``metric_sample`` table: ``records`` counts samples, the time range spans them."""
+    start, end = frame["ts"].min(), frame["ts"].max()
+    return ParseResult(
+        tables={T.METRIC_SAMPLE: frame},
+        records=frame.height,
+        warnings=cap_warnings(cols.warnings),
+        notes=notes,
+        time_range=(start, end) if start is not None else None,
+    )
+
+
 def load_json(text: str) -> object:
     try:
         return json.loads(text.lstrip("\ufeff"))
@@ -166,7 +187,7 @@ def _read_series(item: object, kind: str, fallback: str, where: str, cols: Sampl
     if not isinstance(item, dict) or not isinstance(item.get("metric", {}), dict):
         cols.warnings.append(ParseWarning(None, f"{where}: not a series object; skipped"))
         return
-    labels = {str(k): ("" if v is None else str(v)) for k, v in (item.get("metric") or {}).items()}
+    labels = series_labels(item)
     metric = labels.get("__name__") or fallback
     samples = item.get("values") if kind == "matrix" else [item.get("value")]
     if not isinstance(samples, list):
@@ -241,14 +262,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     if (frame["metric"] == fallback).any():
         notes.append(f"series without __name__ named after the file: {fallback}")
     notes.insert(0, f"{cols.series} series, {frame.height} samples")
-    start, end = frame["ts"].min(), frame["ts"].max()
-    return ParseResult(
-        tables={T.METRIC_SAMPLE: frame},
-        records=frame.height,
-        warnings=cap_warnings(cols.warnings),
-        notes=notes,
-        time_range=(start, end) if start is not None else None,
-    )
+    return sample_result(frame, cols, notes)
 
 
 def detect(head: str, name: str) -> float:

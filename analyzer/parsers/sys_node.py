@@ -59,11 +59,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.proc_interrupts import parse_time_line
-from dbdiag.tables import NUMA_COUNTER, UTC_TIME, conform
+from dbdiag.parsers.proc_interrupts import MAX_WARNINGS, parse_time_line, snapshot_lines, snapshot_result
+from dbdiag.tables import NUMA_COUNTER, UTC_TIME
 
-MAX_WARNINGS = 50
-MAX_LINE_CHARS = 4096
 SYSTEM_COUNTERS = ("numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local_node", "other_node")
 
 _PATH_NODE_RE = re.compile(r"node(\d+)(?=$|[/_.:-])")
@@ -187,13 +185,7 @@ def _resolve_blocks(state: _State, notes: list[str]) -> list[tuple]:
 
 def parse(text: str, ctx: ParseContext) -> ParseResult:
     state = _State(tz=ctx.tz, path_node=node_from_path(ctx.source))
-    for number, raw in enumerate(text.split("\n"), 1):
-        line = raw.rstrip("\r")
-        if not line.strip():
-            continue
-        if len(line) > MAX_LINE_CHARS:
-            state.warn(number, f"line of {len(line)} characters; skipped")
-            continue
+    for number, line in snapshot_lines(text, state.warn):
         header = _HEAD_HEADER_RE.match(line) if line.startswith("==>") else None
         if header:
             state.file_node = node_from_path(header.group(1))
@@ -224,17 +216,8 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         pl.Series("ts", [state.snapshot_ts.get(r[0]) for r in rows], dtype=UTC_TIME),
         pl.lit(ctx.source, dtype=pl.String).alias("source"),
     )
-    warnings = list(state.warnings)
-    if state.dropped:
-        warnings.append(ParseWarning(None, f"{state.dropped} more warnings not listed (capped at {MAX_WARNINGS})"))
-    snapshots = sorted({r[0] for r in rows})
-    stamps = [state.snapshot_ts[s] for s in snapshots if s in state.snapshot_ts]
-    return ParseResult(
-        tables={NUMA_COUNTER: conform(NUMA_COUNTER, frame)},
-        records=len(snapshots),
-        warnings=warnings,
-        notes=notes,
-        time_range=(min(stamps), max(stamps)) if stamps else None,
+    return snapshot_result(
+        NUMA_COUNTER, frame, {r[0] for r in rows}, state.snapshot_ts, state.warnings, state.dropped, notes
     )
 
 

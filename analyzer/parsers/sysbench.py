@@ -76,6 +76,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers.mpstat_text import cap_warnings
 from dbdiag.tables import LATENCY_HISTOGRAM, LOAD_INTERVAL, LOAD_RUN, conform
 
 MAX_WARNINGS = 50
@@ -190,7 +191,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     return ParseResult(
         tables=tables,
         records=len(runs),
-        warnings=_capped(warnings),
+        warnings=cap_warnings(warnings),
         notes=["sysbench prints no wall-clock time: ts is null, offset_s counts seconds from each run's start"],
     )
 
@@ -451,13 +452,6 @@ def _histogram_table(runs: list[_Run], source: str) -> pl.DataFrame:
         rows, schema={"run": pl.Int32, "latency_ms": pl.Float64, "count": pl.Int64}, orient="row"
     ).with_columns(source=pl.lit(source))
     return conform(LATENCY_HISTOGRAM, frame)
-
-
-def _capped(warnings: list[ParseWarning]) -> list[ParseWarning]:
-    ordered = sorted(warnings, key=lambda w: (w.line is None, w.line or 0))
-    if len(ordered) <= MAX_WARNINGS:
-        return ordered
-    return ordered[:MAX_WARNINGS] + [ParseWarning(None, f"{len(ordered) - MAX_WARNINGS} more warnings not shown")]
 
 
 def detect(head: str, name: str) -> float:

@@ -26,13 +26,12 @@ holds no statements; it is recognised so that the inventory says so, and refused
 
 from __future__ import annotations
 
-import io
-
 import polars as pl
 
 from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
 from dbdiag.parsers.mpstat_text import check_tz, zone_note
+from dbdiag.parsers.sql_table_export import header_names, read_export
 from dbdiag.parsers.tidb_slowlog import (
     cap,
     parse_times,
@@ -73,56 +72,14 @@ COLUMNS = {
     "sql": "query",
 }
 AGGREGATE_COLUMNS = {"digest", "plan_digest", "avg_process_time"}
-NULL_WORDS = ("NULL", "\\N")
-
-
-def _header(head: str) -> tuple[str, list[str]]:
-    """(separator, lower-case column names) of the first non-blank line."""
-    first = next((line for line in head.lstrip("\ufeff").split("\n") if line.strip()), "")
-    separator = "\t" if "\t" in first else ","
-    return separator, [name.strip().strip('"').strip().lower() for name in first.rstrip("\r").split(separator)]
 
 
 def _is_table(names: list[str]) -> bool:
     return {"time", "query_time"} <= set(names) and bool({"digest", "conn_id", "txn_start_ts", "query"} & set(names))
 
 
-def _unescape_mysql_batch(expr: pl.Expr) -> pl.Expr:
-    """``mysql -B`` escapes: ``\\n``, ``\\t``, ``\\r``, ``\\0`` and ``\\\\``."""
-    placeholder = "\x00\x01"  # stands for an escaped backslash while the others are replaced
-    return (
-        expr.str.replace_all("\\\\", placeholder, literal=True)
-        .str.replace_all("\\n", "\n", literal=True)
-        .str.replace_all("\\t", "\t", literal=True)
-        .str.replace_all("\\r", "\r", literal=True)
-        .str.replace_all("\\0", "", literal=True)
-        .str.replace_all(placeholder, "\\", literal=True)
-    )
-
-
-def _read(text: str, separator: str) -> pl.DataFrame:
-    tab = separator == "\t"
-    try:
-        frame = pl.read_csv(
-            io.StringIO(text.lstrip("\ufeff")),
-            separator=separator,
-            has_header=True,
-            infer_schema=False,
-            quote_char=None if tab else '"',
-            truncate_ragged_lines=True,
-            null_values=list(NULL_WORDS),
-        )
-    except (pl.exceptions.ComputeError, pl.exceptions.NoDataError) as error:
-        raise ParseError(f"CSV not readable: {str(error).splitlines()[0][:120]}") from None
-    lower = {c: c.strip().strip('"').strip().lower() for c in frame.columns}
-    frame = frame.rename(lower)
-    if tab:
-        frame = frame.with_columns(_unescape_mysql_batch(pl.col(c)) for c in frame.columns)
-    return frame.with_columns(pl.col(c).str.strip_suffix("\r") for c in frame.columns)
-
-
 def parse(text: str, ctx: ParseContext) -> ParseResult:
-    separator, names = _header(text)
+    separator, names = header_names(text)
     if AGGREGATE_COLUMNS <= set(names) and "query_time" not in names:
         raise ParseError(
             "aggregate over slow_query (avg_process_time per Digest and Plan_Digest), not statements: "
@@ -132,7 +89,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         raise ParseError("header has no SLOW_QUERY columns (Time, Query_time and Digest/Conn_ID/Query)")
     tz, tz_warning = check_tz(ctx.tz)
     warnings = [tz_warning] if tz_warning else []
-    frame = _read(text, separator)
+    frame = read_export(text, separator)
     if frame.is_empty():
         raise ParseError("SLOW_QUERY export has a header but no rows")
     raw = frame.select(
@@ -171,7 +128,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
 
 
 def detect(head: str, name: str) -> float:
-    _, names = _header(head)
+    _, names = header_names(head)
     if _is_table(names):
         return 0.95 if "instance" in names else 0.9
     if AGGREGATE_COLUMNS <= set(names) and "exec_count" not in names:  # exec_count: a statements summary

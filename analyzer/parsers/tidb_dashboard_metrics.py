@@ -23,10 +23,15 @@ from __future__ import annotations
 
 import re
 
-from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.mpstat_text import cap_warnings
-from dbdiag.parsers.prometheus_json import MAX_REASON_VALUE, SampleColumns, load_json, sample_frame
+from dbdiag.parsers.prometheus_json import (
+    MAX_REASON_VALUE,
+    SampleColumns,
+    load_json,
+    sample_frame,
+    sample_result,
+    series_labels,
+)
 
 _DATA_LIST_RE = re.compile(r'"data"\s*:\s*\[')
 _EXPR_RE = re.compile(r'"expr"\s*:\s*"')
@@ -37,7 +42,7 @@ def _read_series(item: object, expr: str, where: str, cols: SampleColumns) -> No
     if not isinstance(item, dict) or not isinstance(item.get("metric", {}), dict) or not isinstance(item.get("values"), list):
         cols.warnings.append(ParseWarning(None, f"{where}: not a series with metric and values; skipped"))
         return
-    labels = {str(k): ("" if v is None else str(v)) for k, v in (item.get("metric") or {}).items()}
+    labels = series_labels(item)
     samples = item["values"]
     good = [s for s in samples if isinstance(s, dict) and "timestamp" in s and "value" in s]
     if len(good) < len(samples):
@@ -66,14 +71,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         raise ParseError("TiDB Dashboard metrics response holds no query with a result list")
     frame, notes = sample_frame(cols, ctx.source)
     notes.insert(0, f"{queries} queries, {cols.series} series, {frame.height} samples; metric = the query (expr) when no __name__")
-    start, end = frame["ts"].min(), frame["ts"].max()
-    return ParseResult(
-        tables={T.METRIC_SAMPLE: frame},
-        records=frame.height,
-        warnings=cap_warnings(cols.warnings),
-        notes=notes,
-        time_range=(start, end) if start is not None else None,
-    )
+    return sample_result(frame, cols, notes)
 
 
 def detect(head: str, name: str) -> float:

@@ -38,7 +38,6 @@ In a Dashboard list, the API returns 0 or "" for every field it was not asked fo
 
 from __future__ import annotations
 
-import io
 import json
 import re
 
@@ -48,7 +47,7 @@ from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.grafana_csv import true_divide
 from dbdiag.parsers.mpstat_text import cap_warnings, check_tz, local_to_utc, zone_note
-from dbdiag.parsers.tidb_cluster_slow_query import NULL_WORDS, _unescape_mysql_batch
+from dbdiag.parsers.sql_table_export import header_names, read_export
 
 NS_PER_S = 1e9
 LATENCIES = {"sum_latency_s": "sum_latency", "avg_latency_s": "avg_latency", "max_latency_s": "max_latency", "min_latency_s": "min_latency"}
@@ -56,12 +55,6 @@ TEXTS = {"digest": "digest", "digest_text": "digest_text", "schema_name": "schem
 REQUIRED = {"digest_text", "exec_count"}
 _JSON_KEY_RE = re.compile(r'"([a-z_]+)"\s*:')
 _YEARLESS_RE = r"^\d{2}-\d{2} \d{2}:\d{2}:\d{2}$"
-
-
-def _header(head: str) -> tuple[str, list[str]]:
-    first = next((line for line in head.lstrip("\ufeff").split("\n") if line.strip()), "")
-    separator = "\t" if "\t" in first else ","
-    return separator, [name.strip().strip('"').strip().lower() for name in first.rstrip("\r").split(separator)]
 
 
 def _is_summary(names: set[str]) -> bool:
@@ -94,26 +87,6 @@ def _json_frame(text: str) -> tuple[pl.DataFrame, bool, list[ParseWarning]]:
 
     columns = {k: [text_of(o.get(k)) for o in objects] for k in keys}
     return pl.DataFrame(columns, schema={k: pl.String for k in keys}), is_list, warnings
-
-
-def _csv_frame(text: str, separator: str) -> pl.DataFrame:
-    tab = separator == "\t"
-    try:
-        frame = pl.read_csv(
-            io.StringIO(text.lstrip("\ufeff")),
-            separator=separator,
-            has_header=True,
-            infer_schema=False,
-            quote_char=None if tab else '"',
-            truncate_ragged_lines=True,
-            null_values=list(NULL_WORDS),
-        )
-    except (pl.exceptions.ComputeError, pl.exceptions.NoDataError) as error:
-        raise ParseError(f"CSV not readable: {str(error).splitlines()[0][:120]}") from None
-    frame = frame.rename({c: c.strip().strip('"').strip().lower() for c in frame.columns})
-    if tab:
-        frame = frame.with_columns(_unescape_mysql_batch(pl.col(c)) for c in frame.columns)
-    return frame.with_columns(pl.col(c).str.strip_suffix("\r") for c in frame.columns)
 
 
 def _unselected(frame: pl.DataFrame) -> list[str]:
@@ -151,10 +124,10 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
                 frame = frame.with_columns(pl.lit(None, pl.String).alias(c) for c in unknown)
                 notes.append(f"list response: fields 0 or empty in every row read as unknown (not requested): {', '.join(unknown)}")
     else:
-        separator, names = _header(text)
+        separator, names = header_names(text)
         if not _is_summary(set(names)):
             raise ParseError("header has no statement summary columns (DIGEST_TEXT, EXEC_COUNT and SUM_LATENCY/AVG_LATENCY)")
-        frame = _csv_frame(text, separator)
+        frame = read_export(text, separator)
     if frame.is_empty():
         raise ParseError("statement summary export has a header but no rows")
     tz, tz_warning = check_tz(ctx.tz)
@@ -209,7 +182,7 @@ def detect(head: str, name: str) -> float:
         if "digest_text" in keys and keys & {"exec_count", "sum_latency"} and not keys & {"query_time", "connection_id"}:
             return 0.9
         return 0.0
-    _, names = _header(head)
+    _, names = header_names(head)
     return 0.9 if _is_summary(set(names)) else 0.0
 
 

@@ -18,11 +18,12 @@ import pytest
 from dbdiag.parsers import PARSERS, mysql_variables, pg_conf, pg_settings, tidb_config
 from dbdiag.parsers.base import DETECT_HEAD_BYTES, ParseContext, ParseError
 from dbdiag.settings import setting, size_bytes
+from tests.captures import capture_text
 from tests.conftest import CORPUS, REPO
 from tests.golden import check_golden
 
 FIXTURES = REPO / "fixtures" / "dbconfig"
-MARIADB_CAPTURE = CORPUS / "captures" / "mariadb-sysbench-debian12.tar.gz"
+MARIADB_CAPTURE = "mariadb-sysbench-debian12.tar.gz"
 CAPTURE_MEMBERS = ("capture/db/global_variables.tsv", "capture/db/global_status.tsv")
 OURS = (mysql_variables.SPEC, pg_settings.SPEC, pg_conf.SPEC, tidb_config.SPEC)
 # Real upstream files fetched by hand (see fixtures/dbconfig/README.md); not committed (size, licence).
@@ -57,11 +58,6 @@ def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="backslashreplace")
 
 
-def _member(name: str) -> str:
-    with tarfile.open(MARIADB_CAPTURE, "r:gz") as tar:
-        return tar.extractfile(tar.getmember(name)).read().decode("utf-8", "backslashreplace")
-
-
 def _parse(spec, text: str, source: str = "test"):
     return spec.parse(text, ParseContext(source=source))
 
@@ -85,7 +81,7 @@ def _assert_only(spec, text: str, name: str) -> None:
 
 @pytest.mark.parametrize("member", CAPTURE_MEMBERS)
 def test_mariadb_capture_golden(member: str, update_goldens: bool) -> None:
-    text = _member(member)
+    text = capture_text(MARIADB_CAPTURE, member)
     _assert_only(mysql_variables.SPEC, text, member.rsplit("/", 1)[-1])
     result = _parse(mysql_variables.SPEC, text, member)
     assert result.warnings == []
@@ -115,7 +111,7 @@ def test_fixture_sizes_and_readme() -> None:
 
 
 def test_mariadb_capture_variables_by_hand() -> None:
-    result = _parse(mysql_variables.SPEC, _member(CAPTURE_MEMBERS[0]))
+    result = _parse(mysql_variables.SPEC, capture_text(MARIADB_CAPTURE, CAPTURE_MEMBERS[0]))
     table, values = result.tables["db_setting"], _values(result)
     assert result.records == 656  # 657 lines with the Variable_name header
     assert values["innodb_buffer_pool_size"] == "268435456"  # --innodb-buffer-pool-size=256M
@@ -130,7 +126,7 @@ def test_mariadb_capture_variables_by_hand() -> None:
 
 
 def test_mariadb_capture_status_by_hand() -> None:
-    result = _parse(mysql_variables.SPEC, _member(CAPTURE_MEMBERS[1]))
+    result = _parse(mysql_variables.SPEC, capture_text(MARIADB_CAPTURE, CAPTURE_MEMBERS[1]))
     table, values = result.tables["db_setting"], _values(result)
     assert result.records == 562
     assert table["kind"].unique().to_list() == ["status"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import bz2
 import gzip
-import tarfile
 
 import polars as pl
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from dbdiag.parsers import PARSERS, ethtool_channels, irq_affinity, proc_cmdline, proc_status, sys_choice, sysctl
 from dbdiag.parsers.base import DETECT_HEAD_BYTES, ParseContext, ParseError
 from dbdiag.tables import HOST_SETTING, HOST_SETTING_SCHEMA
+from tests.captures import capture_files, decoded
 from tests.conftest import CORPUS, REPO
 from tests.golden import check_golden
 
@@ -48,24 +48,10 @@ FIXTURE_KINDS = {
 }
 
 
-def _capture_members(capture: str) -> list[tuple[str, bytes]]:
-    """(path, head bytes) of every file member, .gz members decompressed."""
-    out = []
-    with tarfile.open(CORPUS / "captures" / capture, "r:gz") as tar:
-        for member in tar.getmembers():
-            if not member.isfile():
-                continue
-            data = tar.extractfile(member).read()
-            if member.name.endswith(".gz"):
-                data = gzip.decompress(data)
-            out.append((member.name, data))
-    return out
-
-
 def _member_text(capture: str, name: str) -> str | None:
-    for path, data in _capture_members(capture):
+    for path, data in capture_files(capture):
         if path == f"capture/os/{name}":
-            return data.decode("utf-8", "backslashreplace")
+            return decoded(data)
     return None
 
 
@@ -76,7 +62,7 @@ def _corpus_heads() -> list[tuple[str, bytes]]:
             continue
         rel = str(path.relative_to(CORPUS))
         if path.name.endswith(".tar.gz"):
-            heads.extend((f"{rel}:{name}", data[:DETECT_HEAD_BYTES]) for name, data in _capture_members(path.name))
+            heads.extend((f"{rel}:{name}", data[:DETECT_HEAD_BYTES]) for name, data in capture_files(path.name))
         elif path.suffix in (".gz", ".bz2"):
             opener = gzip.open if path.suffix == ".gz" else bz2.open
             with opener(path, "rb") as handle:
@@ -147,7 +133,7 @@ def test_fixture_detected_by_its_kind_only(name: str) -> None:
 
 @pytest.mark.parametrize("capture", CAPTURES)
 def test_existing_parsers_leave_host_members_alone(capture: str) -> None:
-    for path, data in _capture_members(capture):
+    for path, data in capture_files(capture):
         name = path.rsplit("/", 1)[-1]
         if name in CAPTURE_KINDS:
             head = _head(data)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
-import tarfile
 import time
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 
 from dbdiag.parsers import PARSERS, pgbench, sysbench
 from dbdiag.parsers.base import ParseContext, ParseError
+from tests.captures import capture_files, capture_text, decoded
 from tests.conftest import CORPUS, REPO
 from tests.golden import check_golden
 
@@ -132,24 +132,6 @@ statement latencies in milliseconds:
 """
 
 
-def _capture_members(capture: str) -> list[tuple[str, str]]:
-    """(member name, text) for every file member, .gz members decompressed."""
-    out = []
-    with tarfile.open(CORPUS / "captures" / capture, "r:gz") as tar:
-        for member in tar.getmembers():
-            if not member.isfile():
-                continue
-            data = tar.extractfile(member).read()
-            if member.name.endswith(".gz"):
-                data = gzip.decompress(data)
-            out.append((member.name, data.decode("utf-8", "backslashreplace")))
-    return out
-
-
-def _member(capture: str, name: str) -> str:
-    return dict(_capture_members(capture))[name]
-
-
 def _parse(spec, text: str, source: str = "test"):
     return spec.parse(text, ParseContext(source=source))
 
@@ -161,7 +143,8 @@ def _run(result) -> dict:
 def _loadtest_members(capture: str) -> list[tuple[str, str, str]]:
     """(kind, member name, text) for the members one of the two specs claims."""
     found = []
-    for name, text in _capture_members(capture):
+    for name, data in capture_files(capture):
+        text = decoded(data)
         for kind, spec in SPECS.items():
             if spec.detect(text[:8192], name.rsplit("/", 1)[-1]) > 0.5:
                 found.append((kind, name, text))
@@ -204,7 +187,7 @@ def test_fixtures_present() -> None:
 
 def test_mariadb_capture_sysbench_numbers() -> None:
     # hand-checked against capture/app/sysbench-run.txt
-    result = _parse(sysbench.SPEC, _member(MARIADB_CAPTURE, "capture/app/sysbench-run.txt"), "sysbench-run.txt")
+    result = _parse(sysbench.SPEC, capture_text(MARIADB_CAPTURE, "capture/app/sysbench-run.txt"), "sysbench-run.txt")
     run = _run(result)
     assert run["test"] is None  # sysbench 1.0 does not print the test; the name has none
     assert (run["threads"], run["transactions"], run["tps"]) == (8, 295, 29.43)
@@ -231,7 +214,7 @@ def test_mariadb_capture_sysbench_numbers() -> None:
 
 def test_postgres_capture_pgbench_numbers() -> None:
     # hand-checked against capture/app/pgbench.txt
-    result = _parse(pgbench.SPEC, _member(POSTGRES_CAPTURE, "capture/app/pgbench.txt"), "pgbench.txt")
+    result = _parse(pgbench.SPEC, capture_text(POSTGRES_CAPTURE, "capture/app/pgbench.txt"), "pgbench.txt")
     run = _run(result)
     assert (run["test"], run["threads"], run["scale"], run["duration_s"]) == ("TPC-B (sort of)", 4, 5, 10.0)
     assert (run["transactions"], run["errors"], run["tps"], run["latency_avg_ms"]) == (311, 0, 31.216998, 1.599)
@@ -422,7 +405,7 @@ def test_pgbench_errors_and_init() -> None:
 
 
 def test_truncated_mid_summary() -> None:
-    text = _member(MARIADB_CAPTURE, "capture/app/sysbench-run.txt")
+    text = capture_text(MARIADB_CAPTURE, "capture/app/sysbench-run.txt")
     cut = text[: text.index("         avg:")]
     run = _run(_parse(sysbench.SPEC, cut, "s"))
     assert (run["transactions"], run["latency_min_ms"], run["latency_avg_ms"]) == (295, 1.75, None)
@@ -430,7 +413,7 @@ def test_truncated_mid_summary() -> None:
     result = _parse(sysbench.SPEC, before_summary, "s")
     assert result.tables["load_interval"].height == 10
     assert [w.reason for w in result.warnings] == ["run 0: no summary (output cut short?)"]
-    pg_text = _member(POSTGRES_CAPTURE, "capture/app/pgbench.txt")
+    pg_text = capture_text(POSTGRES_CAPTURE, "capture/app/pgbench.txt")
     pg = _parse(pgbench.SPEC, pg_text[: pg_text.index("latency average")], "p")
     assert (_run(pg)["transactions"], _run(pg)["tps"]) == (311, None)
     pg = _parse(pgbench.SPEC, pg_text[: pg_text.index("transaction type")], "p")
@@ -451,14 +434,14 @@ def test_junk_is_refused(spec) -> None:
 
 
 def test_huge_line_and_many_junk_lines() -> None:
-    text = _member(MARIADB_CAPTURE, "capture/app/sysbench-run.txt")
+    text = capture_text(MARIADB_CAPTURE, "capture/app/sysbench-run.txt")
     huge = "x" * 1_000_000
     started = time.perf_counter()
     result = _parse(sysbench.SPEC, text.replace("Threads started!\n", f"Threads started!\n{huge}\n[{huge}\n"), "s")
     assert time.perf_counter() - started < 5
     assert _run(result)["transactions"] == 295 and result.tables["load_interval"].height == 10
     assert len(result.warnings) == 2 and all(len(w.reason) < 200 for w in result.warnings)
-    pg_text = _member(POSTGRES_CAPTURE, "capture/app/pgbench.txt")
+    pg_text = capture_text(POSTGRES_CAPTURE, "capture/app/pgbench.txt")
     result = _parse(pgbench.SPEC, pg_text.replace("starting vacuum...end.\n", f"{huge}\nprogress: {huge}\n"), "p")
     assert _run(result)["tps"] == 31.216998 and len(result.warnings) == 2
     noisy = _parse(sysbench.SPEC, text + "garbage line\n" * 500, "s")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import tarfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 
 from dbdiag.parsers import PARSERS, numastat, proc_vmstat, sys_node
 from dbdiag.parsers.base import ParseContext, ParseError
+from tests.captures import capture_files, decoded
 from tests.conftest import CORPUS, REPO
 from tests.golden import check_golden
 
@@ -53,11 +53,10 @@ def _capture_spec(name: str):
 def _capture_members(capture: str) -> dict[str, str]:
     """``capture/os/`` members of a capture that one of these parsers reads, in memory."""
     out = {}
-    with tarfile.open(CORPUS / "captures" / capture, "r:gz") as tar:
-        for member in tar.getmembers():
-            name = member.name.rsplit("/", 1)[-1]
-            if member.isfile() and member.name.startswith("capture/os/") and _capture_spec(name) is not None:
-                out[name] = tar.extractfile(member).read().decode("utf-8", "backslashreplace")
+    for path, data in capture_files(capture):
+        name = path.rsplit("/", 1)[-1]
+        if path.startswith("capture/os/") and _capture_spec(name) is not None:
+            out[name] = decoded(data)
     return out
 
 
@@ -169,14 +168,13 @@ def test_no_false_positive_on_the_corpus(corpus: Path) -> None:
 
 def test_other_capture_members_are_not_ours() -> None:
     for capture in CAPTURES:
-        with tarfile.open(CORPUS / "captures" / capture, "r:gz") as tar:
-            for member in tar.getmembers():
-                name = member.name.rsplit("/", 1)[-1]
-                if not member.isfile() or _capture_spec(name) is not None:
-                    continue
-                head = tar.extractfile(member).read(8192).decode("utf-8", "backslashreplace")
-                for spec in OURS:
-                    assert spec.detect(head, name) <= 0.5, (spec.kind, capture, member.name)
+        for path, data in capture_files(capture):
+            name = path.rsplit("/", 1)[-1]
+            if _capture_spec(name) is not None:
+                continue
+            head = decoded(data[:8192])
+            for spec in OURS:
+                assert spec.detect(head, name) <= 0.5, (spec.kind, capture, path)
 
 
 @pytest.mark.parametrize("name", ["vmstat-cmd.txt", "vmstat-w.txt"])
