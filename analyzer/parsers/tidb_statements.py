@@ -110,7 +110,8 @@ def _seen(column: str, tz: str) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
 
 
 def _column(frame: pl.DataFrame, name: str) -> pl.Expr:
-    return pl.col(name) if name in frame.columns else pl.lit(None, pl.String)
+    # a full-length null column: a scalar literal would not broadcast through true_divide's map
+    return pl.col(name) if name in frame.columns else pl.repeat(None, pl.len(), dtype=pl.String)
 
 
 def parse(text: str, ctx: ParseContext) -> ParseResult:

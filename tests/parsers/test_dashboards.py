@@ -443,3 +443,13 @@ def test_haproxy_hostile() -> None:
     assert "line 2: not a time line: 'not a time'; snapshot kept without time" in reasons
     assert "line 4: a counter is not an integer; read as null" in reasons
     assert "line 5: unknown type '9'; type taken from svname" in reasons
+
+
+def test_statements_export_without_some_latency_columns_reads_them_as_null() -> None:
+    from dbdiag.parsers import tidb_statements
+
+    text = "DIGEST,DIGEST_TEXT,EXEC_COUNT,SUM_LATENCY\nd1,select ?,10,1300000\nd2,select ? from t,5,52000000\n"
+    result = tidb_statements.SPEC.parse(text, ParseContext(source="statements.csv"))
+    frame = result.tables["statement_summary"]
+    assert frame["sum_latency_s"].to_list() == [0.0013, 0.052]
+    assert frame["avg_latency_s"].null_count() == 2
