@@ -7,13 +7,18 @@ Run by hand (not in CI). Record a busy machine, write the perf script text, fetc
     git clone https://github.com/brendangregg/FlameGraph /tmp/bench/FlameGraph
     python benchmarks/bench_perf_fold.py /tmp/bench/big.txt --stackcollapse /tmp/bench/FlameGraph/stackcollapse-perf.pl
 
-Each tool runs as its own child process: dbdiag reads the file and calls the ``perf-script``
-parser (``SPEC.parse``, the same call the pipeline makes), ``perl stackcollapse-perf.pl FILE``
-folds it. dbdiag's child also prints the time of ``SPEC.parse`` alone (``parse_only_s``: without
-the interpreter start, imports and reading the file), shown as a second dbdiag line. Wall time, CPU time (user + sys, all threads) and the child's peak RSS come from
-``wait4``; MB/s is file size over wall time. Both sides print the total sample weight they folded
-(the sum of periods when perf printed them, else the sample count) so the outputs can be
-checked against each other.
+Each tool runs as its own child process: dbdiag decodes the file as the pipeline does (UTF-8
+with backslashreplace, CRLF to LF; read through mmap, so without a second copy of the bytes)
+and calls the ``perf-script`` parser (``SPEC.parse``, the same call the pipeline makes);
+``perl stackcollapse-perf.pl FILE`` folds it. dbdiag's child also prints the time of
+``SPEC.parse`` alone (``parse_only_s``: without the interpreter start, imports and reading the
+file), shown as a second dbdiag line, and the CPU time of its imports and of the read. Wall time,
+CPU time (user + sys, all threads) and the child's peak RSS come from ``wait4``; MB/s is file size
+over wall time. With ``--repeat`` the tools alternate and each run is printed on stderr; the table
+shows each tool's median run. On a machine shared with other work, compare CPU times: wall times
+then include waiting for a core. Both sides print the total sample weight they folded (the sum of
+periods when perf printed them, else the sample count) so the outputs can be checked against each
+other.
 """
 
 from __future__ import annotations
@@ -29,19 +34,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DBDIAG_FOLD = """
+import time
+started, cpu_started = time.perf_counter(), time.process_time()
+import mmap
+import os
 import sys
-from pathlib import Path
 from dbdiag.parsers.base import ParseContext
 from dbdiag.parsers.perf_script import SPEC
-import time
-path = Path(sys.argv[1])
-text = path.read_text(encoding="utf-8", errors="backslashreplace")
-started, cpu_started = time.perf_counter(), time.process_time()
-result = SPEC.parse(text, ParseContext(source=path.name))
-parse_s, parse_cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
+imported, cpu_imported = time.perf_counter(), time.process_time()
+with open(sys.argv[1], "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+    text = str(data, "utf-8", "backslashreplace")  # as dbdiag.pipeline.decode, without a copy of the bytes
+text = text.replace("\\r\\n", "\\n") if "\\r" in text else text
+read, cpu_read = time.perf_counter(), time.process_time()
+result = SPEC.parse(text, ParseContext(source=os.path.basename(sys.argv[1])))
+parse_s, parse_cpu_s = time.perf_counter() - read, time.process_time() - cpu_read
 stacks = result.tables["perf_stack"]
 weight = int(stacks.select(stacks["period"].fill_null(stacks["samples"]).sum()).item())
-print(f"samples={result.records} stacks={stacks.height} weight={weight} parse_only_s={parse_s:.2f} parse_only_cpu_s={parse_cpu_s:.2f}")
+print(f"samples={result.records} stacks={stacks.height} weight={weight} parse_only_s={parse_s:.2f} parse_only_cpu_s={parse_cpu_s:.2f}"
+      f" import_cpu_s={cpu_imported - cpu_started:.2f} read_cpu_s={cpu_read - cpu_imported:.2f}")
 """
 
 
@@ -81,6 +91,10 @@ def measure(tool: str, command: list[str], path: Path, summarize) -> Run:
     )
 
 
+def _median(runs: list[Run]) -> Run:
+    return sorted(runs, key=lambda run: run.seconds)[len(runs) // 2]
+
+
 def perl_summary(folded: str) -> str:
     weights = [int(line.rsplit(" ", 1)[1]) for line in folded.splitlines() if " " in line]
     return f"stacks={len(weights)} weight={sum(weights)}"
@@ -90,33 +104,38 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("perf_script", type=Path, help="a big `perf script` text file")
     parser.add_argument("--stackcollapse", type=Path, required=True, help="path of FlameGraph's stackcollapse-perf.pl")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per tool; the fastest is kept")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per tool, alternated; the median run (by wall time) is kept")
     args = parser.parse_args()
     plans = [
         ("dbdiag", [sys.executable, "-c", DBDIAG_FOLD, str(args.perf_script)], lambda out: out.strip()),
         ("stackcollapse-perf.pl", ["perl", str(args.stackcollapse), str(args.perf_script)], perl_summary),
     ]
-    runs = [
-        min((measure(tool, command, args.perf_script, summarize) for _ in range(args.repeat)), key=lambda r: r.seconds)
-        for tool, command, summarize in plans
-    ]
+    # Alternate the tools so a change in the machine's load hits both alike.
+    measured: dict[str, list[Run]] = {tool: [] for tool, _, _ in plans}
+    for attempt in range(args.repeat):
+        for tool, command, summarize in plans:
+            run = measure(tool, command, args.perf_script, summarize)
+            measured[tool].append(run)
+            print(f"run {attempt + 1}: {tool} wall {run.seconds:.2f} s cpu {run.cpu_seconds:.2f} s "
+                  f"peak RSS {run.max_rss_mb:.0f} MB  {run.summary}", file=sys.stderr)
+    runs = [_median(measured[tool]) for tool, _, _ in plans]
     ours = runs[0]
     parse_only = re.search(r"parse_only_s=([0-9.]+) parse_only_cpu_s=([0-9.]+)", ours.summary)
     if parse_only:
         wall, cpu = float(parse_only.group(1)), float(parse_only.group(2))
         runs.insert(1, Run("dbdiag (parse only)", wall, cpu, float("nan"), ours.size_mb, ""))
-    print(f"{'tool':<22} {'MB':>7} {'wall s':>7} {'cpu s':>7} {'MB/s':>7} {'peak RSS MB':>11} {'x dbdiag':>8}  output")
+    print(f"{'tool':<22} {'MB':>7} {'wall s':>7} {'cpu s':>7} {'MB/s':>7} {'peak RSS MB':>11} {'x wall':>6} {'x cpu':>6}  output")
     for run in runs:
         ratio = run.seconds / ours.seconds if ours.seconds else float("nan")
+        cpu_ratio = run.cpu_seconds / ours.cpu_seconds if ours.cpu_seconds else float("nan")
         if run.tool == "stackcollapse-perf.pl" and parse_only:
             run.summary += (
                 f"  (x parse only: wall {run.seconds / runs[1].seconds:.1f}, cpu {run.cpu_seconds / runs[1].cpu_seconds:.1f})"
             )
         print(
             f"{run.tool:<22} {run.size_mb:7.1f} {run.seconds:7.2f} {run.cpu_seconds:7.2f} {run.mb_per_s:7.1f} "
-            f"{run.max_rss_mb:11.0f} {ratio:8.1f}  {run.summary}"
+            f"{run.max_rss_mb:11.0f} {ratio:6.1f} {cpu_ratio:6.1f}  {run.summary}"
         )
-
 
 if __name__ == "__main__":
     main()

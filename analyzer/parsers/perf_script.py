@@ -35,10 +35,15 @@ blank line (the script drops it), it reads exited tasks' ``:-1  -1`` headers as 
 (the script folds the time into the name), a sample without frames is ``[unknown]`` rather than
 the bare process name, and ``a->b`` inline chains are not split.
 
-The text is cut after blank lines into pieces of about ``CHUNK_CHARS``; each piece is one polars
-column of lines; a line is keyed by a hash so every distinct line is classified once (frame lines
-once per member); samples are numbered by a cumulative sum over header lines and their frame ids
-gathered per sample, then counted per distinct stack; the pieces' counts are summed at the end.
+The text is cut after blank lines into pieces of about ``CHUNK_CHARS``; the pieces' counts are
+summed at the end. A piece of regular ``perf script`` output (ASCII; comments only on top; every
+sample a header line, its indented frame lines, blank lines) is read from its bytes: numpy finds
+the lines, each sample's frame lines stay one string (an Arrow view of the bytes), samples are
+counted per header and distinct stack text (by two hashes), and only stack texts not met before
+in the member are split into frame lines and named. Any other piece is one polars column of
+lines; a line is keyed by a hash so every distinct line is classified once (frame lines once per
+member); samples are numbered by a cumulative sum over header lines and their frame ids gathered
+per sample. Both readings give the same table (tests compare them on every corpus file).
 
 Output table ``perf_stack`` (one row per distinct comm, pid, tid, event and stack)::
 
@@ -79,8 +84,9 @@ from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpe
 from dbdiag.tables import PERF_STACK, conform
 
 MAX_WARNINGS = 50
-# Record-aligned pieces of this many characters keep the per-line frames small on big files.
-CHUNK_CHARS = 32 * 1024 * 1024
+# Record-aligned pieces of this many characters keep the per-line frames small on big files; under
+# glibc's 32 MB mmap threshold, a piece's buffers reuse the previous piece's memory (fewer page faults).
+CHUNK_CHARS = 30 * 1024 * 1024
 
 # Shared by Python (detect, on the head) and polars (Rust regex, on every header line).
 _HEADER_PATTERN = (
@@ -110,6 +116,11 @@ _OLD_FRAME_DETECT_RE = re.compile(r"[0-9a-fA-F]{6,} \S.*\(.*\)[ \t]*$")
 _KEYS = ["comm", "pid", "tid", "event", "stack"]
 _SAMPLE_KEYS = ["comm", "pid", "tid", "event", "stack_ids"]
 _HEADER_COLUMNS = ["comm", "pid", "tid", "event", "period", "time", "rest_nid"]
+_STACK_SCHEMA = {"stack_uid": pl.UInt64, "stack_check": pl.UInt64, "stack_ids": pl.List(pl.UInt32), "leaf_id": pl.UInt32}
+_PART_SCHEMA = {"comm": pl.String, "pid": pl.Int64, "tid": pl.Int64, "event": pl.String, "stack_ids": pl.List(pl.UInt32),
+                "rest_nid": pl.UInt32, "samples": pl.UInt32, "period": pl.Int64, "period_n": pl.UInt32,
+                "leaf_id": pl.UInt32}
+_TAB, _SPACE, _HASH, _NEWLINE = 9, 32, 35, 10
 
 
 def parse(text: str, ctx: ParseContext) -> ParseResult:
@@ -124,8 +135,13 @@ def parse_chunked(text: str, ctx: ParseContext, chunk_chars: int) -> ParseResult
     dropped = 0
     times: list[tuple[float, float]] = []
     headers = 0
-    for chunk, first_line in _chunks(text, chunk_chars):
-        part = _fold_chunk(chunk, first_line, seen)
+    regular = text.isascii()
+    for start, end in _chunks(text, chunk_chars):
+        piece = text[start:end]
+        # Bytes of one piece at a time: memory stays the text plus a piece's worth.
+        part = _fold_regular(piece.encode("ascii"), seen) if regular else None
+        if part is None:
+            part = _fold_chunk(piece, text.count("\n", 0, start) + 1, seen)
         headers += part.headers
         if part.stacks.height:
             folded.append(part.stacks)
@@ -157,6 +173,7 @@ class _Seen:
     def __init__(self) -> None:
         self.lines = pl.DataFrame(schema={"uid": pl.UInt64, "check": pl.UInt64, "nid": pl.UInt32})
         self.names = pl.DataFrame(schema={"body": pl.String, "nid": pl.UInt32, "frame": pl.String, "kernel": pl.Boolean})
+        self.stacks = pl.DataFrame(schema=_STACK_SCHEMA)
 
     def name_ids(self, bodies: pl.Series) -> pl.DataFrame:
         """body -> nid for ``bodies``, naming the ones not seen before."""
@@ -185,18 +202,160 @@ class _Part:
 
 
 def _chunks(text: str, chunk_chars: int):
-    """Yield (piece, number of its first line), cutting only after a blank line."""
-    start, line = 0, 1
+    """Yield the (start, end) offsets of pieces of ``text``, cutting only after a blank line."""
+    start = 0
     size = len(text)
     while start < size:
         end = start + max(chunk_chars, 1)
         if end < size:
             cut = text.find("\n\n", end)
             end = size if cut < 0 else cut + 2
-        piece = text[start:end]
-        yield piece, line
-        line += piece.count("\n")
+        yield start, end
         start = end
+
+
+def _fold_regular(data: bytes, seen: _Seen) -> _Part | None:
+    """``_fold_chunk`` for the usual shape, or None when the piece has anything else (then ``_fold_chunk`` reads it).
+
+    The usual shape, that of ``perf script`` output: comment lines only before the first sample,
+    then samples, each a header line followed by its tab- or blank-indented frame lines and blank
+    lines, and nothing else (ASCII text, every header and frame line readable). Line bounds are
+    found with numpy over the bytes; each sample's frame lines stay one string (a slice of the
+    bytes, not a copy) and samples are counted per distinct stack text by its hashes, so frame
+    lines are only split and read for the stack texts not met before in the member.
+    """
+    import numpy as np  # here, not on top: most dbdiag runs never read a big perf script
+
+    raw = np.frombuffer(data, np.uint8)
+    ends = np.flatnonzero(raw == _NEWLINE)
+    if raw.size and raw[-1] != _NEWLINE:
+        ends = np.append(ends, raw.size)
+    starts = np.empty_like(ends)
+    starts[:1] = 0
+    starts[1:] = ends[:-1] + 1
+    empty = starts == ends
+    first = raw[np.minimum(starts, max(raw.size - 1, 0))] if raw.size else np.zeros(0, np.uint8)
+    indented = ~empty & ((first == _TAB) | (first == _SPACE))
+    comment = ~empty & (first == _HASH)
+    header = ~empty & ~indented & ~comment
+    header_rows = np.flatnonzero(header)
+    if header_rows.size == 0:
+        return None
+    begin = header_rows[0]
+    after_blank = np.zeros_like(empty)
+    after_blank[1:] = empty[:-1]
+    if comment[begin:].any() or indented[:begin].any() or (indented & after_blank).any():
+        return None
+    # Frame lines follow their header directly: sample i's are lines header_rows[i] + 1 ... + frame_counts[i].
+    frame_counts = np.bincount(np.cumsum(header)[indented], minlength=header_rows.size + 1)[1:]
+    header_ends = ends[header_rows]
+    stack_ends = ends[header_rows + frame_counts]
+    samples = header_rows.size
+    # Per sample: its header line, then its frame lines as one string (from the newline ending the header).
+    texts = _byte_ranges(data, np.stack([starts[header_rows], header_ends, stack_ends], axis=1).ravel())
+    headers, keys = _header_keys(texts.gather_every(3).to_frame("line").with_row_index("uid"))
+    if headers.height != samples:
+        return None
+    stack_texts = texts.gather_every(3, offset=1)
+    per_sample = headers.with_columns(
+        stack_texts.hash(seed=_HASH_SEED).alias("stack_uid"), stack_texts.hash(seed=_CHECK_SEED).alias("stack_check")
+    )
+    distinct = per_sample.group_by("stack_uid").agg(
+        pl.col("stack_check").n_unique().alias("checks"), pl.col("stack_check").first(), pl.col("uid").first()
+    )
+    if distinct["checks"].max() != 1:
+        return None
+    # In file order: the stacks' frame lines are then read as one increasing run of byte ranges.
+    fresh = distinct.join(seen.stacks, on=["stack_uid", "stack_check"], how="anti").sort("uid")
+    if fresh.height:
+        rows = fresh["uid"].to_numpy()
+        new_stacks = _stacks_of(fresh, header_rows[rows], frame_counts[rows], starts, ends, data, seen)
+        if new_stacks is None:
+            return None
+        seen.stacks = pl.concat([seen.stacks, new_stacks])
+    name_ids = seen.name_ids(keys["rest"])
+    # A header's period is in its key: samples x period is the period sum.
+    stacks = (
+        per_sample.group_by("key_id", "stack_uid", "stack_check")
+        .agg(pl.len().alias("samples"))
+        .join(keys, on="key_id", how="left")
+        .with_columns(
+            (pl.col("period") * pl.col("samples")).alias("period"),
+            pl.when(pl.col("period").is_not_null()).then(pl.col("samples")).otherwise(0).alias("period_n"),
+        )
+        .join(seen.stacks, on=["stack_uid", "stack_check"], how="left")
+        .join(name_ids.rename({"body": "rest", "nid": "rest_nid"}), on="rest", how="left")
+        .select(list(_PART_SCHEMA))
+        .cast(_PART_SCHEMA)
+        .with_columns(_copied(pl.col("comm")), _copied(pl.col("event")))
+    )
+    times = headers.select(pl.col("time").min().alias("first"), pl.col("time").max().alias("last")).row(0)
+    time_range = None if times[0] is None else (float(times[0]), float(times[1]))
+    return _Part(stacks, samples, [], 0, time_range)
+
+
+def _stacks_of(fresh: pl.DataFrame, header_rows, frame_counts, starts, ends, data: bytes, seen: _Seen):
+    """Frame ids (root first) and leaf id of each ``fresh`` stack text, read from its sample's frame lines.
+
+    None when one of these lines is not a frame line.
+    """
+    import numpy as np
+
+    owners = np.repeat(np.arange(frame_counts.size), frame_counts)
+    first_row = np.repeat(header_rows + 1 - np.concatenate(([0], np.cumsum(frame_counts)[:-1])), frame_counts)
+    rows = first_row + np.arange(owners.size)
+    if rows.size == 0:
+        return fresh.select("stack_uid", "stack_check").with_columns(
+            pl.lit(None, pl.List(pl.UInt32)).alias("stack_ids"), pl.lit(None, pl.UInt32).alias("leaf_id")
+        )
+    # Every other string is a line; the ones between are the newlines.
+    lines = _byte_ranges(data, np.stack([starts[rows], ends[rows]], axis=1).ravel()).gather_every(2)
+    lines = lines.to_frame("line").with_columns(pl.Series("owner", owners, pl.UInt32))
+    keyed = lines.with_columns(
+        pl.col("line").hash(seed=_HASH_SEED).alias("uid"), pl.col("line").hash(seed=_CHECK_SEED).alias("check")
+    )
+    distinct = keyed.unique(subset="uid", keep="any").select("uid", "check", "line")
+    unseen = distinct.join(seen.lines, on=["uid", "check"], how="anti")
+    if unseen.height:
+        # Indented lines: frames if they match _FRAME_PATTERN (what _classify concludes for them), else give up.
+        if not unseen.select(pl.col("line").str.contains(_FRAME_PATTERN).all()).item():
+            return None
+        bodies = unseen.select("uid", "check", _body(pl.col("line")).alias("body"))
+        named = bodies.join(seen.name_ids(bodies["body"]), on="body", how="left")
+        seen.lines = pl.concat([seen.lines, named.select("uid", "check", "nid")])
+    per_line = keyed.join(
+        seen.lines.rename({"check": "check_seen"}), on="uid", how="left", maintain_order="left"
+    )
+    if (per_line["check"] != per_line["check_seen"]).any() or per_line["check_seen"].null_count():
+        return None
+    ids = (
+        per_line.filter(pl.col("nid").is_not_null())
+        .group_by("owner")
+        .agg(pl.col("nid").reverse().alias("stack_ids"), pl.col("nid").first().alias("leaf_id"))
+    )
+    found = fresh.select("stack_uid", "stack_check").with_row_index("owner").join(ids, on="owner", how="left")
+    return found.select(list(_STACK_SCHEMA)).cast(_STACK_SCHEMA)
+
+
+def _byte_ranges(data: bytes, bounds) -> pl.Series:
+    """The strings ``data[bounds[i]:bounds[i + 1]]`` (ASCII ``data``; ``bounds`` never decreasing).
+
+    One Arrow array whose offsets are ``bounds``, over ``data`` itself: no string is copied.
+    """
+    import pyarrow as pa  # here, not on top: most dbdiag runs never read a big perf script
+
+    offsets = pa.py_buffer(bounds.astype("int64", copy=False))
+    return pl.Series(_ArrowArray(pa.LargeStringArray.from_buffers(len(bounds) - 1, offsets, pa.py_buffer(data))))
+
+
+class _ArrowArray:
+    """An Arrow array handed to polars by the Arrow PyCapsule interface (``pl.from_arrow`` imports pyarrow.compute)."""
+
+    def __init__(self, array) -> None:
+        self.array = array
+
+    def __arrow_c_array__(self, requested_schema=None):
+        return self.array.__arrow_c_array__(requested_schema)
 
 
 def _fold_chunk(chunk: str, first_line: int, seen: _Seen, exact: bool = False) -> _Part:
@@ -327,28 +486,8 @@ def _classify(distinct: pl.DataFrame) -> pl.DataFrame:
     head_char = pl.col("line").str.slice(0, 1)
     blank = pl.col("line").str.contains(r"^\s*$")
     indented = head_char.is_in(["\t", " "])
-    flush = distinct.filter(~blank & ~indented & (head_char != "#")).select(
-        "uid",
-        "line",
-        pl.col("line").str.extract(_TIME_PATTERN, 1).cast(pl.Float64, strict=False).alias("time"),
-        # Header lines differ mostly by their time: read the fields once per distinct rest.
-        pl.col("line").str.replace(_TIME_PATTERN, " 0.0:").alias("key"),
-    )
-    keys = flush.select(pl.col("key").unique())
-    keys = keys.with_columns(pl.col("key").str.extract_groups(_HEADER_PATTERN).alias("h")).unnest("h")
-    keys = keys.filter(
-        pl.col("id1").is_not_null() & (pl.col("time").is_not_null() | pl.col("event").is_not_null())
-    ).select(
-        "key",
-        pl.col("comm").str.strip_chars(),
-        pl.when(pl.col("id2").is_not_null()).then(pl.col("id1")).cast(pl.Int64, strict=False).alias("pid"),
-        pl.coalesce("id2", "id1").cast(pl.Int64, strict=False).alias("tid"),
-        pl.col("period").cast(pl.Int64, strict=False),
-        "event",
-        pl.when(pl.col("rest").str.contains(_OLD_FRAME_PATTERN)).then(_body(pl.col("rest"))).alias("rest"),
-        pl.lit(True).alias("is_header"),
-    )
-    header = flush.join(keys, on="key", how="inner").drop("line", "key")
+    flush = distinct.filter(~blank & ~indented & (head_char != "#")).select("uid", "line")
+    header = _header_fields(flush).with_columns(pl.lit(True).alias("is_header"))
     old_frames = flush.join(header, on="uid", how="anti").filter(pl.col("line").str.contains(_OLD_FRAME_PATTERN))
     frames = pl.concat(
         [
@@ -377,6 +516,43 @@ def _classify(distinct: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.lit("not a perf script sample header or frame line; skipped"))
         .alias("reason"),
     ).drop("is_header", "is_frame")
+
+
+def _header_fields(flush: pl.DataFrame) -> pl.DataFrame:
+    """The sample headers among ``flush`` lines (uid, line): uid, time, comm, pid, tid, period, event, rest.
+
+    ``rest`` is the body of a frame printed on the header line (samples recorded without ``-g``).
+    """
+    headers, keys = _header_keys(flush)
+    return headers.join(keys, on="key_id", how="inner", maintain_order="left").drop("key_id")
+
+
+def _header_keys(flush: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``_header_fields`` in two tables: the headers (uid, time, key_id) and their fields per key_id.
+
+    Header lines differ mostly by their time: the fields are read once per line without its time.
+    """
+    flush = flush.select(
+        "uid",
+        pl.col("line").str.extract(_TIME_PATTERN, 1).cast(pl.Float64, strict=False).alias("time"),
+        pl.col("line").str.replace(_TIME_PATTERN, " 0.0:").alias("key"),
+    )
+    keys = flush.select(pl.col("key").unique()).with_row_index("key_id")
+    keys = keys.with_columns(pl.col("key").str.extract_groups(_HEADER_PATTERN).alias("h")).unnest("h")
+    keys = keys.filter(
+        pl.col("id1").is_not_null() & (pl.col("time").is_not_null() | pl.col("event").is_not_null())
+    ).select(
+        "key",
+        "key_id",
+        pl.col("comm").str.strip_chars(),
+        pl.when(pl.col("id2").is_not_null()).then(pl.col("id1")).cast(pl.Int64, strict=False).alias("pid"),
+        pl.coalesce("id2", "id1").cast(pl.Int64, strict=False).alias("tid"),
+        pl.col("period").cast(pl.Int64, strict=False),
+        "event",
+        pl.when(pl.col("rest").str.contains(_OLD_FRAME_PATTERN)).then(_body(pl.col("rest"))).alias("rest"),
+    )
+    headers = flush.join(keys.select("key", "key_id"), on="key", how="inner", maintain_order="left")
+    return headers.drop("key"), keys.drop("key")
 
 
 def _body(line: pl.Expr) -> pl.Expr:
@@ -426,12 +602,16 @@ def _merge(folded: list[pl.DataFrame], names: pl.DataFrame, source: str) -> pl.D
     """Sum the chunks' counts per stack, then spell the stacks (root-first) from their frame ids."""
     if not folded:
         return conform(PERF_STACK, pl.DataFrame())
+    parts = pl.concat(folded)
+    # Samples without frames take the symbol of their header line, if any, as a one-frame stack.
+    bare = pl.col("stack_ids").is_null()
     stacks = (
-        pl.concat(folded)
-        .with_columns(
-            pl.coalesce("stack_ids", pl.concat_list("rest_nid").list.drop_nulls()).alias("stack_ids"),
-            pl.coalesce("leaf_id", "rest_nid").alias("leaf_id"),
-        )
+        pl.concat([
+            parts.filter(~bare),
+            parts.filter(bare).with_columns(
+                pl.concat_list("rest_nid").list.drop_nulls().alias("stack_ids"), pl.col("rest_nid").alias("leaf_id")
+            ),
+        ])
         .group_by(_SAMPLE_KEYS)
         .agg(pl.col("samples", "period", "period_n").sum(), pl.col("leaf_id").first())
     )
@@ -448,8 +628,11 @@ def _merge(folded: list[pl.DataFrame], names: pl.DataFrame, source: str) -> pl.D
             pl.when(pl.col("stack") == "").then(None).otherwise(pl.col("stack")).fill_null("[unknown]").alias("stack"),
             pl.col("leaf").fill_null("[unknown]"),
         )
-        .with_columns(_tidy_java(pl.col("stack")), _tidy_java(pl.col("leaf")))
-        .group_by(_KEYS)
+    )
+    if stacks["comm"].str.starts_with("java").any():
+        stacks = stacks.with_columns(_tidy_java(pl.col("stack")), _tidy_java(pl.col("leaf")))
+    stacks = (
+        stacks.group_by(_KEYS)
         .agg(pl.col("samples", "period", "period_n").sum(), pl.col("leaf", "leaf_kernel").first())
     )
     stacks = stacks.with_columns(

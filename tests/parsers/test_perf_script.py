@@ -251,3 +251,46 @@ def test_no_header_at_all_is_an_error() -> None:
         _parse("\t400577 func_b (/root/lang/func_ab)\n\n")
     with pytest.raises(ParseError):
         _parse("")
+
+
+def _parse_general_only(text: str, monkeypatch: pytest.MonkeyPatch) -> ParseResult:
+    """The parse with the fast reading of regular text turned off: every piece goes through the line-by-line reading."""
+    with monkeypatch.context() as patched:
+        patched.setattr(perf_script, "_fold_regular", lambda data, seen: None)
+        return _parse(text)
+
+
+@pytest.mark.parametrize("name", [*SCRIPT_FILES, *CAPTURES])
+def test_regular_reading_gives_the_general_result(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = _member(name, "perf-script.txt") if name in CAPTURES else _corpus_text(name)
+    assert result_as_json(_parse(text)) == result_as_json(_parse_general_only(text, monkeypatch))
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_real_captures_take_the_regular_reading(capture: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The fast path is what keeps a 200 MB perf script within seconds: real perf output must not fall back.
+    def refuse(*args: object) -> None:
+        raise AssertionError("fell back to the line-by-line reading")
+
+    monkeypatch.setattr(perf_script, "_fold_chunk", refuse)
+    assert _parse(_member(capture, "perf-script.txt")).records == SAMPLES[capture]
+
+
+DD_TEXT_VARIANTS = {
+    "crlf": lambda text: text.replace("\n", "\r\n"),
+    "blank_line_with_spaces": lambda text: text.replace("\n\n", "\n   \n", 1),
+    "comment_between_samples": lambda text: text.replace("\n\n", "\n\n# a comment\n", 1),
+    "frame_after_blank_line": lambda text: text.replace("\n\n", "\n\n\t     0 [unknown] (/usr/bin/dd)\n", 1),
+    "non_ascii_symbol": lambda text: text.replace("fsnotify", "fsnotify_é", 1),
+    "header_without_frames": lambda text: "dd 29776 666709.0: 10101010 cpu-clock: \n" + text,
+    "header_with_symbol": lambda text: "dd 29776 666709.0: 7 cpu-clock:  414b3b fsnotify+0x1b (/bin/dd)\n\n" + text,
+    "several_blank_lines": lambda text: text.replace("\n\n", "\n\n\n\n"),
+    "no_final_newline": lambda text: text.rstrip("\n"),
+    "junk_line": lambda text: text.replace("\n\n", "\nnot a header\n\n", 1),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(DD_TEXT_VARIANTS))
+def test_irregular_text_gives_the_general_result(variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = DD_TEXT_VARIANTS[variant](_corpus_text("flamegraph__perf-dd-stacks-01.txt"))
+    assert result_as_json(_parse(text)) == result_as_json(_parse_general_only(text, monkeypatch))
