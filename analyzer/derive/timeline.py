@@ -171,7 +171,10 @@ def _timed_inputs(tables: dict[str, pl.DataFrame], accounting: dict[str, Any] | 
             add("load-test-intervals", _interval_starts(frame), clock="placed", note=note)
     statements = tables.get(t.STATEMENT)
     if statements is not None and statements.height:
-        statements = statements.filter(~pl.col("is_internal").fill_null(False))
+        # only the columns the series read: the SQL text is not copied by the filter
+        statements = statements.select("start_ts", "end_ts", "query_time_s", "source", "is_internal").filter(
+            ~pl.col("is_internal").fill_null(False)
+        )
         coarse = max(resolution_us(statements["start_ts"]), resolution_us(statements["end_ts"]))
         if coarse >= 1_000_000:
             notes.append(
