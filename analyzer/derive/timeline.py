@@ -467,7 +467,8 @@ def _cpu(cpu: pl.DataFrame, window: pl.Expr) -> list[pl.DataFrame]:
     frame = (per_cpu if per_cpu.height else cpu).with_columns(
         window, (100.0 - pl.col("idle_pct") - pl.col("iowait_pct").fill_null(0.0)).clip(0.0, 100.0).alias("busy"))
     by_cpu = frame.group_by("window_start", "source", "cpu").agg(pl.col("busy").mean(), pl.col("soft_pct").mean(), pl.len().alias("n"))
-    grouped = by_cpu.group_by("window_start", "source").agg(
+    # a fixed order of CPUs makes the float sums below the same on every run (group_by order is not)
+    grouped = by_cpu.sort("window_start", "source", "cpu").group_by("window_start", "source", maintain_order=True).agg(
         pl.col("busy").dot("n").truediv(pl.col("n").sum()).alias("cpu_busy_mean"),
         pl.col("soft_pct").dot("n").truediv(pl.col("n").filter(pl.col("soft_pct").is_not_null()).sum()).alias("cpu_soft_mean"),
         pl.col("busy").max().alias("cpu_busy_max"), pl.col("soft_pct").max().alias("cpu_soft_max"), pl.col("n").sum().alias("samples"))
