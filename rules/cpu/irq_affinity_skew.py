@@ -178,7 +178,7 @@ def _finding(
             ),
         ),
         remediation=remediation,
-        sources=tuple(inp.derived.get("irq_sources", ())) or tuple(inp.tables[t.IRQ_COUNT]["source"].unique().to_list()),
+        sources=tuple(inp.metrics.get("cpu", {}).get("interrupt_snapshots") or sorted(inp.tables[t.IRQ_COUNT]["source"].unique().to_list())),
         charts=(_chart(family, per_cpu, inp.derived["cpu_nodes"], set(serving_cpus)),),
     )
 

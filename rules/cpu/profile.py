@@ -145,7 +145,7 @@ def paths_into(stacks: pl.DataFrame, own_frames: pl.Expr, busy_samples: int) -> 
     ranked = (
         callers.group_by("path", "comm")
         .agg(pl.col("samples").sum())
-        .sort(["samples", "path"], descending=[True, False])
+        .sort(["samples", "path", "comm"], descending=[True, False, False])
         .head(TOP_ROWS)
     )
     return Evidence(

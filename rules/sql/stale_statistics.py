@@ -324,7 +324,7 @@ def _finding(frame: pl.DataFrame, signals: pl.DataFrame, affected: pl.DataFrame,
         shown = (
             nodes.group_by(shape)
             .agg(pl.len().alias("statements"), pl.col("factor").max())
-            .sort(["factor", "statements"], descending=True)
+            .sort(["factor", "statements", "node_type", "index_name", "est_rows"], descending=[True, True, False, False, False], nulls_last=True)
             .head(MAX_NODES_SHOWN)
         )
         evidence.append(
