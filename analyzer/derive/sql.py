@@ -46,67 +46,98 @@ def fingerprinted(statements: pl.DataFrame, options: SqlOptions) -> pl.DataFrame
         groups = [(engines[0] if engines.len() else None, statements)]
     else:
         groups = [(engine, group) for (engine,), group in statements.group_by("engine", maintain_order=True)]
-    parts = []
+    parts, n_classes = [], 0
     for engine, group in groups:
         dialect = DIALECT_OF_ENGINE.get(engine or "", "mysql")
-        classes = _classes(group["sql"].fill_null(""), dialect)
-        parts.append(group.hstack(classes).with_columns(pl.lit(dialect).alias("dialect")))
+        code, names, ids = _class_codes(group["sql"].fill_null(""), dialect)
+        parts.append(group.with_columns(
+            names.gather(code).alias("fingerprint"), ids.gather(code).alias("fp_id"),
+            (code + n_classes).alias(CLASS), pl.lit(dialect).alias("dialect"),
+        ))
+        n_classes += names.len()
     frame = pl.concat(parts, how="vertical_relaxed") if parts else statements
+    if len(parts) > 1:  # dialects may share a fingerprint: number the classes by fp_id
+        frame = frame.with_columns(pl.col("fp_id").rank("dense").cast(pl.Int64).sub(1).alias(CLASS))
     frame = frame.with_columns(pl.coalesce(pl.col("plan_digest"), pl.col("plan_signature")).alias("plan_key"))
-    if options.show_literals:
-        return frame.with_columns(pl.col("sql").alias("sample_sql")).drop("dialect")
-    return _redacted(frame).drop("dialect")
+    if options.show_literals or CLASS not in frame.columns:
+        return frame.with_columns(pl.col("sql").alias("sample_sql")).drop("dialect", CLASS, strict=False)
+    return _redacted(frame).drop("dialect", CLASS)
+
+
+CLASS = "_class"  # while fingerprinting: the row's fp_id as a number from 0
 
 
 def _classes(texts: pl.Series, dialect: str) -> pl.DataFrame:
-    """``fingerprint`` and ``fp_id`` of each text, computed once per distinct text.
+    """``fingerprint`` and ``fp_id`` of each text (see ``_class_codes``)."""
+    code, names, ids = _class_codes(texts, dialect)
+    return pl.DataFrame({"fingerprint": names.gather(code), "fp_id": ids.gather(code)})
+
+
+def _class_codes(texts: pl.Series, dialect: str) -> tuple[pl.Series, pl.Series, pl.Series]:
+    """(each text's class number, each class's fingerprint, each class's fp_id), computed once per
+    distinct text.
 
     Big logs repeat the same texts many times, and even distinct texts share a few classes:
-    the rows are matched to their distinct text by a 64-bit hash (checked: as many distinct
-    hashes as texts, else by the text itself), and the ids computed per class.
+    the rows are matched to their distinct text by a 64-bit hash (checked: every row equals the
+    text it was matched to, else by the text itself), and the ids computed per class.
     """
-    hashes = texts.hash()
-    first = hashes.is_first_distinct()
-    distinct = pl.DataFrame({"key": hashes.filter(first), "text": texts.filter(first)})
-    rows = hashes.alias("key").to_frame()
-    if distinct.height != texts.n_unique():  # a hash collision: match by text instead
-        distinct = pl.DataFrame({"key": texts.unique(maintain_order=True)}).with_columns(pl.col("key").alias("text"))
-        rows = texts.alias("key").to_frame()
-    distinct = distinct.with_columns(sqlnorm.fingerprint_series(distinct["text"], dialect).alias("fingerprint"))
-    names = distinct["fingerprint"].unique()
-    ids = pl.DataFrame({"fingerprint": names, "fp_id": [sqlnorm.fingerprint_id(name) for name in names.to_list()]})
-    per_text = distinct.join(ids, on="fingerprint", how="left").select("key", "fingerprint", "fp_id")
-    return rows.join(per_text, on="key", how="left", maintain_order="left").drop("key")
+    if texts.len() == 0:
+        empty = pl.Series([], dtype=pl.String)
+        return pl.Series([], dtype=pl.Int64), empty, empty
+    text_code, distinct = _distinct(texts.hash(), texts)
+    if not distinct.gather(text_code).equals(texts):  # a hash collision: match by text instead
+        text_code, distinct = _distinct(texts, texts)
+    fingerprints = sqlnorm.fingerprint_series(distinct, dialect)
+    class_of_text, names = _distinct(fingerprints, fingerprints)
+    ids = pl.Series([sqlnorm.fingerprint_id(name) for name in names.to_list()], dtype=pl.String)
+    return class_of_text.gather(text_code), names, ids
+
+
+def _distinct(keys: pl.Series, values: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """(for each row the number of its distinct key, in first-seen order; the value of each key's first row)."""
+    first = keys.is_first_distinct().arg_true()
+    numbers = pl.int_range(first.len(), dtype=pl.Int64, eager=True)
+    return keys.replace_strict(keys.gather(first), numbers, return_dtype=pl.Int64), values.gather(first)
+
+
+SLOWEST = pl.col("row").get(pl.col("query_time_s").fill_null(-1.0).arg_max())
 
 
 def _slowest_per(frame: pl.DataFrame, keys: list[str], columns: list[str]) -> pl.DataFrame:
     """The slowest row of each group (its keys and ``columns``), without sorting the big text columns."""
-    picks = (
-        frame.select(*keys, "query_time_s")
-        .with_row_index("row")
-        .group_by(keys)
-        .agg(pl.col("row").get(pl.col("query_time_s").fill_null(-1.0).arg_max()))
-    )
+    picks = frame.select(*keys, "query_time_s").with_row_index("row").group_by(keys).agg(SLOWEST)
     return frame.select(*keys, *columns)[picks["row"].sort()]
 
 
 def _redacted(frame: pl.DataFrame) -> pl.DataFrame:
-    # The joins run on the key columns only: joining the whole frame would copy every text.
-    samples = _slowest_per(frame.select("fp_id", "query_time_s", "sql", "dialect"), ["fp_id"], ["sql", "dialect"])
-    samples = samples.with_columns(
-        pl.Series("sample_sql", [sqlnorm.redact_literals(sql or "", dialect) for sql, dialect in samples.select("sql", "dialect").iter_rows()], dtype=pl.String)
-    ).select("fp_id", "sample_sql")
-    sample_sql = frame.select("fp_id").join(samples, on="fp_id", how="left", maintain_order="left")["sample_sql"]
+    # Rows reach their class's values by a gather on the class number: joins would copy every text.
+    samples = _slowest_per(frame.select(CLASS, "query_time_s", "sql", "dialect"), [CLASS], ["sql", "dialect"])
+    redacted = pl.Series(
+        "sample_sql",
+        [sqlnorm.redact_literals(sql or "", dialect) for sql, dialect in samples.select("sql", "dialect").iter_rows()],
+        dtype=pl.String,
+    )
+    sample_of_class = pl.zeros(samples.height, pl.Int64, eager=True).scatter(
+        samples[CLASS], pl.int_range(samples.height, dtype=pl.Int64, eager=True)
+    )
+    sample_sql = redacted.gather(sample_of_class.gather(frame[CLASS]))
     frame = frame.with_columns(sample_sql.alias("sql"), sample_sql)
-    with_plan = frame.select("fp_id", "plan_key", "query_time_s", "plan").filter(pl.col("plan").is_not_null())
-    if with_plan.height == 0:
+    has_plan = frame["plan"].is_not_null()
+    if not has_plan.any():
         return frame
-    plans = _slowest_per(with_plan, ["fp_id", "plan_key"], ["plan"])
-    plans = plans.with_columns(pl.Series("public_plan", [sqlnorm.redact_plan(p) for p in plans["plan"].to_list()], dtype=pl.String)).drop("plan")
-    public_plan = frame.select("fp_id", "plan_key").join(
-        plans, on=["fp_id", "plan_key"], how="left", nulls_equal=True, maintain_order="left"
-    )["public_plan"]
-    return frame.with_columns(pl.when(pl.col("plan").is_not_null()).then(public_plan).alias("plan"))
+    # one group per (class, plan_key): the slowest row's plan, redacted, stands for the group's rows
+    groups = (
+        frame.select(CLASS, "plan_key", "query_time_s")
+        .with_row_index("row")
+        .filter(has_plan)
+        .group_by(CLASS, "plan_key")
+        .agg(pl.col("row"), SLOWEST.alias("slowest"))
+    )
+    plans = frame["plan"].gather(groups["slowest"])
+    public = pl.Series([sqlnorm.redact_plan(plan) for plan in plans.to_list()], dtype=pl.String)
+    members = groups.select("row", group=pl.int_range(pl.len(), dtype=pl.Int64)).explode("row")
+    public_plan = public.gather(pl.zeros(frame.height, pl.Int64, eager=True).scatter(members["row"], members["group"]))
+    return frame.with_columns(pl.when(has_plan).then(public_plan).alias("plan"))
 
 
 def public_plan_nodes(nodes: pl.DataFrame, options: SqlOptions) -> pl.DataFrame:

@@ -317,12 +317,20 @@ def _before_in_entry(flag: np.ndarray, entry: np.ndarray, starts: np.ndarray) ->
     return seen - base[entry] > 0
 
 
+@functools.cache
+def _is_header_table() -> np.ndarray:
+    """Indexed by a line kind: whether it is a header kind (a lookup is cheaper than ``np.isin``)."""
+    table = np.zeros(256, dtype=bool)
+    table[list(HEADER_KINDS)] = True
+    return table
+
+
 def _mark(kind: np.ndarray) -> dict[str, np.ndarray]:
     """Entry numbers (0 = lines before the first header) and the role of each line in its entry."""
     previous = np.empty_like(kind)
     previous[:1] = 255
     previous[1:] = kind[:-1]
-    previous_header = np.isin(previous, HEADER_KINDS)
+    previous_header = _is_header_table()[previous]
     start = (
         (kind == TIME)
         | ((kind == USER_HOST) & (previous != TIME))
@@ -496,7 +504,7 @@ def _align(frame: pl.DataFrame, n_entries: int) -> pl.DataFrame:
 # ---- per chunk ---------------------------------------------------------------------------------
 
 
-def _parse_chunk(text: str, start: int, end: int, is_first: bool, tz: str) -> dict[str, object]:
+def _parse_chunk(text: str, start: int, end: int, is_first: bool) -> dict[str, object]:
     """Entries of ``text[start:end]`` (which starts at an entry, or is the file's beginning) with local
     entry numbers: 0 holds what comes before the first header, the rest count from 1."""
     lines = _read_lines(text[start:end])
@@ -532,7 +540,7 @@ def _parse_chunk(text: str, start: int, end: int, is_first: bool, tz: str) -> di
     server = np.flatnonzero(kind == SERVER)
     markers["mariadb"] = markers.get("mariadb", False) or bool((kind == EXPLAIN).any())
     markers["flag_lines"] = bool(entries["Full_scan"].is_not_null().any())
-    typed, warnings = _typed(entries, tz)
+    typed, warnings = _typed(entries)
     return {
         "entries": typed,
         "n_entries": n_entries,
@@ -616,15 +624,15 @@ def _query_time(lines: pl.Series, position: np.ndarray, first_line: int) -> dict
     out = {c: frame[c] for c in QT_FIELDS}
     extra_at = np.flatnonzero(frame["extra"].fill_null(False).to_numpy())
     extras = pl.DataFrame({"t": text.gather(extra_at)})
-    keys = [k for k in QT_EXTRA_KEYS if extras["t"].str.contains(f" {k}: ", literal=True).any()]
+    keys = [k for k in QT_EXTRA_KEYS if extra_at.size and extras["t"].str.contains(f" {k}: ", literal=True).any()]
     extras = extras.select(**{f"qt_{k}": VALUE_EXPRS[k] for k in keys})
     position_extra = np.full(len(position), -1, dtype=np.int64)
     position_extra[extra_at] = np.arange(extra_at.size)
+    nulls = _nulls("", pl.String, len(position))
     for key in QT_EXTRA_KEYS:
         column = f"qt_{key}"
         out[column] = (
-            _take(extras[column], position_extra) if column in extras.columns
-            else _nulls(column, pl.String, len(position))
+            _take(extras[column], position_extra) if column in extras.columns else nulls.alias(column)
         )
     line = pl.Series(np.where(position < 0, -1, position + first_line))
     return out | {"qt_line": line.set(line < 0, None)}
@@ -641,9 +649,10 @@ def _header_fields(
     header = np.flatnonzero(((kind == ATTR) | (kind == ATTR_START)) & ~marks["is_sql"])
     header_prefix = prefix[header]
     group = np.full(len(kind), -1, dtype=np.int8)
-    for code, (starts, _) in enumerate(LINE_GROUPS.values()):
-        for start in starts:
-            group[header[header_prefix == _code(start)]] = code
+    starts, group_of_start = _group_starts()
+    slot = np.minimum(np.searchsorted(starts, header_prefix), starts.size - 1)
+    known = starts[slot] == header_prefix
+    group[header[known]] = group_of_start[slot[known]]
     user_host = kind == USER_HOST
     times = np.flatnonzero(kind == TIME)
     if times.size:  # "# Time: 071218 11:48:27 # User@Host: [SQL_SLAVE] @  []" on one line
@@ -653,24 +662,25 @@ def _header_fields(
     group[marks["set_meta"]] = names.index("set")
     at = np.flatnonzero(group >= 0)
     to_distinct, texts = _distinct_codes(lines.gather(at))
-    distinct = pl.DataFrame({"t": texts}).with_columns(**HEADER_EXPRS)
+    # a last all-null row: entries without a line of a group take it (a gather without null indices)
+    null_row = texts.len()
+    distinct = pl.DataFrame({"t": texts.extend_constant(None, 1)}).with_columns(**HEADER_EXPRS)
 
     line_group, owner = group[at], entry[at]
-    found: dict[str, list[pl.Series]] = {}
     rows: dict[str, np.ndarray] = {}
+    gathers: list[tuple[str, pl.Expr]] = []
     for code, (name, (_, columns)) in enumerate(LINE_GROUPS.items()):
         mine = np.flatnonzero(line_group == code)
         if not mine.size:
             continue
         rows[name] = to_distinct[mine]
         position = _first_in_entry(mine, owner, n_entries)  # a row of `at` for each entry, or -1
-        missing = position < 0
-        index = pl.Series(to_distinct[np.maximum(position, 0)])
-        if missing.any():
-            index = index.scatter(np.flatnonzero(missing), None)
-        taken = distinct.select(pl.col(columns).gather(index))
-        for column in columns:
-            found.setdefault(column, []).append(taken[column])
+        index = pl.Series(np.where(position < 0, null_row, to_distinct[np.maximum(position, 0)]))
+        gathers += [(column, pl.col(column).gather(index).alias(f"{column}#{code}")) for column in columns]
+    taken = distinct.select(expr for _, expr in gathers)
+    found: dict[str, list[pl.Series]] = {}
+    for (column, _), series in zip(gathers, taken.iter_columns()):
+        found.setdefault(column, []).append(series)
     out = {}
     for column in OUTPUT_COLUMNS:
         series = found.get(column)
@@ -683,6 +693,13 @@ def _header_fields(
 
 
 HEADER_DTYPES = {"set_ts": pl.Int64}
+
+
+@functools.cache
+def _group_starts() -> tuple[np.ndarray, np.ndarray]:
+    """The four-byte starts of the keyed header lines, sorted, and the number of each one's group."""
+    pairs = sorted((_code(start), code) for code, (starts, _) in enumerate(LINE_GROUPS.values()) for start in starts)
+    return np.array([p[0] for p in pairs], dtype=np.uint32), np.array([p[1] for p in pairs], dtype=np.int8)
 
 
 def _flavour(distinct: pl.DataFrame, rows: dict[str, np.ndarray], innodb_lines: bool) -> dict[str, bool]:
@@ -812,7 +829,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     if "\r\n" in text[:65536]:
         notes.append("CRLF line ends (file passed through Windows); read as plain lines")
 
-    jobs = [(text, start, end, index == 0, tz) for index, (start, end) in enumerate(_chunk_bounds(text, CHUNK_CHARS))]
+    jobs = [(text, start, end, index == 0) for index, (start, end) in enumerate(_chunk_bounds(text, CHUNK_CHARS))]
     if len(jobs) == 1:
         pieces = [_parse_chunk(*jobs[0])]
     else:
@@ -826,6 +843,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         p["entries"].with_columns(pl.col("entry") + int(e), *[pl.col(c) + int(b) for c in line_columns])
         for p, e, b in zip(pieces, entry_bases, line_bases)
     ], how="vertical_relaxed", rechunk=True)  # one chunk: later steps would each copy mixed chunks again
+    entries = pl.concat([entries, *_times_read(entries, tz)], how="horizontal").drop("qt_Start", "qt_End")
     plan_nodes = pl.concat([p["plan_nodes"].with_columns(pl.col("entry") + int(e)) for p, e in zip(pieces, entry_bases)])
     n_total = int(entry_bases[-1])
     server = pl.concat([p["server"].with_columns(pl.col("line") + int(b)) for p, b in zip(pieces, line_bases)])
@@ -952,42 +970,52 @@ def _typed_exprs() -> dict[str, pl.Expr]:
 
 TYPED_KEPT = (
     "entry", "line", "qt_line", "time_line", "time_text", "set_ts", "sql", "terminated", "plan", "plan_signature",
-    "index_names", "Log_slow_rate_type", "Log_slow_rate_limit", "user",
+    "index_names", "Log_slow_rate_type", "Log_slow_rate_limit", "user", "qt_Start", "qt_End",
 )
 TYPED_EXPRS = _typed_exprs()
 
 
-def _typed(entries: pl.DataFrame, tz: str) -> tuple[pl.DataFrame, list[tuple[int, str]]]:
-    """Row-local work on one piece's entries: numbers, flags, times read (not yet inherited)."""
+NUMBER_FIELDS = (  # text column, label in warnings, typed column, type
+    ("qt_text", "Query_time", "query_time_s", pl.Float64),
+    ("lock_text", "Lock_time", "lock_time_s", pl.Float64),
+    ("rows_sent_text", "Rows_sent", "rows_sent", pl.Int64),
+    ("rows_examined_text", "Rows_examined", "rows_examined", pl.Int64),
+)
+
+
+def _typed(entries: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str]]]:
+    """Row-local work on one piece's entries: numbers and flags (times are read for the whole file)."""
     warnings: list[tuple[int, str]] = []
     numbers = entries.select(
-        "qt_line",
-        query_time_s=_number(pl.col("qt_text"), pl.Float64),
-        lock_time_s=_number(pl.col("lock_text"), pl.Float64),
-        rows_sent=_number(pl.col("rows_sent_text"), pl.Int64),
-        rows_examined=_number(pl.col("rows_examined_text"), pl.Int64),
+        "qt_line", *[text for text, *_ in NUMBER_FIELDS],
+        **{parsed: _number(pl.col(text), dtype) for text, _, parsed, dtype in NUMBER_FIELDS},
     )
-    for column, label, parsed in (("qt_text", "Query_time", "query_time_s"), ("lock_text", "Lock_time", "lock_time_s"),
-                                  ("rows_sent_text", "Rows_sent", "rows_sent"), ("rows_examined_text", "Rows_examined", "rows_examined")):
-        bad = (numbers[parsed].is_null() & entries[column].is_not_null()).to_numpy()
-        if bad.any():
-            bad &= (entries[column] != "").to_numpy()
-        if bad.any():
-            rows = np.flatnonzero(bad)[:MAX_WARNINGS]
-            for line, value in zip(numbers["qt_line"].gather(rows).to_list(), entries[column].gather(rows).to_list()):
-                warnings.append((line, f"{label} {value!r} is not a number (server overflow bug?); left empty"))
-            if bad.sum() > MAX_WARNINGS:
-                warnings.append((None, f"{int(bad.sum()) - MAX_WARNINGS} more unreadable {label} values"))
+    unreadable = numbers.select(**{
+        parsed: (pl.col(parsed).is_null() & pl.col(text).is_not_null() & (pl.col(text) != "")).sum()
+        for text, _, parsed, _ in NUMBER_FIELDS
+    }).row(0, named=True)
+    for column, label, parsed, _ in NUMBER_FIELDS:
+        if not unreadable[parsed]:
+            continue
+        bad = (numbers[parsed].is_null() & numbers[column].is_not_null() & (numbers[column] != "")).to_numpy()
+        rows = np.flatnonzero(bad)[:MAX_WARNINGS]
+        for line, value in zip(numbers["qt_line"].gather(rows).to_list(), numbers[column].gather(rows).to_list()):
+            warnings.append((line, f"{label} {value!r} is not a number (server overflow bug?); left empty"))
+        if unreadable[parsed] > MAX_WARNINGS:
+            warnings.append((None, f"{unreadable[parsed] - MAX_WARNINGS} more unreadable {label} values"))
+    typed = entries.select(*TYPED_KEPT, **TYPED_EXPRS)
+    return pl.concat([typed, numbers.select(parsed for _, _, parsed, _ in NUMBER_FIELDS)], how="horizontal"), warnings
 
+
+def _times_read(entries: pl.DataFrame, tz: str) -> list[pl.DataFrame]:
+    """``# Time``, ``Start:`` and ``End:`` texts read (``*_utc``; not yet inherited), once per distinct text."""
     times = [_by_distinct(entries["time_text"], _parse_time_text("time_text", tz))]
     for column in ("qt_Start", "qt_End"):
         if entries[column].null_count() < entries.height:
             times.append(_by_distinct(entries[column], _parse_time_text(column, tz)).select(f"{column}_utc"))
         else:
             times.append(pl.DataFrame([_nulls(f"{column}_utc", T.UTC_TIME, entries.height)]))
-
-    typed = entries.select(*TYPED_KEPT, **TYPED_EXPRS)
-    return pl.concat([typed, numbers.drop("qt_line"), *times], how="horizontal"), warnings
+    return times
 
 
 def _statement(
