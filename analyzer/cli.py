@@ -18,7 +18,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from dbdiag import __version__
+import dbdiag
 from dbdiag.capture import CaptureError
 from dbdiag.findings import Severity
 from dbdiag.pipeline import Analysis, Options, UnknownTimeZone, analyze as analyze_path
@@ -238,7 +238,7 @@ def explain(rule_id: str = typer.Argument(..., help="A rule id, e.g. softirq-con
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"dbdiag {__version__}")
+        typer.echo(f"dbdiag {dbdiag.__version__}")
         raise typer.Exit(EXIT_OK)
 
 

@@ -14,7 +14,8 @@ import math
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from dbdiag import __version__, flamegraph
+import dbdiag
+from dbdiag import flamegraph
 from dbdiag.charts import time_panels
 from dbdiag.findings import Finding, Severity, Status, sort_findings
 from dbdiag.pipeline import Analysis
@@ -80,7 +81,7 @@ def build_document(analysis: Analysis, generated_at: datetime | None = None) -> 
     capture = analysis.capture
     document = {
         "schema_version": SCHEMA_VERSION,
-        "dbdiag_version": __version__,
+        "dbdiag_version": dbdiag.__version__,
         "generated_at": generated_at.isoformat() if generated_at else None,
         "capture": {
             "source": capture.source,
