@@ -18,7 +18,8 @@ over wall time. With ``--repeat`` the tools alternate and each run is printed on
 shows each tool's median run. On a machine shared with other work, compare CPU times: wall times
 then include waiting for a core. Both sides print the total sample weight they folded (the sum of
 periods when perf printed them, else the sample count) so the outputs can be checked against each
-other.
+other. The load average is printed before and after the runs: on a 2-core machine a load near 2
+or above means the tools shared the cores with other work.
 """
 
 from __future__ import annotations
@@ -112,12 +113,19 @@ def main() -> None:
     ]
     # Alternate the tools so a change in the machine's load hits both alike.
     measured: dict[str, list[Run]] = {tool: [] for tool, _, _ in plans}
+    print("load average (1, 5, 15 min) at the start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), file=sys.stderr)
     for attempt in range(args.repeat):
         for tool, command, summarize in plans:
             run = measure(tool, command, args.perf_script, summarize)
             measured[tool].append(run)
             print(f"run {attempt + 1}: {tool} wall {run.seconds:.2f} s cpu {run.cpu_seconds:.2f} s "
                   f"peak RSS {run.max_rss_mb:.0f} MB  {run.summary}", file=sys.stderr)
+    for tool, _, _ in plans:
+        walls = sorted(run.seconds for run in measured[tool])
+        cpus = sorted(run.cpu_seconds for run in measured[tool])
+        print(f"{tool}: median wall {walls[len(walls) // 2]:.2f} s, median cpu {cpus[len(cpus) // 2]:.2f} s, "
+              f"highest peak RSS {max(run.max_rss_mb for run in measured[tool]):.0f} MB", file=sys.stderr)
+    print("load average (1, 5, 15 min) at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), file=sys.stderr)
     runs = [_median(measured[tool]) for tool, _, _ in plans]
     ours = runs[0]
     parse_only = re.search(r"parse_only_s=([0-9.]+) parse_only_cpu_s=([0-9.]+)", ours.summary)

@@ -37,10 +37,11 @@ the bare process name, and ``a->b`` inline chains are not split.
 
 The text is cut after blank lines into pieces of about ``CHUNK_CHARS``; the pieces' counts are
 summed at the end. A piece of regular ``perf script`` output (ASCII; comments only on top; every
-sample a header line, its indented frame lines, blank lines) is read from its bytes: numpy finds
-the lines, each sample's frame lines stay one string (an Arrow view of the bytes), samples are
-counted per header and distinct stack text (by two hashes), and only stack texts not met before
-in the member are split into frame lines and named. Any other piece is one polars column of
+sample a header line, its indented frame lines, blank lines) is read from its bytes, two pieces at
+a time on two threads: numpy finds the lines, each sample's frame lines stay one string (an Arrow
+view of the bytes), samples are counted per header and distinct stack text (by two hashes), and
+only stack texts not met in earlier pieces are split into frame lines; the calling thread then
+names the frame lines not met before in the member. Any other piece is one polars column of
 lines; a line is keyed by a hash so every distinct line is classified once (frame lines once per
 member); samples are numbered by a cumulative sum over header lines and their frame ids gathered
 per sample. Both readings give the same table (tests compare them on every corpus file).
@@ -116,10 +117,12 @@ _OLD_FRAME_DETECT_RE = re.compile(r"[0-9a-fA-F]{6,} \S.*\(.*\)[ \t]*$")
 _KEYS = ["comm", "pid", "tid", "event", "stack"]
 _SAMPLE_KEYS = ["comm", "pid", "tid", "event", "stack_ids"]
 _HEADER_COLUMNS = ["comm", "pid", "tid", "event", "period", "time", "rest_nid"]
-_STACK_SCHEMA = {"stack_uid": pl.UInt64, "stack_check": pl.UInt64, "stack_ids": pl.List(pl.UInt32), "leaf_id": pl.UInt32}
+_STACK_SCHEMA = {"stack_uid": pl.UInt64, "stack_check": pl.UInt64, "stack": pl.String, "leaf_id": pl.UInt32}
 _PART_SCHEMA = {"comm": pl.String, "pid": pl.Int64, "tid": pl.Int64, "event": pl.String, "stack_ids": pl.List(pl.UInt32),
                 "rest_nid": pl.UInt32, "samples": pl.UInt32, "period": pl.Int64, "period_n": pl.UInt32,
                 "leaf_id": pl.UInt32}
+_SPELLED_SCHEMA = {"comm": pl.String, "pid": pl.Int64, "tid": pl.Int64, "event": pl.String, "stack": pl.String,
+                   "leaf_id": pl.UInt32, "samples": pl.UInt32, "period": pl.Int64, "period_n": pl.UInt32}
 _TAB, _SPACE, _HASH, _NEWLINE = 9, 32, 35, 10
 
 
@@ -131,20 +134,15 @@ def parse_chunked(text: str, ctx: ParseContext, chunk_chars: int) -> ParseResult
     """``parse`` with the text cut into record-aligned pieces of about ``chunk_chars`` characters."""
     seen = _Seen()
     folded: list[pl.DataFrame] = []
+    spelled: list[pl.DataFrame] = []
     warnings: list[tuple[int, str]] = []
     dropped = 0
     times: list[tuple[float, float]] = []
     headers = 0
-    regular = text.isascii()
-    for start, end in _chunks(text, chunk_chars):
-        piece = text[start:end]
-        # Bytes of one piece at a time: memory stays the text plus a piece's worth.
-        part = _fold_regular(piece.encode("ascii"), seen) if regular else None
-        if part is None:
-            part = _fold_chunk(piece, text.count("\n", 0, start) + 1, seen)
+    for part in _folded_pieces(text, chunk_chars, seen):
         headers += part.headers
         if part.stacks.height:
-            folded.append(part.stacks)
+            (spelled if part.spelled else folded).append(part.stacks)
         if part.time_range is not None:
             times.append(part.time_range)
         room = MAX_WARNINGS - len(warnings)
@@ -152,7 +150,7 @@ def parse_chunked(text: str, ctx: ParseContext, chunk_chars: int) -> ParseResult
         dropped += part.warning_count - min(room, len(part.warnings))
     if headers == 0:
         raise ParseError("no perf script sample header line (comm pid [cpu] time: event:) found")
-    stacks = _merge(folded, seen.names, ctx.source)
+    stacks = _merge(folded, spelled, seen.names, ctx.source)
     result_warnings = [ParseWarning(line, reason) for line, reason in warnings]
     if dropped > 0:
         result_warnings.append(ParseWarning(None, f"{dropped} more warnings not shown"))
@@ -161,12 +159,57 @@ def parse_chunked(text: str, ctx: ParseContext, chunk_chars: int) -> ParseResult
     return ParseResult(tables={PERF_STACK: stacks}, records=records, warnings=result_warnings, notes=notes)
 
 
+def _folded_pieces(text: str, chunk_chars: int, seen: _Seen):
+    """Yield the ``_Part`` of each piece, in file order.
+
+    Two threads scan the next two pieces with ``_fold_regular`` (numpy and polars release the GIL
+    in their heavy calls) while this thread names what the previous scans found; at most two
+    pieces' bytes are alive at once. Pieces that are not regular are read by ``_fold_chunk`` here.
+    The regular pieces' counts come last, summed in one part whose stacks are already spelled.
+    """
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    pieces = list(_chunks(text, chunk_chars))
+
+    def general(start: int, end: int) -> _Part:
+        return _fold_chunk(text[start:end], text.count("\n", 0, start) + 1, seen)
+
+    if not text.isascii():
+        for start, end in pieces:
+            yield general(start, end)
+        return
+
+    def scan(index: int, known: pl.DataFrame) -> _Scan | None:
+        start, end = pieces[index]
+        return _fold_regular(text[start:end].encode("ascii"), known)
+
+    counts: list[pl.DataFrame] = []
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        running = deque(pool.submit(scan, index, seen.known_stacks()) for index in range(min(2, len(pieces))))
+        for index, (start, end) in enumerate(pieces):
+            found = running.popleft().result()
+            if found is not None and _name_scan(found, seen):
+                counts.append(found.counts)
+                part = _Part(pl.DataFrame(schema=_PART_SCHEMA), found.headers, [], 0, found.time_range)
+            else:
+                part = general(start, end)
+            # Submitted after this piece is named: its stacks are known to the scan, whatever the timing.
+            if index + 2 < len(pieces):
+                running.append(pool.submit(scan, index + 2, seen.known_stacks()))
+            yield part
+    if counts:
+        yield _Part(_regular_stacks(counts, seen), 0, [], 0, None, spelled=True)
+
+
 class _Seen:
-    """Frame lines and frame names already read in this member, so later chunks only look at new ones.
+    """Frame lines, frame names and stack texts already read in this member, so later chunks only look at new ones.
 
     ``lines``: the two hashes of a frame line -> nid (null for frames stackcollapse-perf.pl skips);
     ``names``: body (``sym+0x1f (dso)``) -> nid, frame name, kernel flag; nid numbers names across
-    the member. Strings kept here are copied, not views: a polars string view would keep its whole
+    the member; ``stacks``: the two hashes of a regular sample's frame lines (one string) -> the
+    stack they spell (frame names root first joined by ``;``, null without frames) and its leaf's
+    nid. Strings kept here are copied, not views: a polars string view would keep its whole
     chunk's buffer alive and memory would grow with the file.
     """
 
@@ -184,6 +227,10 @@ class _Seen:
             self.names = pl.concat([self.names, named.select(self.names.columns)])
         return self.names.select("body", pl.when(pl.col("frame").is_not_null()).then(pl.col("nid")).alias("nid"))
 
+    def known_stacks(self) -> pl.DataFrame:
+        """The hashes of the stack texts read so far (a frame of its own, safe to hand to another thread)."""
+        return self.stacks.select("stack_uid", "stack_check")
+
 
 def _copied(strings: pl.Expr) -> pl.Expr:
     """The strings in fresh buffers (see ``_Seen``)."""
@@ -192,12 +239,32 @@ def _copied(strings: pl.Expr) -> pl.Expr:
 
 @dataclass(frozen=True)
 class _Part:
-    """One chunk folded: its distinct stacks (as nid lists) with counts, and what it had to skip."""
+    """One chunk folded: its distinct stacks with counts, and what it had to skip.
+
+    ``stacks``: ``_PART_SCHEMA`` (stacks as nid lists), or ``_SPELLED_SCHEMA`` when ``spelled``.
+    """
 
     stacks: pl.DataFrame
     headers: int
     warnings: list[tuple[int, str]]
     warning_count: int
+    time_range: tuple[float, float] | None
+    spelled: bool = False
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """One regular piece read without naming anything (see ``_fold_regular``); all strings copied.
+
+    ``counts``: samples per header fields and stack text (``stack_uid``, ``stack_check``: its two
+    hashes); ``stacks``: the stack texts not known before, each as the ``uid`` hashes of its frame
+    lines, leaf first (null without frames); ``lines``: their distinct frame lines (uid, check, line).
+    """
+
+    counts: pl.DataFrame
+    stacks: pl.DataFrame
+    lines: pl.DataFrame
+    headers: int
     time_range: tuple[float, float] | None
 
 
@@ -214,15 +281,17 @@ def _chunks(text: str, chunk_chars: int):
         start = end
 
 
-def _fold_regular(data: bytes, seen: _Seen) -> _Part | None:
-    """``_fold_chunk`` for the usual shape, or None when the piece has anything else (then ``_fold_chunk`` reads it).
+def _fold_regular(data: bytes, known: pl.DataFrame) -> _Scan | None:
+    """A piece's samples counted per header and stack text, or None when the piece has anything else.
 
     The usual shape, that of ``perf script`` output: comment lines only before the first sample,
     then samples, each a header line followed by its tab- or blank-indented frame lines and blank
-    lines, and nothing else (ASCII text, every header and frame line readable). Line bounds are
-    found with numpy over the bytes; each sample's frame lines stay one string (a slice of the
-    bytes, not a copy) and samples are counted per distinct stack text by its hashes, so frame
-    lines are only split and read for the stack texts not met before in the member.
+    lines, and nothing else (ASCII text, every header and frame line readable); ``_fold_chunk``
+    reads any other piece. Line bounds are found with numpy over the bytes; each sample's frame
+    lines stay one string (a slice of the bytes, not a copy) and samples are counted per distinct
+    stack text by its hashes, so frame lines are only split for the stack texts not in ``known``
+    (stack_uid, stack_check). Nothing is named here, and nothing shared is touched: ``_name_scan``
+    does that, so pieces can be scanned side by side.
     """
     import numpy as np  # here, not on top: most dbdiag runs never read a big perf script
 
@@ -266,75 +335,124 @@ def _fold_regular(data: bytes, seen: _Seen) -> _Part | None:
     if distinct["checks"].max() != 1:
         return None
     # In file order: the stacks' frame lines are then read as one increasing run of byte ranges.
-    fresh = distinct.join(seen.stacks, on=["stack_uid", "stack_check"], how="anti").sort("uid")
-    if fresh.height:
-        rows = fresh["uid"].to_numpy()
-        new_stacks = _stacks_of(fresh, header_rows[rows], frame_counts[rows], starts, ends, data, seen)
-        if new_stacks is None:
-            return None
-        seen.stacks = pl.concat([seen.stacks, new_stacks])
-    name_ids = seen.name_ids(keys["rest"])
-    # A header's period is in its key: samples x period is the period sum.
-    stacks = (
+    fresh = distinct.join(known, on=["stack_uid", "stack_check"], how="anti").sort("uid")
+    rows = fresh["uid"].to_numpy()
+    split = _stack_lines(fresh, header_rows[rows], frame_counts[rows], starts, ends, data)
+    if split is None:
+        return None
+    stacks, lines = split
+    # A header's period is in its key: the part multiplies it by the samples.
+    counts = (
         per_sample.group_by("key_id", "stack_uid", "stack_check")
         .agg(pl.len().alias("samples"))
         .join(keys, on="key_id", how="left")
-        .with_columns(
-            (pl.col("period") * pl.col("samples")).alias("period"),
-            pl.when(pl.col("period").is_not_null()).then(pl.col("samples")).otherwise(0).alias("period_n"),
+        .select(
+            _copied(pl.col("comm")), "pid", "tid", "period", _copied(pl.col("event")), _copied(pl.col("rest")),
+            "stack_uid", "stack_check", "samples",
         )
-        .join(seen.stacks, on=["stack_uid", "stack_check"], how="left")
-        .join(name_ids.rename({"body": "rest", "nid": "rest_nid"}), on="rest", how="left")
-        .select(list(_PART_SCHEMA))
-        .cast(_PART_SCHEMA)
-        .with_columns(_copied(pl.col("comm")), _copied(pl.col("event")))
     )
     times = headers.select(pl.col("time").min().alias("first"), pl.col("time").max().alias("last")).row(0)
     time_range = None if times[0] is None else (float(times[0]), float(times[1]))
-    return _Part(stacks, samples, [], 0, time_range)
+    return _Scan(counts, stacks, lines, samples, time_range)
 
 
-def _stacks_of(fresh: pl.DataFrame, header_rows, frame_counts, starts, ends, data: bytes, seen: _Seen):
-    """Frame ids (root first) and leaf id of each ``fresh`` stack text, read from its sample's frame lines.
+def _stack_lines(fresh: pl.DataFrame, header_rows, frame_counts, starts, ends, data: bytes):
+    """The ``stacks`` and ``lines`` of a ``_Scan`` for the ``fresh`` stack texts, read from one sample of each.
 
-    None when one of these lines is not a frame line.
+    None when one of these lines is not a frame line, or two of them share a hash.
     """
     import numpy as np
 
     owners = np.repeat(np.arange(frame_counts.size), frame_counts)
     first_row = np.repeat(header_rows + 1 - np.concatenate(([0], np.cumsum(frame_counts)[:-1])), frame_counts)
     rows = first_row + np.arange(owners.size)
+    stacks = fresh.select("stack_uid", "stack_check").with_row_index("owner")
     if rows.size == 0:
-        return fresh.select("stack_uid", "stack_check").with_columns(
-            pl.lit(None, pl.List(pl.UInt32)).alias("stack_ids"), pl.lit(None, pl.UInt32).alias("leaf_id")
-        )
+        no_lines = pl.DataFrame(schema={"uid": pl.UInt64, "check": pl.UInt64, "line": pl.String})
+        return stacks.select("stack_uid", "stack_check", pl.lit(None, pl.List(pl.UInt64)).alias("line_uids")), no_lines
     # Every other string is a line; the ones between are the newlines.
     lines = _byte_ranges(data, np.stack([starts[rows], ends[rows]], axis=1).ravel()).gather_every(2)
-    lines = lines.to_frame("line").with_columns(pl.Series("owner", owners, pl.UInt32))
-    keyed = lines.with_columns(
-        pl.col("line").hash(seed=_HASH_SEED).alias("uid"), pl.col("line").hash(seed=_CHECK_SEED).alias("check")
+    keyed = lines.to_frame("line").select(
+        pl.Series("owner", owners, pl.UInt32),
+        pl.col("line").hash(seed=_HASH_SEED).alias("uid"),
+        pl.col("line").hash(seed=_CHECK_SEED).alias("check"),
+        "line",
     )
-    distinct = keyed.unique(subset="uid", keep="any").select("uid", "check", "line")
-    unseen = distinct.join(seen.lines, on=["uid", "check"], how="anti")
-    if unseen.height:
-        # Indented lines: frames if they match _FRAME_PATTERN (what _classify concludes for them), else give up.
-        if not unseen.select(pl.col("line").str.contains(_FRAME_PATTERN).all()).item():
-            return None
-        bodies = unseen.select("uid", "check", _body(pl.col("line")).alias("body"))
+    distinct_lines = keyed.unique(subset=["uid", "check"], keep="any").select("uid", "check", "line")
+    if distinct_lines["uid"].n_unique() != distinct_lines.height:
+        return None
+    # Indented lines: frames if they match _FRAME_PATTERN (what _classify concludes for them), else give up.
+    if not distinct_lines.select(pl.col("line").str.contains(_FRAME_PATTERN).all()).item():
+        return None
+    per_stack = keyed.group_by("owner").agg(pl.col("uid").alias("line_uids"))
+    stacks = stacks.join(per_stack, on="owner", how="left").select("stack_uid", "stack_check", "line_uids")
+    return stacks, distinct_lines.with_columns(_copied(pl.col("line")))
+
+
+def _name_scan(scan: _Scan, seen: _Seen) -> bool:
+    """Name a scanned piece's new frame lines and spell its new stack texts, in ``seen``.
+
+    False (and nothing added) when one of its frame lines shares a hash with a different line met before.
+    """
+    lines = scan.lines.join(seen.lines, on=["uid", "check"], how="anti")
+    if lines.join(seen.lines, on="uid", how="semi").height:
+        return False
+    if lines.height:
+        bodies = lines.select("uid", "check", _body(pl.col("line")).alias("body"))
         named = bodies.join(seen.name_ids(bodies["body"]), on="body", how="left")
         seen.lines = pl.concat([seen.lines, named.select("uid", "check", "nid")])
-    per_line = keyed.join(
-        seen.lines.rename({"check": "check_seen"}), on="uid", how="left", maintain_order="left"
+    # The other scan running meanwhile did not know this one's stacks: both may bring the same ones.
+    fresh = scan.stacks.join(seen.stacks, on=["stack_uid", "stack_check"], how="anti")
+    if fresh.height:
+        by_line = seen.lines.join(seen.names.select("nid", "frame"), on="nid", how="left")
+
+        def per_line(values: pl.Series) -> pl.Expr:
+            """The stack's frame lines mapped to ``values``, leaf first; frames stackcollapse-perf.pl skips drop out."""
+            return (
+                pl.col("line_uids")
+                .list.eval(pl.element().replace_strict(by_line["uid"], values, default=None))
+                .list.drop_nulls()
+            )
+
+        stacks = fresh.select(
+            "stack_uid", "stack_check", per_line(by_line["frame"]).alias("frames"),
+            per_line(by_line["nid"]).list.first().alias("leaf_id"),
+        ).select(
+            "stack_uid",
+            "stack_check",
+            pl.when(pl.col("frames").list.len() > 0)
+            .then(pl.col("frames").list.reverse().list.join(";"))
+            .alias("stack"),
+            "leaf_id",
+        )
+        seen.stacks = pl.concat([seen.stacks, stacks.cast(_STACK_SCHEMA)])
+    return True
+
+
+def _regular_stacks(counts: list[pl.DataFrame], seen: _Seen) -> pl.DataFrame:
+    """The scanned pieces' ``counts`` summed, with their stacks spelled (``_SPELLED_SCHEMA``)."""
+    fields = ["comm", "pid", "tid", "period", "event", "rest", "stack_uid", "stack_check"]
+    summed = pl.concat(counts).group_by(fields).agg(pl.col("samples").sum())
+    rest_ids = seen.name_ids(summed["rest"])
+    rest_frames = rest_ids.join(seen.names.select("body", "frame"), on="body", how="left").rename(
+        {"body": "rest", "nid": "rest_nid", "frame": "rest_frame"}
     )
-    if (per_line["check"] != per_line["check_seen"]).any() or per_line["check_seen"].null_count():
-        return None
-    ids = (
-        per_line.filter(pl.col("nid").is_not_null())
-        .group_by("owner")
-        .agg(pl.col("nid").reverse().alias("stack_ids"), pl.col("nid").first().alias("leaf_id"))
+    # Samples without frames take the symbol of their header line, if any, as a one-frame stack.
+    bare = pl.col("stack").is_null()
+    return (
+        summed.with_columns(
+            (pl.col("period") * pl.col("samples")).alias("period"),
+            pl.when(pl.col("period").is_not_null()).then(pl.col("samples")).otherwise(0).alias("period_n"),
+        )
+        .join(seen.stacks, on=["stack_uid", "stack_check"], how="left")
+        .join(rest_frames, on="rest", how="left")
+        .with_columns(
+            pl.when(bare).then(pl.col("rest_frame")).otherwise(pl.col("stack")).alias("stack"),
+            pl.when(bare).then(pl.col("rest_nid")).otherwise(pl.col("leaf_id")).alias("leaf_id"),
+        )
+        .select(list(_SPELLED_SCHEMA))
+        .cast(_SPELLED_SCHEMA)
     )
-    found = fresh.select("stack_uid", "stack_check").with_row_index("owner").join(ids, on="owner", how="left")
-    return found.select(list(_STACK_SCHEMA)).cast(_STACK_SCHEMA)
 
 
 def _byte_ranges(data: bytes, bounds) -> pl.Series:
@@ -598,32 +716,19 @@ def _frame_names(bodies: pl.Series) -> pl.DataFrame:
     )
 
 
-def _merge(folded: list[pl.DataFrame], names: pl.DataFrame, source: str) -> pl.DataFrame:
-    """Sum the chunks' counts per stack, then spell the stacks (root-first) from their frame ids."""
-    if not folded:
+def _merge(folded: list[pl.DataFrame], spelled: list[pl.DataFrame], names: pl.DataFrame, source: str) -> pl.DataFrame:
+    """Sum the chunks' counts per stack.
+
+    ``folded``: ``_Part`` tables, stacks as frame ids (spelled root first here); ``spelled``: tables
+    of ``_SPELLED_SCHEMA``, stacks already spelled.
+    """
+    if not folded and not spelled:
         return conform(PERF_STACK, pl.DataFrame())
-    parts = pl.concat(folded)
-    # Samples without frames take the symbol of their header line, if any, as a one-frame stack.
-    bare = pl.col("stack_ids").is_null()
-    stacks = (
-        pl.concat([
-            parts.filter(~bare),
-            parts.filter(bare).with_columns(
-                pl.concat_list("rest_nid").list.drop_nulls().alias("stack_ids"), pl.col("rest_nid").alias("leaf_id")
-            ),
-        ])
-        .group_by(_SAMPLE_KEYS)
-        .agg(pl.col("samples", "period", "period_n").sum(), pl.col("leaf_id").first())
-    )
-    frames = names.filter(pl.col("frame").is_not_null())
-    spelled = pl.col("stack_ids").list.eval(
-        pl.element().replace_strict(frames["nid"], frames["frame"], return_dtype=pl.String)
-    ).list.join(";").alias("stack")
+    stacks = pl.concat([*([_spelled(folded, names)] if folded else []), *spelled])
     leaves = names.select(pl.col("nid").alias("leaf_id"), pl.col("frame").alias("leaf"),
                           pl.col("kernel").alias("leaf_kernel"))
     stacks = (
-        stacks.with_columns(spelled)
-        .join(leaves, on="leaf_id", how="left")
+        stacks.join(leaves, on="leaf_id", how="left")
         .with_columns(
             pl.when(pl.col("stack") == "").then(None).otherwise(pl.col("stack")).fill_null("[unknown]").alias("stack"),
             pl.col("leaf").fill_null("[unknown]"),
@@ -644,6 +749,28 @@ def _merge(folded: list[pl.DataFrame], names: pl.DataFrame, source: str) -> pl.D
         nulls_last=True,
     )
     return conform(PERF_STACK, stacks)
+
+
+def _spelled(folded: list[pl.DataFrame], names: pl.DataFrame) -> pl.DataFrame:
+    """The ``_Part`` tables summed per frame ids, their stacks spelled root first (``_SPELLED_SCHEMA``)."""
+    parts = pl.concat(folded)
+    # Samples without frames take the symbol of their header line, if any, as a one-frame stack.
+    bare = pl.col("stack_ids").is_null()
+    stacks = (
+        pl.concat([
+            parts.filter(~bare),
+            parts.filter(bare).with_columns(
+                pl.concat_list("rest_nid").list.drop_nulls().alias("stack_ids"), pl.col("rest_nid").alias("leaf_id")
+            ),
+        ])
+        .group_by(_SAMPLE_KEYS)
+        .agg(pl.col("samples", "period", "period_n").sum(), pl.col("leaf_id").first())
+    )
+    frames = names.filter(pl.col("frame").is_not_null())
+    spelled = pl.col("stack_ids").list.eval(
+        pl.element().replace_strict(frames["nid"], frames["frame"], return_dtype=pl.String)
+    ).list.join(";").alias("stack")
+    return stacks.with_columns(spelled).select(list(_SPELLED_SCHEMA)).cast(_SPELLED_SCHEMA)
 
 
 def _tidy_java(frames: pl.Expr) -> pl.Expr:

@@ -294,3 +294,37 @@ DD_TEXT_VARIANTS = {
 def test_irregular_text_gives_the_general_result(variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
     text = DD_TEXT_VARIANTS[variant](_corpus_text("flamegraph__perf-dd-stacks-01.txt"))
     assert result_as_json(_parse(text)) == result_as_json(_parse_general_only(text, monkeypatch))
+
+
+def test_stacks_met_in_earlier_pieces_are_not_split_again() -> None:
+    data = _member("numa2x2-guest-iperf-debian12.tar.gz", "perf-script.txt").encode("ascii")
+    first = perf_script._fold_regular(data, perf_script._Seen().known_stacks())
+    assert first is not None and first.stacks.height > 0 and first.lines.height > 0
+    again = perf_script._fold_regular(data, first.stacks.select("stack_uid", "stack_check"))
+    assert again is not None
+    assert (again.stacks.height, again.lines.height) == (0, 0)
+    columns = first.counts.columns  # group_by rows come in no set order
+    assert again.counts.sort(columns, nulls_last=True).equals(first.counts.sort(columns, nulls_last=True))
+    assert again.headers == first.headers == SAMPLES["numa2x2-guest-iperf-debian12.tar.gz"]
+
+
+def test_repeated_text_in_many_pieces_counts_every_sample() -> None:
+    # Pieces scanned side by side do not know each other's stacks: a stack must still count once per sample.
+    text = _member("numa2x2-guest-iperf-debian12.tar.gz", "perf-script.txt")
+    once = perf_script.parse_chunked(text, ParseContext(source="x"), 10**9).tables["perf_stack"]
+    twice = perf_script.parse_chunked(text + text, ParseContext(source="x"), 20_000)
+    assert twice.records == 2 * SAMPLES["numa2x2-guest-iperf-debian12.tar.gz"]
+    doubled = once.with_columns(pl.col("samples") * 2, pl.col("period") * 2)
+    assert twice.tables["perf_stack"].equals(doubled)
+
+
+def test_hash_clash_with_an_earlier_line_falls_back_to_the_line_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = _member("numa2x2-guest-iperf-debian12.tar.gz", "perf-script.txt")
+    expected = perf_script.parse_chunked(text, ParseContext(source="x"), 50_000)
+    general: list[int] = []
+    fold_chunk = perf_script._fold_chunk
+    monkeypatch.setattr(perf_script, "_name_scan", lambda scan, seen: False)
+    monkeypatch.setattr(perf_script, "_fold_chunk", lambda *args: general.append(1) or fold_chunk(*args))
+    result = perf_script.parse_chunked(text, ParseContext(source="x"), 50_000)
+    assert len(general) == len(list(perf_script._chunks(text, 50_000))) > 2
+    assert result_as_json(result) == result_as_json(expected)
