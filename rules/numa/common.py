@@ -14,6 +14,7 @@ import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.cpulist import parse_cpu_list
+from dbdiag.derive import host_config
 from dbdiag.rules.base import RuleInput
 
 _SUBJECT_PID = re.compile(r"^(?P<name>.*?)[ :(]+(?P<pid>\d+)\)?$")
@@ -32,16 +33,9 @@ class Binding:
 
 
 def node_count(inp: RuleInput) -> int:
-    """Nodes known from topology (lscpu/numactl), node tables, or per-node counters."""
-    counts = [0]
-    nodes = inp.derived.get("cpu_nodes")
-    if nodes is not None and nodes.height:
-        counts.append(nodes["node"].drop_nulls().n_unique())
-    for table in (t.NUMA_NODE, t.NUMA_COUNTER):
-        frame = inp.table(table)
-        if frame is not None:
-            counts.append(frame["node"].drop_nulls().n_unique())
-    return max(counts)
+    """Nodes known from topology (lscpu/numactl), node tables, per-node counters or node-count facts."""
+    amount = host_config.node_count(inp.tables)
+    return amount.value if amount is not None else 0
 
 
 def cpu_node_map(inp: RuleInput) -> dict[int, int]:
