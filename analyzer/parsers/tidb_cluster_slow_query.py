@@ -28,17 +28,15 @@ from __future__ import annotations
 
 import polars as pl
 
-from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
 from dbdiag.parsers.mpstat_text import check_tz, zone_note
 from dbdiag.parsers.sql_table_export import header_names, read_export
 from dbdiag.parsers.tidb_slowlog import (
     cap,
     parse_times,
-    plan_tables,
     row_warnings,
     start_from_end,
-    text_plan_rows,
+    statements_with_text_plans,
     typed_measures,
 )
 
@@ -109,22 +107,12 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     ).with_columns(
         pl.col(c).replace("", None) for c in ("user", "client_host", "db", "instance", "index_names", "stats_info", "digest", "plan_digest")
     ).with_columns(start_ts=start_from_end(pl.col("end_ts"), pl.col("query_time_s")))
-    nodes, shape = plan_tables(text_plan_rows(st.filter(pl.col("plan").is_not_null()).select("stmt_id", "plan")), ctx.source)
-    st = st.join(shape, on="stmt_id", how="left").sort("stmt_id")
     warnings += row_warnings(
         st.filter(pl.col("end_ts").is_null()).select("line", "time_raw"),
         lambda value: f"unreadable Time {str(value)[:40]!r}; statement kept without times",
     )
     notes = [zone_note(tz)] if st.filter(pl.col("end_ts").is_not_null() & ~pl.col("zoned")).height else []
-    statement = T.conform(T.STATEMENT, st)
-    start, end = statement["start_ts"].min(), statement["end_ts"].max()
-    return ParseResult(
-        tables={T.STATEMENT: statement, T.PLAN_NODE: nodes},
-        records=statement.height,
-        warnings=cap(warnings),
-        notes=notes,
-        time_range=(start, end) if start is not None and end is not None else None,
-    )
+    return statements_with_text_plans(st, ctx.source, cap(warnings), notes)
 
 
 def detect(head: str, name: str) -> float:

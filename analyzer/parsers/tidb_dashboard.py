@@ -39,10 +39,9 @@ import re
 
 import polars as pl
 
-from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.mpstat_text import cap_warnings
-from dbdiag.parsers.tidb_slowlog import RAW_MEASURES, plan_tables, start_from_end, text_plan_rows, typed_measures
+from dbdiag.parsers.tidb_slowlog import RAW_MEASURES, start_from_end, statements_with_text_plans, typed_measures
 
 # typed_measures' raw fields under the names this parser gives them (see FIELDS)
 DASHBOARD_MEASURES = {
@@ -170,19 +169,9 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     ).with_columns(
         **typed_measures(DASHBOARD_MEASURES, counts_may_be_decimal=True),
     ).with_columns(start_ts=start_from_end(pl.col("end_ts"), pl.col("query_time_s")))
-    nodes, shape = plan_tables(text_plan_rows(st.filter(pl.col("plan").is_not_null()).select("stmt_id", "plan")), ctx.source)
-    st = st.join(shape, on="stmt_id", how="left").sort("stmt_id")
-    for (line,) in st.filter(pl.col("end_ts").is_null()).select("line").iter_rows():
+    for (line,) in st.filter(pl.col("end_ts").is_null()).sort("stmt_id").select("line").iter_rows():
         warnings.append(ParseWarning(line, "no readable timestamp; statement kept without times"))
-    statement = T.conform(T.STATEMENT, st)
-    start, end = statement["start_ts"].min(), statement["end_ts"].max()
-    return ParseResult(
-        tables={T.STATEMENT: statement, T.PLAN_NODE: nodes},
-        records=statement.height,
-        warnings=cap_warnings(warnings),
-        notes=notes,
-        time_range=(start, end) if start is not None and end is not None else None,
-    )
+    return statements_with_text_plans(st, ctx.source, cap_warnings(warnings), notes)
 
 
 def detect(head: str, name: str) -> float:

@@ -295,6 +295,23 @@ def plan_tables(rows: pl.DataFrame, source: str) -> tuple[pl.DataFrame, pl.DataF
     return T.conform(T.PLAN_NODE, nodes), per_statement
 
 
+def statements_with_text_plans(
+    st: pl.DataFrame, source: str, warnings: list[ParseWarning], notes: list[str]
+) -> ParseResult:
+    """The result of a table export of statements (one row each, ``plan`` as TiDB's text table):
+    plan nodes and signatures from the plans, the ``statement`` table, its time range."""
+    nodes, shape = plan_tables(text_plan_rows(st.filter(pl.col("plan").is_not_null()).select("stmt_id", "plan")), source)
+    statement = T.conform(T.STATEMENT, st.join(shape, on="stmt_id", how="left").sort("stmt_id"))
+    start, end = statement["start_ts"].min(), statement["end_ts"].max()
+    return ParseResult(
+        tables={T.STATEMENT: statement, T.PLAN_NODE: nodes},
+        records=statement.height,
+        warnings=warnings,
+        notes=notes,
+        time_range=(start, end) if start is not None and end is not None else None,
+    )
+
+
 # ---- small expression helpers -----------------------------------------------------------------
 
 
