@@ -207,7 +207,7 @@ def sysbench_intervals(tps: list[float]) -> pl.DataFrame:
 
 def test_clockless_run_placed_where_time_accounting_placed_it() -> None:
     accounting = {
-        "from": iso(3.5), "alignment": "sysbench prints no wall-clock time: its 8 threads were matched to ...",
+        "from": iso(3.5), "alignment": "sysbench prints no wall-clock time: its 8 threads were matched to ...", "run_placed": True,
         "sources": [{"side": "user", "kind": "load-test-run", "from": None}, {"side": "db", "kind": "statement-log", "from": iso(3.5)}],
     }
     intervals = sysbench_intervals([10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0, 110.0, 120.0])

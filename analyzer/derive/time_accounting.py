@@ -8,7 +8,8 @@
 test without wall-clock times); ``count`` (samples, intervals, transactions, statements, digest
 rows or scrape intervals summed) and ``seconds`` (its share of the sum)).
 Also ``from``/``to`` (the period both sums cover), ``alignment`` (how the two sides were put on
-one period), ``window_s``, ``windows`` (the per-window rows below), ``notes`` and
+one period), ``run_placed`` (a load-test run without clock was placed on a stretch of the DB
+side, from ``from`` to ``to``), ``window_s``, ``windows`` (the per-window rows below), ``notes`` and
 ``unavailable_reason`` (why the ratio is null when one side is missing).
 
 **User response time** (Σ of the latency of the users' transactions), the first of:
@@ -146,7 +147,7 @@ def time_accounting(tables: dict[str, pl.DataFrame], window_s: float = 10.0) -> 
         return None, None
     metric: dict[str, Any] = {
         "user_response_time_s": None, "db_time_s": None, "db_time_ratio": None, "sources": [],
-        "from": None, "to": None, "alignment": None, "window_s": window_s, "windows": [],
+        "from": None, "to": None, "alignment": None, "run_placed": False, "window_s": window_s, "windows": [],
         "notes": notes, "unavailable_reason": None,
     }
     if user is None or db is None:
@@ -165,6 +166,8 @@ def time_accounting(tables: dict[str, pl.DataFrame], window_s: float = 10.0) -> 
         _fill_side(metric, user, None)
         _fill_side(metric, db, None)
         return metric, None
+    # a clock-less load-test run that was matched to a stretch of the DB side (not whole totals)
+    metric["run_placed"] = user.kind == "load-test-run" and period != (None, None)
     user_s = _fill_side(metric, user, period)
     db_s = _fill_side(metric, db, period)
     shown = period if period != (None, None) else db.coverage

@@ -246,18 +246,12 @@ def _placed_intervals(intervals: pl.DataFrame, accounting: dict[str, Any] | None
 
 
 def _placement(accounting: dict[str, Any] | None) -> str | None:
-    """The start time_accounting gave a single clock-less load-test run, when it placed one.
-
-    Its alignment text says so ("... prints no wall-clock time: ..." when it matched the run's
-    connections or busiest stretch); comparing whole totals is no placement.
-    """
-    if not accounting or not accounting.get("from"):
+    """The start time_accounting gave a single clock-less load-test run, when it placed one
+    (``run_placed``: matched to the run's connections or busiest stretch; whole totals are no placement)."""
+    if not accounting or not accounting.get("from") or not accounting.get("run_placed"):
         return None
-    alignment = accounting.get("alignment") or ""
     user = [s for s in accounting.get("sources", []) if s.get("side") == "user"]
     if len(user) != 1 or user[0].get("kind") != "load-test-run" or user[0].get("from") is not None:
-        return None
-    if "prints no wall-clock time" not in alignment:
         return None
     return str(accounting["from"])
 
