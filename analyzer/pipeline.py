@@ -102,8 +102,20 @@ def parse_member(member: Member, spec: ParserSpec, tz: str) -> tuple[ParseResult
 def parse_text(
     text: str, path: str, spec: ParserSpec, tz: str, ref_time: datetime | None = None
 ) -> tuple[ParseResult | None, str | None]:
+    return _guarded(lambda: spec.parse(text, ParseContext(source=path, tz=tz, ref_time=ref_time)), spec)
+
+
+def parse_bytes(
+    data: bytes, path: str, spec: ParserSpec, tz: str, ref_time: datetime | None = None
+) -> tuple[ParseResult | None, str | None]:
+    """``parse_text`` for a parser that reads raw bytes itself (``ParserSpec.parse_bytes``)."""
+    assert spec.parse_bytes is not None
+    return _guarded(lambda: spec.parse_bytes(data, ParseContext(source=path, tz=tz, ref_time=ref_time)), spec)
+
+
+def _guarded(parse: Callable[[], ParseResult], spec: ParserSpec) -> tuple[ParseResult | None, str | None]:
     try:
-        return spec.parse(text, ParseContext(source=path, tz=tz, ref_time=ref_time)), None
+        return parse(), None
     except ParseError as error:
         return None, str(error)
     except Exception as error:  # noqa: BLE001 - one bad member must not stop the capture
@@ -235,10 +247,16 @@ def _analyze(
         member, spec, record = to_parse.pop()
         if progress:
             progress(member.path)
-        text, path = decode(member.data or b""), member.path
-        del member  # the bytes go now, before the parser builds its tables
-        result, error = parse_text(text, path, spec, zone, taken_at)
-        del text
+        if spec.parse_bytes is not None:
+            data, path = member.data or b"", member.path
+            del member
+            result, error = parse_bytes(data, path, spec, zone, taken_at)
+            del data
+        else:
+            text, path = decode(member.data or b""), member.path
+            del member  # the bytes go now, before the parser builds its tables
+            result, error = parse_text(text, path, spec, zone, taken_at)
+            del text
         if result is None:
             record.error = error
             continue

@@ -77,3 +77,6 @@ class ParserSpec:
     description: str
     detect: Callable[[str, str], float]
     parse: Callable[[str, ParseContext], ParseResult]
+    # Optional: the same parse from the member's raw bytes, for inputs big enough that a decoded
+    # copy costs (slow logs); it must read the bytes exactly as ``pipeline.decode`` would.
+    parse_bytes: Callable[[bytes, ParseContext], ParseResult] | None = None
