@@ -12,7 +12,7 @@ KERNELS = [
         f"dbdiag.{name}",
         [f"analyzer/native/{name.lstrip('_')}.c"],
         optional=True,
-        extra_compile_args=["-O2", "-std=c99", "-Wall"],
+        extra_compile_args=["-O3", "-std=c99", "-Wall"],
     )
     for name in ("_perf_fold", "_line_scan")
 ]
