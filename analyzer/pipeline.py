@@ -95,6 +95,27 @@ def decode(data: bytes) -> str:
     return text.replace("\r\n", "\n") if "\r" in text else text
 
 
+UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
+
+
+def utf16_as_utf8(data: bytes) -> tuple[bytes, str | None]:
+    """UTF-16 text with a byte-order mark (PowerShell 5's ``>``, Excel's "Unicode text" exports) as
+    UTF-8 bytes, and a note saying so; other bytes are returned as they are, with no note.
+
+    >>> utf16_as_utf8("CPU %usr\\n".encode("utf-16"))
+    (b'CPU %usr\\n', 'UTF-16 (little-endian) text: read as UTF-8')
+    >>> utf16_as_utf8(b"plain")
+    (b'plain', None)
+    """
+    codec = UTF16_BOMS.get(data[:2])
+    if codec is None:
+        return data, None
+    # "replace": a lone surrogate cannot be written as UTF-8 at all
+    text = data[2:].decode(codec, "replace")
+    order = "little" if codec.endswith("le") else "big"
+    return text.encode("utf-8"), f"UTF-16 ({order}-endian) text: read as UTF-8"
+
+
 def parse_member(member: Member, spec: ParserSpec, tz: str) -> tuple[ParseResult | None, str | None]:
     return parse_text(decode(member.data or b""), member.path, spec, tz)
 
@@ -230,6 +251,10 @@ def _analyze(
         inputs.append(record)
         if member.skipped or member.data is None:
             continue
+        data, note = utf16_as_utf8(member.data)
+        if note:
+            member = replace(member, data=data)
+            record.notes.append(note)
         detection = detect(member.data, member.path.rsplit("/", 1)[-1], parsers)
         if detection.spec is None:
             if detection.reason and detection.reason != "not recognised":

@@ -89,3 +89,23 @@ def test_text_and_json_of_one_run_are_counted_once(corpus: Path):
     assert set(util["source"].unique().to_list()) == {"capture/os/mpstat.txt", "capture/os/mpstat.json"}
     per_cpu = analysis.derived.tables["per_cpu"]
     assert per_cpu["intervals"].to_list() == [10, 10]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_utf16_text_with_a_bom_is_read_like_utf8(encoding):
+    """PowerShell 5's ``>`` and Excel's "Unicode text" write UTF-16 with a byte-order mark."""
+    data = MPSTAT.decode().encode(encoding)
+    if encoding == "utf-16-be":
+        data = b"\xfe\xff" + data
+    plain = analyze_capture(capture_of(("mpstat.txt", MPSTAT)))
+    wide = analyze_capture(capture_of(("mpstat.txt", data)))
+    assert wide.tables[t.CPU_UTIL].equals(plain.tables[t.CPU_UTIL])
+    order = "little" if encoding == "utf-16" else "big"
+    assert wide.inputs[0].kind == "mpstat-text"
+    assert f"UTF-16 ({order}-endian) text: read as UTF-8" in wide.inputs[0].notes
+
+
+def test_utf16_without_a_bom_stays_binary():
+    analysis = analyze_capture(capture_of(("mpstat.txt", MPSTAT.decode().encode("utf-16-le"))))
+    assert analysis.inputs[0].kind is None
+    assert "binary content" in analysis.inputs[0].notes[0]
