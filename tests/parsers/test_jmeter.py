@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import tarfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -373,3 +374,215 @@ def test_xml_wrong_root_and_not_xml() -> None:
 def test_huge_line_does_not_crash() -> None:
     result = _csv(HEADER + "1714557600123,5," + "x" * 2_000_000 + ",200,OK,T 1-1,text,true,10,4\n")
     assert result.records == 1 and len(_row(result, 0)["label"]) == 2_000_000
+
+
+# --- the line reader (polars over lines) gives what the expat reader gives ----------------------
+
+XML_HEAD = '<?xml version="1.0" encoding="UTF-8"?>\n<testResults version="1.2">\n'
+
+
+def _same_as_expat(text: str) -> jmeter_jtl_xml.Samples:
+    """read_lines(text), checked to take the line path and to equal read_expat(text)."""
+    fast, slow = jmeter_jtl_xml.read_lines(text), jmeter_jtl_xml.read_expat(text)
+    assert fast is not None, "the line reader left a JMeter-shaped file to expat"
+    assert fast.frame.schema == slow.frame.schema
+    assert fast.frame.equals(slow.frame), f"\n{fast.frame}\n{slow.frame}"
+    assert (fast.nested, fast.cut) == (slow.nested, slow.cut)
+    return fast
+
+
+@pytest.mark.parametrize("name", XML_FIXTURES)
+def test_line_reader_matches_expat_on_real_files(name: str) -> None:
+    samples = _same_as_expat(_text(FIXTURES / name))
+    assert samples.cut is None and samples.frame.height in (5, 30)
+
+
+@pytest.mark.parametrize("name", XML_FIXTURES)
+def test_line_reader_matches_expat_across_pieces(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pieces of ~300 characters: depth, line numbers and nested counts carried from piece to piece
+    monkeypatch.setattr(jmeter_jtl_xml, "CHUNK_CHARS", 300)
+    text = _text(FIXTURES / name)
+    assert len(jmeter_jtl_xml._chunk_bounds(text, len(text), 300)) > 5
+    _same_as_expat(text)
+
+
+@pytest.mark.parametrize("name", XML_FIXTURES)
+def test_line_reader_matches_expat_on_cut_files(name: str) -> None:
+    text = _text(FIXTURES / name)
+    ends = [i + 1 for i, c in enumerate(text) if c == "\n"]
+    # at a line end, just inside the next tag, and in the middle of its attributes
+    cuts = sorted({c for end in ends[1:] for c in (end - 1, end + 1, end + 40) if c < len(text)})
+    root_end = text.rindex("</testResults>") + len("</testResults>")
+    for cut in cuts:
+        samples = _same_as_expat(text[:cut])
+        assert (samples.cut is not None and samples.cut.reason.startswith("file ends before </testResults>")) == (cut < root_end)
+
+
+EDGE_CASES = {
+    "escaped attributes": XML_HEAD
+    + '<httpSample t="1" ts="1714557600123" lb="say &quot;hi&quot; &lt;b&gt; &amp;amp; &apos;x&apos;" rm="a&#10;b&#x41;&#233;&#x1F600;" tn="T\t1"/>\n'
+    "</testResults>\n",
+    "missing attributes": XML_HEAD + '<sample t="5"/>\n<sample lb="no time"/>\n<sample/>\n</testResults>\n',
+    "rs before JMeter 2.1": XML_HEAD + '<sample t="1" rs="404"/>\n<sample t="2" rs="404" rc="200"/>\n</testResults>\n',
+    "attributes in another order": XML_HEAD
+    + '<httpSample lb="b" t="2" ts="1714557600123"/>\n<sample ts="1714557600124" t="3" lb="a" rc="200"/>\n'
+    '<statSample t="4" sc="10" ec="1" lb="s"/>\n</testResults>\n',
+    "nested samples and transactions": XML_HEAD
+    + '<sample t="9" lb="Tx" rm="Number of samples in transaction : 2, number of failing samples : 0">\n'
+    '  <httpSample t="4" lb="a">\n    <httpSample t="2" lb="a-0"/>\n    <java.net.URL>http://x/?a=1&amp;b=2</java.net.URL>\n'
+    '  </httpSample>\n  <httpSample t="5" lb="b"/>\n</sample>\n<httpSample t="1" lb="after"/>\n</testResults>\n',
+    "CRLF line ends": (XML_HEAD + '<sample t="1" lb="a">\n  <x>y</x>\n</sample>\n<sample t="2"/>\n</testResults>\n').replace("\n", "\r\n"),
+    "cut in a start tag": XML_HEAD + '<sample t="1"/>\n<sample t="2" lb="cu',
+    "cut right after a start tag": XML_HEAD + '<sample t="1"/>\n<sample t="2">',
+    "cut in an end tag": XML_HEAD + '<sample t="1">\n  <httpSample t="2"/>\n</samp',
+    "broken mid-file: undefined entity": XML_HEAD + '<sample t="1"/>\n<sample lb="&nbsp;"/>\n<sample t="3"/>\n</testResults>\n',
+    "broken mid-file: invalid character reference": XML_HEAD + '<sample t="1"/>\n<sample lb="&#1;"/>\n</testResults>\n',
+    "broken mid-file: mismatched end tag": XML_HEAD + '<sample t="1">\n</httpSample>\n<sample t="2"/>\n</testResults>\n',
+    "broken mid-file: bare ampersand in text": XML_HEAD
+    + '<sample t="1">\n  <responseData class="java.lang.String">a & b</responseData>\n</sample>\n<sample t="2"/>\n</testResults>\n',
+    "two results files appended": XML_HEAD + '<sample t="1"/>\n</testResults>\n' + XML_HEAD + '<sample t="2"/>\n</testResults>\n',
+    "stray < after the root": XML_HEAD + '<sample t="1"/>\n</testResults>\n<',
+    "text over several lines": XML_HEAD
+    + '<sample t="1">\n  <responseData class="java.lang.String">one\n&lt;httpSample t=&quot;2&quot;/&gt;\n</responseData>\n'
+    '</sample>\n</testResults>\n',
+    "sample under another element": XML_HEAD + '<other>\n  <sample t="1"/>\n</other>\n<sample t="2"/>\n</testResults>\n',
+    "samplerData is not a sample": XML_HEAD
+    + '<sample t="1">\n  <samplerData class="java.lang.String">GET /</samplerData>\n</sample>\n</testResults>\n',
+    "value holding another name=": XML_HEAD + '<sample rm=" lb=" t="1"/>\n<sample rm="x lb=" lb="real"/>\n</testResults>\n',
+    "declared encoding is not used": '<?xml version="1.0" encoding="ISO-8859-1"?>\n<testResults>\n<sample lb="Requête"/>\n</testResults>\n',
+    "no declaration, space before />": '<testResults>\n<sample t="1" />\n</testResults>\n',
+}
+
+
+@pytest.mark.parametrize("case", EDGE_CASES)
+def test_line_reader_matches_expat_on_edge_cases(case: str) -> None:
+    _same_as_expat(EDGE_CASES[case])
+
+
+def test_duplicate_attribute_past_the_screened_head(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = XML_HEAD + '<sample t="1"/>\n<sample t="2" t="3"/>\n</testResults>\n'
+    # in the head (read before expat) the duplicate makes the line reader step aside...
+    assert jmeter_jtl_xml.read_lines(text) is None and _xml(text).records == 1
+    # ...past it, expat finds it and the lines before are read
+    monkeypatch.setattr(jmeter_jtl_xml, "_SCREEN_CHARS", len(XML_HEAD))
+    assert _same_as_expat(text).cut.reason.startswith("XML error (duplicate attribute)")
+
+
+def test_line_reader_edge_values_checked_by_hand() -> None:
+    escaped = _same_as_expat(EDGE_CASES["escaped attributes"]).frame.row(0, named=True)
+    assert escaped["label"] == "say \"hi\" <b> &amp; 'x'"
+    assert escaped["responseMessage"] == "a\nbA\u00e9\U0001f600"
+    assert escaped["threadName"] == "T 1"  # XML turns a tab in an attribute into a space
+    assert _same_as_expat(EDGE_CASES["rs before JMeter 2.1"]).frame.get_column("responseCode").to_list() == ["404", "200"]
+    nested = _same_as_expat(EDGE_CASES["nested samples and transactions"])
+    assert nested.nested == 3 and nested.frame.select("label", "nested_samples", "line").rows() == [("Tx", 3, 3), ("after", 0, 10)]
+    cut = _same_as_expat(EDGE_CASES["cut in a start tag"])
+    assert cut.frame.height == 1 and cut.cut.line == 4 and cut.cut.reason.startswith("file ends before </testResults>")
+    broken = _same_as_expat(EDGE_CASES["broken mid-file: undefined entity"])
+    assert broken.frame.height == 1 and broken.cut.reason == "XML error (undefined entity); 1 samples before it kept, the rest skipped"
+    stray = _same_as_expat(EDGE_CASES["stray < after the root"]).cut  # ends early, but not inside </testResults>
+    assert stray.reason == "XML error (unclosed token); 1 samples before it kept, the rest skipped"
+    appended = _same_as_expat(EDGE_CASES["two results files appended"])
+    assert appended.frame.height == 1 and "junk after document element" in appended.cut.reason
+    fake = _same_as_expat(EDGE_CASES["value holding another name="]).frame
+    assert fake.select("responseMessage", "label", "elapsed").rows() == [(" lb=", None, "1"), ("x lb=", "real", None)]
+
+
+NOT_JMETER_LAYOUT = {
+    "minified on one line": _text(FIXTURES / "jmeter5-results.xml").replace("\n", ""),
+    "two samples on a line": XML_HEAD + '<sample t="1"/><sample t="2"/>\n</testResults>\n',
+    "start tag over two lines": XML_HEAD + '<sample t="1"\n  lb="a"/>\n</testResults>\n',
+    "comment": XML_HEAD + '<!-- <sample t="9"/> -->\n<sample t="1"/>\n</testResults>\n',
+    "CDATA": XML_HEAD + '<sample t="1">\n  <x><![CDATA[\n<sample t="2"/>\n]]></x>\n</sample>\n</testResults>\n',
+    "processing instruction": XML_HEAD + '<?pi <sample t="9"/> ?>\n<sample t="1"/>\n</testResults>\n',
+    "single-quoted attribute": XML_HEAD + "<sample t='1' lb=\"a\"/>\n</testResults>\n",
+    "tab between attributes": XML_HEAD + '<sample\tt="1"/>\n</testResults>\n',
+    "> left unescaped": XML_HEAD + '<sample t="1" lb="a>b"/>\n</testResults>\n',
+    "lone CR": XML_HEAD + '<sample t="1" lb="a\rb"/>\n</testResults>\n',
+    "nested sample not indented": XML_HEAD + '<sample t="1"><sample t="2"/>\n</sample>\n</testResults>\n',
+}
+
+
+@pytest.mark.parametrize("case", NOT_JMETER_LAYOUT)
+def test_other_layouts_read_by_expat(case: str) -> None:
+    text = NOT_JMETER_LAYOUT[case]
+    assert jmeter_jtl_xml.read_lines(text) is None
+    expected = jmeter_jtl_xml.read_expat(text)
+    result = _xml(text)
+    assert result.records == expected.frame.height > 0 and [w.reason for w in result.warnings] == []
+
+
+def test_minified_file_gives_the_pretty_files_table() -> None:
+    pretty = _xml(_text(FIXTURES / "jmeter5-results.xml")).tables["load_sample"]
+    minified = _xml(NOT_JMETER_LAYOUT["minified on one line"]).tables["load_sample"]
+    assert minified.drop("line").equals(pretty.drop("line")) and minified.get_column("line").unique().to_list() == [1]
+
+
+def test_doctype_refused_by_both_readers() -> None:
+    plain = XML_HEAD.replace("<testResults", "<!DOCTYPE testResults>\n<testResults") + '<sample t="1"/>\n</testResults>\n'
+    entity = '<?xml version="1.0"?>\n<!DOCTYPE testResults [<!ENTITY a "x">]>\n<testResults><sample lb="&a;"/></testResults>'
+    for text in (plain, entity):
+        assert jmeter_jtl_xml.read_lines(text) is None  # seen before the root: left to read_expat, which refuses it
+        for read in (jmeter_jtl_xml.read_expat, _xml):
+            with pytest.raises(ParseError, match="declares a DOCTYPE"):
+                read(text)
+    # and the line reader's own expat pass refuses it the same way
+    with pytest.raises(ParseError, match="declares a DOCTYPE"):
+        jmeter_jtl_xml._well_formed_until(entity, [(0, len(entity))])
+
+
+def test_line_path_taken_on_jmeter_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_expat(text: str) -> None:
+        raise AssertionError("read by the expat reader")
+
+    monkeypatch.setattr(jmeter_jtl_xml, "read_expat", no_expat)
+    for name in XML_FIXTURES:
+        assert _xml(_text(FIXTURES / name)).records > 0
+    assert _xml(EDGE_CASES["cut in a start tag"]).records == 1
+    with pytest.raises(AssertionError, match="expat"):
+        _xml(NOT_JMETER_LAYOUT["minified on one line"])
+
+
+def _generated_jtl(samples: int, seed: int) -> str:
+    """A JTL shaped as JMeter writes it, with every feature the readers handle, drawn at random
+    (attribute lists from 3 layouts, as a file has one per kind of sample)."""
+    rng = random.Random(seed)
+    values = ["200", "true", "a &amp; b", "&quot;q&quot; &lt;x&gt;", "&#10;&#x41;", "Requête", "", "1714557600123", "x\ty", "a=b"]
+    names = ["t", "it", "lt", "ct", "ts", "s", "lb", "rc", "rs", "rm", "tn", "dt", "by", "sby", "ng", "na", "sc", "ec", "hn"]
+    layouts = [rng.sample(names, rng.randint(0, 12)) for _ in range(3)]
+    lines = [XML_HEAD.rstrip("\n")]
+
+    def sample(depth: int) -> None:
+        tag = rng.choice(["httpSample", "sample", "statSample"])
+        attributes = "".join(f' {n}="{rng.choice(values)}"' for n in rng.choice(layouts))
+        children = rng.choice([0, 0, 1, 2]) if depth < 3 else 0
+        if not children:
+            lines.append(f"{'  ' * depth}<{tag}{attributes}/>")
+            return
+        lines.append(f"{'  ' * depth}<{tag}{attributes}>")
+        for _ in range(children):
+            if rng.random() < 0.5:
+                sample(depth + 1)
+            else:
+                lines.append(f"{'  ' * (depth + 1)}<java.net.URL>http://x/?a=1&amp;b=2</java.net.URL>")
+        lines.append(f"{'  ' * depth}</{tag}>")
+
+    for _ in range(samples):
+        sample(0)
+    return "\n".join(lines) + "\n</testResults>\n"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_line_reader_matches_expat_on_generated_files(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jmeter_jtl_xml, "CHUNK_CHARS", 2000)
+    text = _generated_jtl(150, seed)
+    assert _same_as_expat(text).frame.height == 150
+    rng = random.Random(seed)
+    for cut in sorted(rng.sample(range(100, len(text)), 8)):
+        _same_as_expat(text[:cut])
+
+
+def test_many_attribute_layouts_read_by_expat() -> None:
+    text = XML_HEAD + "".join(f'<sample t="{i}" a{i}="x"/>\n' for i in range(40)) + "</testResults>\n"
+    assert jmeter_jtl_xml.read_lines(text) is None
+    assert _xml(text).tables["load_sample"].get_column("elapsed_ms").to_list() == list(range(40))
