@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from dbdiag import tables as T
 from dbdiag.parsers import log_events as E
 
 RULES = (
@@ -65,6 +66,8 @@ def postgres_events(records: pl.DataFrame, source: str) -> tuple[pl.DataFrame, l
         (pl.col("sev") + ":  " + pl.col("message").str.slice(0, E.MESSAGE_CHARS)).alias("text"),
     ).filter(pl.col("text").is_not_null())
     rows = E.match_rules(lines, RULES, "text")
+    if rows.is_empty():  # the usual case for a piece of a big log: nothing else to build
+        return T.empty(T.EVENT), []
     rows = rows.with_columns(
         pl.coalesce(pl.col("pid"), pl.col("entry_pid")).alias("pid"),
         pl.lit("postgres").alias("process"),

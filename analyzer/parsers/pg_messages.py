@@ -46,7 +46,6 @@ conn_id (session id when the log has it, else pid), txn_id (virtual xid, else xi
 
 from __future__ import annotations
 
-import io
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -197,25 +196,37 @@ def records_from_fields(fields: pl.DataFrame, tz: str) -> tuple[pl.DataFrame, li
     return frame.select([pl.col(name).cast(dtype) for name, dtype in RECORD_SCHEMA.items()]), notes
 
 
-def split_lines(body: str) -> pl.DataFrame:
-    """One row per line (``idx`` 0-based, ``text`` without its CR). Big texts go through polars' CSV
-    reader (multi-threaded; NUL as separator, no quoting), which refuses lines holding a NUL: those
-    texts are split in Python instead."""
+def split_lines(body: str | bytes) -> pl.DataFrame:
+    """One row per line (``idx`` 0-based, ``text`` without its CR). ``body`` is the text or its UTF-8
+    bytes. Big texts go through polars' CSV reader (multi-threaded; NUL as separator, no quoting),
+    which refuses lines holding a NUL: those texts are split in Python instead."""
     series = None
+    has_cr = ("\r" if isinstance(body, str) else b"\r") in body
     if len(body) > CSV_READER_MIN_CHARS:
+        data = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
         try:
             series = pl.read_csv(
-                io.BytesIO(body.encode("utf-8", "surrogatepass")), has_header=False, separator="\x00", quote_char=None,
+                data, has_header=False, separator="\x00", quote_char=None,
                 new_columns=["text"], infer_schema=False, truncate_ragged_lines=False,
             )["text"].fill_null("")
         except pl.exceptions.PolarsError:
             series = None
-        if series is not None and series.len() != body.count("\n") + 1:
+        if series is not None and not _all_lines(series, data, has_cr):
             series = None
     if series is None:
-        series = pl.Series("text", body.split("\n"), dtype=pl.String)
+        text = body if isinstance(body, str) else body.decode("utf-8", "surrogatepass")
+        series = pl.Series("text", text.split("\n"), dtype=pl.String)
     frame = pl.DataFrame({"text": series}).with_row_index("idx").with_columns(pl.col("idx").cast(pl.Int64))
-    return frame.with_columns(pl.col("text").str.strip_suffix("\r")) if "\r" in body else frame
+    return frame.with_columns(pl.col("text").str.strip_suffix("\r")) if has_cr else frame
+
+
+def _all_lines(lines: pl.Series, data: bytes, has_cr: bool) -> bool:
+    """Whether the CSV reader gave one row per line of ``data``. Without CR (which it may read as a line
+    end) the line lengths and the newlines between them adding up to the size tells it cheaply; else
+    (and when it drops bytes: a leading BOM) the newlines are counted."""
+    if not has_cr and lines.str.len_bytes().sum() + lines.len() - 1 == len(data):
+        return True
+    return lines.len() == data.count(b"\n") + 1
 
 
 def safe_tz(tz: str) -> tuple[str, list[ParseWarning]]:
@@ -231,27 +242,35 @@ def _kinds(records: pl.DataFrame) -> pl.DataFrame:
 
     Offsets and short windows rather than one regex or full copies: this runs on every entry of
     GB-sized logs. ``duration: 0.287 ms  statement: SQL``: the "rest" starts after ``ms`` and its
-    spaces; the verb is read in its first characters, the statement name (``execute <name>:``) in a
-    longer window taken only where there is one; the body is sliced once."""
+    spaces; the verb is read in its first characters (the usual two spaces and ``statement: `` are
+    told at once, only the other entries are read blank by blank), the statement name (``execute
+    <name>:``) in a longer window taken only where there is one; the body is sliced once."""
     msg, sev = pl.col("message"), pl.col("sev")
-    is_dur = msg.str.starts_with("duration: ")
+    # what several expressions read is made a column first: each expression would compute it again
+    frame = records.with_columns(msg.str.starts_with("duration: ").alias("is_dur"))
+    is_dur = pl.col("is_dur")
     candidate = (sev == "LOG") & (is_dur | msg.str.starts_with("statement: ") | msg.str.starts_with("execute "))
-    frame = records.filter(candidate | (sev.is_in(ERROR_SEVERITIES) & pl.col("statement").is_not_null()))
+    frame = frame.filter(candidate | (sev.is_in(ERROR_SEVERITIES) & pl.col("statement").is_not_null()))
     frame = frame.with_columns(msg.str.find(" ms", literal=True).cast(pl.Int64).alias("ms_at"))  # bytes = characters: ASCII before it
     ms_at = pl.col("ms_at")
-    after_ms = msg.str.slice(ms_at + 3, 4)
-    spaces = after_ms.str.len_bytes() - after_ms.str.strip_chars_start(" \t").str.len_bytes()  # one byte each
-    frame = frame.with_columns(
-        pl.when(is_dur).then(msg.str.slice(10, ms_at - 10)).cast(pl.Float64, strict=False).alias("dur_ms"),
-        pl.when(is_dur).then(ms_at + 3 + spaces).otherwise(0).alias("rest_at"),
+    frame = frame.with_columns(  # the rest starts after "ms" and at most 4 blanks: one window holds them and the verb
+        msg.str.slice(pl.when(is_dur).then(ms_at + 3).otherwise(0), 4 + max(len(m) for _, m in VERBS)).alias("window")
     )
-    markers = (("statement", "statement: "), ("execute", "execute "), ("parse", "parse "), ("bind", "bind "), ("plan", "plan:"))
-    frame = frame.with_columns(msg.str.slice(pl.col("rest_at"), max(len(marker) for _, marker in markers)).alias("head"))
-    head = pl.col("head")
-    verb = pl.lit(None, dtype=pl.String)
-    for word, marker in markers:
-        verb = pl.when(head.str.starts_with(marker)).then(pl.lit(word)).otherwise(verb)
-    frame = frame.with_columns(verb.alias("verb"), (head == "").alias("nothing_after"))
+    usual = is_dur & pl.col("window").str.starts_with("  statement: ")
+    frame = frame.with_columns(
+        pl.when(is_dur).then(msg.str.slice(10, ms_at - 10)).cast(pl.Float64, strict=False).alias("dur_ms"), usual.alias("usual")
+    )
+    # most entries are "duration: X ms  statement: ...": their verb and offset are known, the others are read apart
+    others = (~frame["usual"]).arg_true()
+    verbs = frame.select(
+        pl.when(pl.col("usual")).then(pl.lit("statement")).alias("verb"),
+        (ms_at + 5).alias("rest_at"),
+        pl.lit(False).alias("nothing_after"),
+    )
+    if others.len():
+        read = _verbs(frame[others])
+        verbs = verbs.with_columns(verbs[name].scatter(others, read[name]) for name in read.columns)
+    frame = frame.hstack(verbs)
     verb = pl.col("verb")
     body_at = pl.when(verb == "plan").then(5).when(verb == "statement").then(11)
     has_name = verb.is_in(["execute", "parse", "bind"])
@@ -274,8 +293,28 @@ def _kinds(records: pl.DataFrame) -> pl.DataFrame:
         frame.with_columns(kind.alias("kind"))
         .filter(pl.col("kind").is_not_null())
         .with_columns(body.alias("body"))
-        .drop("ms_at", "rest_at", "head", "nothing_after", "message")
+        .drop("is_dur", "ms_at", "window", "usual", "rest_at", "nothing_after", "message")
     )
+
+
+VERBS = (("statement", "statement: "), ("execute", "execute "), ("parse", "parse "), ("bind", "bind "), ("plan", "plan:"))
+
+
+def _verbs(frame: pl.DataFrame) -> pl.DataFrame:
+    """``verb``, ``rest_at`` (where the text after the verb's blanks starts) and ``nothing_after`` of
+    ``_kinds`` entries (``is_dur``, ``ms_at``, ``window``)."""
+    is_dur, window = pl.col("is_dur"), pl.col("window")
+    blanks = window.str.len_bytes() - window.str.strip_chars_start(" \t").str.len_bytes()  # one byte each
+    frame = frame.select(is_dur, "ms_at", window, pl.when(is_dur).then(blanks.clip(upper_bound=4)).fill_null(0).alias("spaces"))
+    frame = frame.select(
+        pl.when(is_dur).then(pl.col("ms_at") + 3 + pl.col("spaces")).otherwise(0).alias("rest_at"),
+        window.str.slice(pl.col("spaces"), max(len(m) for _, m in VERBS)).alias("head"),
+    )
+    head = pl.col("head")
+    verb = pl.lit(None, dtype=pl.String)
+    for word, marker in VERBS:
+        verb = pl.when(head.str.starts_with(marker)).then(pl.lit(word)).otherwise(verb)
+    return frame.select(verb.alias("verb"), "rest_at", (head == "").alias("nothing_after"))
 
 
 def _normalised_sql(expr: pl.Expr) -> pl.Expr:
@@ -339,10 +378,11 @@ BASE_COLUMNS = ("rec", "line", "conn", "user", "db", "client_host", "conn_id", "
 
 
 def seconds(dur_ms: pl.Expr) -> pl.Expr:
-    """Milliseconds (PostgreSQL prints 3 decimals) -> seconds, the double nearest to the printed value
-    (decimal division: a float one is done as a multiplication by 1e-6 and lands one ulp off)."""
-    microseconds = (dur_ms * 1000).round(0).cast(pl.Int64).cast(pl.Decimal(20, 6))
-    return (microseconds / 1_000_000).cast(pl.Float64)
+    """Milliseconds (PostgreSQL prints 3 decimals) -> seconds, the double nearest to the printed value:
+    whole microseconds over 1e6 in a true division. The divisor is a column on purpose: polars divides
+    by a constant as a multiplication by its inverse, which lands one ulp off."""
+    microseconds = (dur_ms * 1000).round(0).cast(pl.Int64).cast(pl.Float64)
+    return microseconds / (microseconds * 0.0 + 1e6)
 
 
 def _duration_row() -> list[pl.Expr]:
@@ -388,11 +428,30 @@ def _statement_rows(frame: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
 
 def _closes(rows: pl.DataFrame, conns: pl.Series) -> pl.DataFrame:
     """Entries that close a statement row (its duration or error entry) on the connections ``conns``, in log
-    order; ``row_at`` is the row's position in ``rows`` (its SQL is fetched for the few rows matched)."""
-    closes = rows.with_row_index("row_at").filter(
-        pl.col("close_rec").is_not_null() & pl.col("conn").is_in(conns.unique().implode())
-    ).select(pl.col("close_rec").alias("next_close"), "conn", pl.col("rec").alias("row_rec"), "row_at")
+    order; ``row_at`` is the row's position in ``rows`` (its SQL is fetched for the few rows matched).
+    ``conn_key`` is a hash of the connection, cheaper to match than its text: rows of another connection
+    with the same hash may be among them (``row_conn`` tells)."""
+    keyed = rows.with_row_index("row_at").with_columns(pl.col("conn").hash().alias("conn_key"))
+    closes = keyed.filter(pl.col("close_rec").is_not_null() & pl.col("conn_key").is_in(conns.hash().unique().implode()))
+    closes = closes.select(
+        pl.col("close_rec").alias("next_close"), "conn_key", pl.col("conn").alias("row_conn"), pl.col("rec").alias("row_rec"), "row_at"
+    )
     return _sorted(closes, "next_close")
+
+
+def _next_close(entries: pl.DataFrame, closes: pl.DataFrame) -> pl.DataFrame:
+    """``entries`` with the first of ``closes`` at or after each of them on its connection (``row_rec``,
+    ``row_at``), matched on ``conn_key``; on the text when two connections share a hash."""
+
+    def after(left: pl.DataFrame, right: pl.DataFrame, by: str) -> pl.DataFrame:
+        return left.join_asof(
+            right, left_on="rec", right_on="next_close", by=by, strategy="forward", coalesce=False, check_sortedness=False
+        )
+
+    found = after(entries.with_columns(pl.col("conn").hash().alias("conn_key")), closes, "conn_key")
+    if (found["row_conn"] != found["conn"]).any():
+        found = after(entries, closes.drop("conn_key").rename({"row_conn": "conn"}), "conn")
+    return found.drop("conn_key", "row_conn", "next_close", strict=False)
 
 
 def _attach_plans(frame: pl.DataFrame, rows: list[pl.DataFrame], plans: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -402,10 +461,8 @@ def _attach_plans(frame: pl.DataFrame, rows: list[pl.DataFrame], plans: pl.DataF
     entries = frame.filter(pl.col("kind") == "plan")
     closing = pl.concat([part.select("close_rec", "conn", "rec") for part in rows])
     sql = pl.concat([part["sql"] for part in rows])  # the texts stay where they are until a row is matched
-    entries = entries.join(plans.select("rec", "query_text"), on="rec", how="left", maintain_order="left").join_asof(
-        _closes(closing, entries["conn"]), left_on="rec", right_on="next_close", by="conn", strategy="forward",
-        coalesce=False, check_sortedness=False,
-    )
+    entries = entries.join(plans.select("rec", "query_text"), on="rec", how="left", maintain_order="left")
+    entries = _next_close(entries, _closes(closing, entries["conn"]))
     entries = entries.drop("row_at").with_columns(_normalised_sql(sql.gather(entries["row_at"])).alias("row_sql"))
     nested = pl.col("context").is_not_null()
     matches = ~nested & pl.col("row_rec").is_not_null() & (_normalised_sql(pl.col("query_text")) == pl.col("row_sql"))
@@ -463,9 +520,7 @@ def assemble(entries: StatementEntries, source: str) -> Assembled:
     planned = rows.filter(pl.col("rec").is_in(plan_owner["row_rec"].implode())).select(pl.col("rec").alias("row_rec"), "stmt_id")
     owner = plan_owner.join(planned, on="row_rec")
     summary = parsed.summary.join(owner.select("rec", "stmt_id"), on="rec")
-    # the plan columns are joined to the stmt_id column alone: joining the whole frame would copy it
-    plan_columns = rows.select("stmt_id").join(summary.drop("rec", "query_text"), on="stmt_id", how="left", maintain_order="left")
-    statements = rows.hstack(plan_columns.drop("stmt_id")).with_columns(
+    statements = rows.hstack(_placed(summary.drop("rec", "query_text"), rows.height)).with_columns(
         pl.lit(ENGINE).alias("engine"), pl.lit(source).alias("source"), pl.col("is_internal").fill_null(False)
     )
     nodes = parsed.nodes.join(owner.select("rec", "stmt_id"), on="rec").sort("stmt_id", "node_id").with_columns(source=pl.lit(source))
@@ -473,6 +528,16 @@ def assemble(entries: StatementEntries, source: str) -> Assembled:
     # one chunk per column: with mixed chunking, every later expression would copy the whole table
     statement = T.conform(T.STATEMENT, statements).rechunk()
     return Assembled(statement, T.conform(T.PLAN_NODE, nodes), notes + parsed.notes, parsed.warnings)
+
+
+def _placed(plans: pl.DataFrame, height: int) -> pl.DataFrame:
+    """The plan columns of ``height`` statement rows: each plan's values at its row (``stmt_id``, one plan
+    a row), null elsewhere; written in place, as a join would go through every row."""
+    at = plans["stmt_id"]
+    return pl.DataFrame([
+        pl.repeat(None, height, dtype=dtype, eager=True).alias(name).scatter(at, plans[name])
+        for name, dtype in plans.drop("stmt_id").schema.items()
+    ])
 
 
 @dataclass
@@ -487,7 +552,8 @@ class StatementEntries:
 
     @staticmethod
     def concat(parts: list["StatementEntries"]) -> "StatementEntries":
-        return StatementEntries(pl.concat([p.rows for p in parts]), pl.concat([p.others for p in parts]))
+        # one chunk per column: rows are most of the statements table, and every step of ``assemble`` reads them
+        return StatementEntries(pl.concat([p.rows for p in parts], rechunk=True), pl.concat([p.others for p in parts]))
 
     def shifted(self, lines: int) -> StatementEntries:
         """The same entries numbered ``lines`` lines further on (``rec`` counts lines in a stderr log)."""

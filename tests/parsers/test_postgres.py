@@ -256,6 +256,120 @@ def test_chunked_and_parallel_reads_give_the_same_rows(monkeypatch: pytest.Monke
     assert chunked.equals(whole)
 
 
+# ---- fast paths: raw bytes, keyed leads, exact seconds ------------------------------------------------
+
+# Lines of the '%m [%p] %q%u@%d ' prefix that the keyed reading must hand to the prefix regexes, or
+# read as they do: odd times and zones, one space or blanks after the severity, a colon in a name,
+# names that are not ASCII, a word that is not a severity, background lines (%q), continuations.
+ODD_LINES = (
+    "2026-11-29 20:51:34.4581 UTC [3317] postgres@bench LOG:  duration: 1.000 ms  statement: SELECT 'four digits'",
+    "2026-11-29 20:51:34.45 UTC [3317] postgres@bench LOG:  duration: 1.000 ms  statement: SELECT 'two digits'",
+    "2026-11-29 20:51:34.458 UTC [3317] postgres@bench LOG: duration: 1.000 ms  statement: SELECT 'one space'",
+    "2026-11-29 20:51:34.458 UTC [3317] postgres@bench LOG:   \t duration: 1.000 ms  statement: SELECT 'blanks'",
+    "2026-11-29 20:51:34.458 UTC [3317] postgres@bench FOO:  not a severity",
+    "2026-11-29 20:51:34.458 UTC [3317] p\u00f8stgres@b\u00e9nch LOG:  duration: 1.000 ms  statement: SELECT 'not ASCII'",
+    "2026-11-29 20:51:34.458 UTC [3317] post:gres@bench LOG:  duration: 1.000 ms  statement: SELECT 'colon'",
+    "2026-11-29 20:51:34.458 UTC [3317] postgres@be:  nch LOG:  duration: 1.000 ms  statement: SELECT 'cut early'",
+    "2026-11-29 20:51:34.458 UTC [3317] LOG:@x ERROR:  a user named LOG:",
+    "2026-11-29 20:51:34.458 UTC [3317] LOG:  checkpoint starting: time",
+    "2026-11-29 20:51:34.458 CEST [3317] postgres@bench LOG:  duration: 2.000 ms  statement: SELECT 'cest'",
+    "2026-11-29 20:51:34.458 +05:30 [3317] postgres@bench LOG:  duration: 2.000 ms  statement: SELECT 'offset'",
+    "2026-11-29 20:51:34.458 UTC [3317] postgres@bench LOG:  ",
+    "2026-11-29 20:51:34.458 UTC [3317] postgres@bench LOG:",
+    "2026-11-29T20:51:34.458 UTC [3317] postgres@bench LOG:  a T in the time",
+    "2026-13-29 20:51:34.458 UTC [3317] postgres@bench LOG:  duration: 1.000 ms  statement: SELECT 'month 13'",
+    "x2026-11-29 20:51:34.458 UTC [3317] postgres@bench LOG:  junk before the time",
+    "\t  FROM pgbench_accounts a",
+)
+
+
+def test_keyed_leads_read_lines_as_the_prefix_regexes_do() -> None:
+    text = PG15_STDERR + "\n".join(ODD_LINES) + "\n" + PG15_STDERR
+    prefix = pg_stderr.infer_prefix(text.split("\n"))
+    assert prefix.template == "%m [%p] %q%u@%d " and prefix.keyed is not None and prefix.keyed.short_regex
+    lines = pg_messages.split_lines(text[:-1])
+    keyed_starts, keyed_rest = pg_stderr._keyed_starts(lines, prefix)
+    starts, rest = pg_stderr._scanned_starts(lines, prefix, None)
+    assert keyed_starts.select(sorted(starts.columns)).equals(starts.select(sorted(starts.columns)))
+    assert keyed_rest.equals(rest)
+    assert rest.height > len(ODD_LINES) // 3 and starts.filter(pl.col("user") == "p\u00f8stgres").height == 1
+    assert starts.filter(pl.col("user") == "LOG:")["sev"].to_list() == ["ERROR"]
+    keys = pl.Series([" UTC [3317] postgres@bench LOG:", " UTC [3317] LOG:", " UTC [3317] postgres@bench FOO:", " UTC [3317] x"])
+    fields = pg_stderr._key_fields(keys, prefix.keyed)  # a background line's key is read by the part before %q
+    assert fields.select("key", "pid", "user", "sev").rows() == [
+        (" UTC [3317] postgres@bench LOG:", "3317", "postgres", "LOG"),
+        (" UTC [3317] postgres@bench FOO:", "3317", "postgres", None),
+        (" UTC [3317] LOG:", "3317", None, "LOG"),
+    ]
+
+
+def test_prefixes_with_spaced_values_are_not_keyed() -> None:
+    for line, keyed in [
+        ("2024-05-01 10:00:00 UTC [12]: user=u,db=d,app=psql x,client=[local] LOG:  x", False),  # %a holds spaces
+        ("2024-05-01 10:00:00.123 UTC [12] u@d LOG:  x", True),
+        ("[12] u@d LOG:  x", False),  # no time first: no key shared by many lines
+        ("2024-05-01 10:00:00.123 UTC [12] u@d  LOG:  x", False),  # two spaces in a row
+    ]:
+        assert (pg_stderr.infer_prefix([line] * 3).keyed is not None) == keyed, line
+
+
+def test_keyed_and_scanned_reads_give_the_same_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = PG15_STDERR + "\n".join(ODD_LINES) + "\n" + _capture_member("db/postgresql.log")
+    keyed = _parse("postgresql-log", text)
+    monkeypatch.setattr(pg_stderr, "keyed_lead", lambda *_: None)
+    scanned = _parse("postgresql-log", text)
+    assert (keyed.records, keyed.warnings, keyed.notes) == (scanned.records, scanned.warnings, scanned.notes)
+    assert all(keyed.tables[name].equals(scanned.tables[name]) for name in scanned.tables)
+
+
+@pytest.mark.parametrize("variant", ["ascii", "crlf", "lone cr", "bom", "not ascii", "chunked"])
+def test_bytes_are_read_as_the_decoded_text(variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = _capture_member("db/postgresql.log") + PG15_STDERR + "\n".join(ODD_LINES[:-1]) + "\n"
+    ascii_text = text.replace("\u00f8", "o").replace("\u00e9", "e")
+    data = {
+        "ascii": ascii_text,
+        "crlf": ascii_text.replace("SELECT 1/0;\n", "SELECT 1/0;\r\n").replace("\n", "\r\n"),  # and a CR before a CRLF
+        "lone cr": ascii_text.replace("SELECT 1/0;", "SELECT\r1/0;"),
+        "bom": "\ufeff" + ascii_text,
+        "not ascii": text,
+        "chunked": ascii_text * 3,
+    }[variant].encode()
+    if variant == "chunked":
+        monkeypatch.setattr(pg_stderr, "CHUNK_CHARS", 100_000)
+        monkeypatch.setattr(pg_messages, "CSV_READER_MIN_CHARS", 10_000)
+    assert data.isascii() == (variant not in ("bom", "not ascii"))
+    decoded = data.decode("utf-8", "backslashreplace").replace("\r\n", "\n")  # as pipeline.decode
+    from_bytes = pg_stderr.SPEC.parse_bytes(data, ParseContext(source="test"))
+    from_text = _parse("postgresql-log", decoded)
+    assert (from_bytes.records, from_bytes.warnings, from_bytes.notes) == (from_text.records, from_text.warnings, from_text.notes)
+    assert all(from_bytes.tables[name].equals(from_text.tables[name]) for name in from_text.tables)
+
+
+@pytest.mark.parametrize("data", [b"", b"\n\n", b" \t\x1c\x1f\r\n", b"hello world\n", b"\x00\x01garbage\x02", b"\xff\xfe"])
+def test_bytes_refused_as_the_text_is(data: bytes) -> None:
+    with pytest.raises(ParseError) as from_text:
+        _parse("postgresql-log", data.decode("utf-8", "backslashreplace").replace("\r\n", "\n"))
+    with pytest.raises(ParseError) as from_bytes:
+        pg_stderr.SPEC.parse_bytes(data, ParseContext(source="test"))
+    assert str(from_bytes.value) == str(from_text.value)
+
+
+def test_seconds_are_the_doubles_nearest_the_printed_milliseconds() -> None:
+    ms = pl.DataFrame({"ms": [649562111.997, 144071367.498, 0.287, 17.304, None]})
+    # a division done as a multiplication by 1e-6 gives 649562.1119969999 and 144071.36749799998
+    seconds = ms.select(pg_messages.seconds(pl.col("ms")))["ms"].to_list()
+    assert seconds == [649562.111997, 144071.367498, 0.000287, 0.017304, None]
+
+
+def test_plans_find_their_statement_when_connections_share_a_hash() -> None:
+    plans = pl.DataFrame({"rec": [10], "conn": ["a"]})
+    key = pl.Series(["a"]).hash().item()
+    closes = pl.DataFrame({  # connection "b" made to share the hash of "a": its row comes first
+        "next_close": [11, 12], "conn_key": [key, key], "row_conn": ["b", "a"], "row_rec": [11, 12], "row_at": [0, 1],
+    }, schema_overrides={"conn_key": pl.UInt64, "row_at": pl.UInt32})
+    assert pg_messages._next_close(plans, closes).select("row_rec", "row_at").rows() == [(12, 1)]
+
+
 # ---- auto_explain, pairing and nesting on a real PostgreSQL 15 log ------------------------------------
 
 
