@@ -140,7 +140,8 @@ def _guarded(parse: Callable[[], ParseResult], spec: ParserSpec) -> tuple[ParseR
     except ParseError as error:
         return None, str(error)
     except Exception as error:  # noqa: BLE001 - one bad member must not stop the capture
-        return None, f"parser {spec.kind} failed: {type(error).__name__}: {error}"
+        first_line = str(error).strip().split("\n", 1)[0]  # polars appends the failing expression on more lines
+        return None, f"parser {spec.kind} failed: {type(error).__name__}: {first_line}"
 
 
 def _resolve_tz(members: list[tuple[Member, ParserSpec]], requested: str | None) -> tuple[str, str]:

@@ -109,3 +109,14 @@ def test_utf16_without_a_bom_stays_binary():
     analysis = analyze_capture(capture_of(("mpstat.txt", MPSTAT.decode().encode("utf-16-le"))))
     assert analysis.inputs[0].kind is None
     assert "binary content" in analysis.inputs[0].notes[0]
+
+
+def test_a_parser_crash_is_reported_on_one_line():
+    from dbdiag.parsers.base import ParserSpec
+
+    def crash(text, ctx):
+        raise ValueError("conversion failed\n\nThis error occurred in the following expression:\n\tcol('x')")
+
+    spec = ParserSpec("crashy", "raises", lambda head, name: 1.0, crash)
+    analysis = analyze_capture(capture_of(("x.log", b"anything\n")), parsers=(spec,))
+    assert analysis.inputs[0].error == "parser crashy failed: ValueError: conversion failed"

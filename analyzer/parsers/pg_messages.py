@@ -257,8 +257,9 @@ def _kinds(records: pl.DataFrame) -> pl.DataFrame:
         msg.str.slice(pl.when(is_dur).then(ms_at + 3).otherwise(0), 4 + max(len(m) for _, m in VERBS)).alias("window")
     )
     usual = is_dur & pl.col("window").str.starts_with("  statement: ")
-    frame = frame.with_columns(
-        pl.when(is_dur).then(msg.str.slice(10, ms_at - 10)).cast(pl.Float64, strict=False).alias("dur_ms"), usual.alias("usual")
+    dur_ms = pl.when(is_dur).then(msg.str.slice(10, ms_at - 10)).cast(pl.Float64, strict=False)
+    frame = frame.with_columns(  # "nan", "inf" or a negative number is no duration (an edited or corrupt line)
+        pl.when(dur_ms.is_finite() & (dur_ms >= 0)).then(dur_ms).alias("dur_ms"), usual.alias("usual")
     )
     # most entries are "duration: X ms  statement: ...": their verb and offset are known, the others are read apart
     others = (~frame["usual"]).arg_true()

@@ -968,3 +968,14 @@ PG15_FRENCH = (
     '2026-11-29 21:06:18.976 UTC [30480] LOG:  database system is shut down\n'
 )
 
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1.5"])
+def test_a_duration_that_is_no_number_drops_only_its_entry(value):
+    text = (
+        f"2024-05-14 10:00:00.123 UTC [42] LOG:  duration: {value} ms  statement: select 1\n"
+        "2024-05-14 10:00:01.123 UTC [42] LOG:  duration: 1.5 ms  statement: select 2\n"
+    )
+    statements = _parse("postgresql-log", text).tables[T.STATEMENT]
+    assert statements["sql"].to_list() == ["select 2"]
+    assert statements["query_time_s"].to_list() == [0.0015]
