@@ -1,12 +1,21 @@
-"""Runs rules over the tables and metrics; a failing rule becomes an ``errored`` outcome, never a crash."""
+"""Runs rules over the tables and metrics; a failing rule becomes an ``errored`` outcome, never a crash.
+
+Rules are pure functions of their input and spend their time in polars, which releases the GIL:
+they run in a few threads at once, and their outcomes come back in the rules' order.
+"""
 
 from __future__ import annotations
 
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable
+
+import polars as pl
 
 from dbdiag.findings import RuleOutcome, Status
 from dbdiag.rules.base import Rule, RuleInput, Skip
+
+MAX_WORKERS = 4  # rule threads: the big rules are a handful, and more threads than cores only share them
 
 
 def run_rule(rule: Rule, rule_input: RuleInput) -> RuleOutcome:
@@ -30,5 +39,11 @@ def run_rule(rule: Rule, rule_input: RuleInput) -> RuleOutcome:
     return RuleOutcome(rule.id, rule.title, status, findings=tuple(verdict.findings), measured=verdict.measured)
 
 
-def run_rules(rules: Iterable[Rule], rule_input: RuleInput) -> list[RuleOutcome]:
-    return [run_rule(rule, rule_input) for rule in rules]
+def run_rules(rules: Iterable[Rule], rule_input: RuleInput, workers: int | None = None) -> list[RuleOutcome]:
+    """The outcome of each rule, in the order of ``rules``; ``workers`` threads (default: polars' thread count, at most MAX_WORKERS)."""
+    rules = list(rules)
+    workers = min(MAX_WORKERS, pl.thread_pool_size()) if workers is None else workers
+    if workers <= 1 or len(rules) <= 1:
+        return [run_rule(rule, rule_input) for rule in rules]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dbdiag-rule") as pool:
+        return list(pool.map(lambda rule: run_rule(rule, rule_input), rules))

@@ -8,8 +8,9 @@ raise ``Skip`` when the inputs are present but not enough (e.g. a single snapsho
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import polars as pl
 
@@ -28,6 +29,9 @@ class Skip(Exception):
     """Raised by a rule whose inputs exist but cannot answer; the message says what is lacking."""
 
 
+SharedValue = TypeVar("SharedValue")
+
+
 @dataclass(frozen=True)
 class RuleInput:
     """The read-only view a rule gets: parsed tables, derived tables and JSON-ready metrics (by name)."""
@@ -35,10 +39,25 @@ class RuleInput:
     tables: dict[str, pl.DataFrame]
     derived: dict[str, pl.DataFrame]
     metrics: dict[str, Any]
+    _shared: dict[Callable[..., Any], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _locks: dict[Callable[..., Any], threading.Lock] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def table(self, name: str) -> pl.DataFrame | None:
         frame = self.tables.get(name)
         return frame if frame is not None and frame.height > 0 else None
+
+    def shared(self, compute: Callable[[RuleInput], SharedValue]) -> SharedValue:
+        """``compute(self)``, computed once for all the rules that ask (``compute`` must be a pure function of the input).
+
+        For what several rules derive from the same big tables (e.g. the full-scan executions). Rules
+        may run at the same time: the first to ask computes while the others wait. An exception is not
+        kept: the next rule to ask computes again (and meets it again).
+        """
+        lock = self._locks.setdefault(compute, threading.Lock())  # setdefault is atomic under the GIL
+        with lock:
+            if compute not in self._shared:
+                self._shared[compute] = compute(self)
+            return self._shared[compute]
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import threading
+import time
+
 import polars as pl
 import pytest
 
@@ -34,6 +37,65 @@ def test_a_failing_rule_is_errored_and_the_others_still_run():
     assert [o.status for o in outcomes] == [Status.ERRORED, Status.PASSED, Status.SKIPPED]
     assert outcomes[0].error.startswith("ZeroDivisionError: division by zero (at test_engine.py:")
     assert outcomes[2].missing == ("one snapshot only",)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_outcomes_come_in_rule_order_whatever_finishes_first(workers: int):
+    def sleeps(seconds: float, measured: str):
+        def check(_: RuleInput) -> Verdict:
+            time.sleep(seconds)
+            return Verdict(measured=measured)
+        return check
+
+    rules = [_rule("slow", sleeps(0.05, "slow")), _rule("boom", _boom), _rule("quick", sleeps(0.0, "quick")), _rule("lacking", _lacking)]
+    outcomes = run_rules(rules, _input(t1=pl.DataFrame({"a": [1]})), workers=workers)
+    assert [o.rule for o in outcomes] == ["slow", "boom", "quick", "lacking"]
+    assert [o.status for o in outcomes] == [Status.PASSED, Status.ERRORED, Status.PASSED, Status.SKIPPED]
+    assert [o.measured for o in outcomes if o.status is Status.PASSED] == ["slow", "quick"]
+    assert outcomes[1].error.startswith("ZeroDivisionError: division by zero (at test_engine.py:")
+
+
+def test_rules_run_at_the_same_time():
+    both = threading.Barrier(2, timeout=5)  # a rule waiting for the other would time out if they ran one by one
+
+    def meets(_: RuleInput) -> Verdict:
+        both.wait()
+        return Verdict(measured="met")
+
+    outcomes = run_rules([_rule("a", meets), _rule("b", meets)], _input(t1=pl.DataFrame({"a": [1]})), workers=2)
+    assert [o.measured for o in outcomes] == ["met", "met"]
+
+
+def test_shared_is_computed_once_for_rules_that_ask_at_the_same_time():
+    calls = []
+
+    def expensive(inp: RuleInput) -> int:
+        calls.append(1)
+        time.sleep(0.05)
+        return inp.tables["t1"].height
+
+    def asks(inp: RuleInput) -> Verdict:
+        return Verdict(measured=str(inp.shared(expensive)))
+
+    outcomes = run_rules([_rule(f"r{i}", asks) for i in range(4)], _input(t1=pl.DataFrame({"a": [1, 2]})), workers=4)
+    assert [o.measured for o in outcomes] == ["2"] * 4
+    assert len(calls) == 1
+
+
+def test_shared_keeps_no_exception_and_no_value_across_inputs():
+    calls = []
+
+    def fails_once(inp: RuleInput) -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ValueError("first time")
+        return len(calls)
+
+    inp = _input(t1=pl.DataFrame({"a": [1]}))
+    with pytest.raises(ValueError):
+        inp.shared(fails_once)
+    assert inp.shared(fails_once) == 2 and inp.shared(fails_once) == 2
+    assert _input(t1=pl.DataFrame({"a": [1]})).shared(fails_once) == 3  # another input: computed anew
 
 
 def test_empty_table_counts_as_missing():

@@ -6,7 +6,9 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal, assert_series_equal
 
-from dbdiag.rules.sql.common import has_statement, join_statements
+from dbdiag import tables as t
+from dbdiag.rules.base import RuleInput
+from dbdiag.rules.sql.common import from_one_source, has_statement, join_statements
 
 
 def _statements(sources: list[str | None], ids: list[int | None]) -> pl.DataFrame:
@@ -42,3 +44,27 @@ def test_has_statement_marks_rows_with_a_match(case: str) -> None:
     pairs = set(zip(right_sources, right_ids))
     expected = [s is not None and i is not None and (s, i) in pairs for s, i in zip(left_sources, left_ids)]
     assert_series_equal(has_statement(left, right), pl.Series(expected, dtype=pl.Boolean), check_names=False)
+
+
+@pytest.mark.parametrize("how", ["left", "inner", "semi"])
+def test_one_source_known_by_the_caller_gives_the_same_join(how: str) -> None:
+    left_sources, left_ids, right_sources, right_ids = CASES["one source"]
+    left, right = _statements(left_sources, left_ids), _nodes(right_sources, right_ids)
+    assert_frame_equal(join_statements(left, right, how=how, one_source=True), join_statements(left, right, how=how))
+    assert_series_equal(has_statement(left, right, one_source=True), has_statement(left, right))
+
+
+@pytest.mark.parametrize(
+    ("statement_sources", "node_sources", "expected"),
+    [
+        (["a.log", "a.log"], ["a.log"], True),
+        (["a.log", "a.log"], None, True),  # no plan nodes
+        (["a.log", "b.log"], ["a.log"], False),
+        (["a.log", "a.log"], ["b.log"], False),
+        (["a.log", None], ["a.log"], False),
+    ],
+)
+def test_from_one_source_looks_at_statements_and_plan_nodes(statement_sources, node_sources, expected) -> None:
+    tables = {} if node_sources is None else {t.PLAN_NODE: _nodes(node_sources, list(range(len(node_sources))))}
+    derived = {"statements": _statements(statement_sources, list(range(len(statement_sources))))}
+    assert from_one_source(RuleInput(tables=tables, derived=derived, metrics={})) is expected

@@ -22,6 +22,7 @@ from dbdiag.parsers.base import ParseContext, ParseError
 from dbdiag.parsers.mysql_slowlog import SPEC as MYSQL_SLOWLOG
 from dbdiag.sqlnorm import (
     fingerprint,
+    fingerprint_classes,
     fingerprint_id,
     fingerprint_series,
     redact_literals,
@@ -263,6 +264,19 @@ def test_series_equals_scalar(dialect: str) -> None:
     expected = [None if sql is None else fingerprint(sql, dialect) for sql in sample]
     mismatches = [(sql, want, have) for sql, want, have in zip(sample, expected, got.to_list()) if want != have]
     assert not mismatches, mismatches[:5]
+
+
+@pytest.mark.parametrize("dialect", ["mysql", "postgresql"])
+def test_classes_are_numbered_in_first_seen_order(dialect: str) -> None:
+    rng = random.Random(11)
+    sample = [_sysbench(rng) for _ in range(500)] + KEY_TRAPS + ["CALL p1(2)", "call p1(3)", None, "BEGIN", "select 1"]
+    rng.shuffle(sample)
+    numbers, names = fingerprint_classes(pl.Series(sample, dtype=pl.String), dialect)
+    expected = [None if sql is None else fingerprint(sql, dialect) for sql in sample]
+    first_seen = list(dict.fromkeys(fp for fp in expected if fp is not None))
+    assert names.to_list() == first_seen  # each class once, none that no element has
+    assert numbers.to_list() == [None if fp is None else first_seen.index(fp) for fp in expected]
+    assert fingerprint_classes(pl.Series([], dtype=pl.String), dialect)[0].to_list() == []
 
 
 def test_series_edge_shapes() -> None:

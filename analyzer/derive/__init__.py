@@ -1,9 +1,15 @@
-"""Derive: parsed tables -> derived tables and JSON-ready metrics. Pure; reads nothing else."""
+"""Derive: parsed tables -> derived tables and JSON-ready metrics. Pure; reads nothing else.
+
+The SQL branch (fingerprints, profile), the public plan nodes and the idle gaps read only the parsed
+tables and take most of the time on a big statement log: they run in threads beside the rest (polars
+releases the GIL); the results are put together in the same order whatever finishes first.
+"""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import polars as pl
 
@@ -21,6 +27,25 @@ class Derived:
 def derive_all(
     tables: dict[str, pl.DataFrame], sql_options: SqlOptions = SqlOptions(), window_s: float = 10.0
 ) -> Derived:
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="dbdiag-derive") as pool:
+        sql_branch = pool.submit(sql.derive_sql, tables, sql_options)
+        gaps_branch = pool.submit(idle_gaps.idle_gaps, tables)
+        plan_nodes = tables.get(t.PLAN_NODE)
+        public_nodes = pool.submit(sql.public_plan_nodes, plan_nodes, sql_options) if plan_nodes is not None else None
+        derived_tables, metrics = _host_and_time(tables, window_s, gaps_branch.result)
+        statements, sql_metrics = sql_branch.result()
+        if statements is not None:
+            derived_tables["statements"] = statements
+        if public_nodes is not None:
+            derived_tables["plan_nodes"] = public_nodes.result()
+        metrics.update(sql_metrics)
+    return Derived(tables=derived_tables, metrics=metrics)
+
+
+def _host_and_time(
+    tables: dict[str, pl.DataFrame], window_s: float, idle_gaps_result: Callable[[], dict[str, Any] | None]
+) -> tuple[dict[str, pl.DataFrame], dict[str, Any]]:
+    """(derived tables, metrics) but the SQL ones; ``idle_gaps_result()`` waits for the idle gaps (another thread's)."""
     softirq_delta, softirq_sources = cpu.softirq_count_delta(tables)
     per_cpu = cpu.per_cpu_summary(tables, softirq_delta)
     irq_delta, irq_sources = cpu.irq_delta(tables)
@@ -56,26 +81,19 @@ def derive_all(
     if checks:
         metrics["host_config"] = checks
     accounting, accounting_windows = time_accounting.time_accounting(tables, window_s)
+    timeline_table, timeline_metric = timeline.timeline(tables, window_s, accounting)
+    gaps = idle_gaps_result()  # waited for only now: the timeline does not need it
     if accounting is not None:
         metrics["time_accounting"] = accounting
     if accounting_windows is not None:
         derived_tables["time_accounting_windows"] = accounting_windows
-    gaps = idle_gaps.idle_gaps(tables)
     if gaps is not None:
         metrics["idle_gaps"] = gaps
-    timeline_table, timeline_metric = timeline.timeline(tables, window_s, accounting)
     if timeline_table is not None:
         derived_tables["timeline"] = timeline_table
     if timeline_metric is not None:
         metrics["timeline"] = timeline_metric
-    statements, sql_metrics = sql.derive_sql(tables, sql_options)
-    if statements is not None:
-        derived_tables["statements"] = statements
-    plan_nodes = tables.get(t.PLAN_NODE)
-    if plan_nodes is not None:
-        derived_tables["plan_nodes"] = sql.public_plan_nodes(plan_nodes, sql_options)
-    metrics.update(sql_metrics)
-    return Derived(tables=derived_tables, metrics=metrics)
+    return derived_tables, metrics
 
 
 def _rounded_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:

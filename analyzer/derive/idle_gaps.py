@@ -199,13 +199,13 @@ def _from_statements(statements: pl.DataFrame | None, tables: dict[str, pl.DataF
     ordered = _in_execution_order(frame)
     txn = pl.col("txn_id")
     same_conn = pl.col("_conn").shift(-1) == pl.col("_conn")  # rows of a connection are contiguous once ordered
-    following = {
-        "next_start": pl.when(same_conn).then(pl.col("start_ts").shift(-1)), "next_txn": pl.when(same_conn).then(txn.shift(-1)),
-    }
-    gaps = ordered.with_columns(**following).filter(pl.col("next_start").is_not_null()).with_columns(
-        ((pl.col("next_start") - pl.col("end_ts")).dt.total_microseconds() / 1000.0).alias("gap_ms"),
-        (pl.col("in_txn_after") | (txn.is_not_null() & (txn == pl.col("next_txn"))).fill_null(False)).alias("in_txn"),
-    )
+    next_start, next_txn = pl.when(same_conn).then(pl.col("start_ts").shift(-1)), pl.when(same_conn).then(txn.shift(-1))
+    # only the two columns the statistics read go through the filters
+    gaps = ordered.select(
+        ((next_start - pl.col("end_ts")).dt.total_microseconds() / 1000.0).alias("gap_ms"),
+        (pl.col("in_txn_after") | (txn.is_not_null() & (txn == next_txn)).fill_null(False)).alias("in_txn"),
+        next_start.is_not_null().alias("_followed"),
+    ).filter("_followed").drop("_followed")
     overlapping = gaps.filter(pl.col("gap_ms") < -resolution / 1000.0).height
     gaps = gaps.filter(pl.col("gap_ms") >= -resolution / 1000.0).with_columns(
         pl.col("gap_ms").alias("raw_gap_ms"), pl.col("gap_ms").clip(lower_bound=0.0)

@@ -87,8 +87,7 @@ def _class_codes(texts: pl.Series, dialect: str) -> tuple[pl.Series, pl.Series, 
     text_code, distinct = _distinct(texts.hash(), texts)
     if not distinct.gather(text_code).equals(texts):  # a hash collision: match by text instead
         text_code, distinct = _distinct(texts, texts)
-    fingerprints = sqlnorm.fingerprint_series(distinct, dialect)
-    class_of_text, names = _distinct(fingerprints, fingerprints)
+    class_of_text, names = sqlnorm.fingerprint_classes(distinct, dialect)
     ids = pl.Series([sqlnorm.fingerprint_id(name) for name in names.to_list()], dtype=pl.String)
     return class_of_text.gather(text_code), names, ids
 
@@ -96,8 +95,10 @@ def _class_codes(texts: pl.Series, dialect: str) -> tuple[pl.Series, pl.Series, 
 def _distinct(keys: pl.Series, values: pl.Series) -> tuple[pl.Series, pl.Series]:
     """(for each row the number of its distinct key, in first-seen order; the value of each key's first row)."""
     first = keys.is_first_distinct().arg_true()
-    numbers = pl.int_range(first.len(), dtype=pl.Int64, eager=True)
-    return keys.replace_strict(keys.gather(first), numbers, return_dtype=pl.Int64), values.gather(first)
+    numbered = pl.DataFrame({"key": keys.gather(first), "number": pl.int_range(first.len(), dtype=pl.Int64, eager=True)})
+    # a join finds each row's number faster than replace_strict (measured on 0.5 M rows)
+    numbers = keys.to_frame("key").join(numbered, on="key", how="left", maintain_order="left")["number"]
+    return numbers, values.gather(first)
 
 
 SLOWEST = pl.col("row").get(pl.col("query_time_s").fill_null(-1.0).arg_max())
@@ -180,9 +181,6 @@ def sql_profile(statements: pl.DataFrame) -> list[dict[str, Any]]:
             pl.col("rows_sent").sum().alias("rows_sent"),
             pl.col("rows_affected").sum().alias("rows_affected"),
             pl.col("lock_time_s").sum().alias("lock_time_s"),
-            pl.col("engine").drop_nulls().unique().sort().alias("engines"),
-            pl.col("db").drop_nulls().unique().sort().head(5).alias("dbs"),
-            pl.col("user").drop_nulls().unique().sort().head(5).alias("users"),
             pl.col("digest").drop_nulls().first().alias("engine_digest"),
             pl.col("full_scan").fill_null(False).sum().alias("full_scans"),
             (~pl.col("success").fill_null(True)).sum().alias("errors"),
@@ -191,6 +189,11 @@ def sql_profile(statements: pl.DataFrame) -> list[dict[str, Any]]:
         .sort("total_time_s", descending=True)
         .head(PROFILE_LIMIT)
     )
+    columns = per_class.columns
+    after = columns.index("lock_time_s") + 1
+    for names in (_names_per_class(timed, "engine", "engines"), _names_per_class(timed, "db", "dbs", 5), _names_per_class(timed, "user", "users", 5)):
+        per_class = per_class.join(names, on="fp_id", how="left", maintain_order="left")
+    per_class = per_class.select(*columns[:after], "engines", "dbs", "users", *columns[after:])
     worst = _slowest_per(timed, ["fp_id"], ["sample_sql", "query_time_s", "end_ts", "source", "line"])
     plans = (
         timed.select("fp_id", "plan_key", "query_time_s", "end_ts", "plan")
@@ -213,6 +216,13 @@ def sql_profile(statements: pl.DataFrame) -> list[dict[str, Any]]:
         row["plans"] = plans_by_class.get(row["fp_id"], [])
         profile.append(row)
     return profile
+
+
+def _names_per_class(timed: pl.DataFrame, column: str, name: str, limit: int | None = None) -> pl.DataFrame:
+    """fp_id and the sorted distinct non-null values of ``column`` (the first ``limit``), from the distinct
+    (fp_id, value) pairs: cheaper than a unique() in each group of the whole frame."""
+    values = pl.col(column).drop_nulls().sort()
+    return timed.group_by("fp_id", column).agg().group_by("fp_id").agg((values if limit is None else values.head(limit)).alias(name))
 
 
 def _timed(statements: pl.DataFrame) -> pl.DataFrame:

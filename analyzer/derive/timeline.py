@@ -300,9 +300,10 @@ def _series(inputs: dict[str, pl.DataFrame], width_us: int, window_s: float, not
         prefix = "" if complete else "logged_"
         if not complete:
             notes.append(f"statement series are named logged_*: {why}")
-        statements = statements.with_columns(window, pl.lit("; ".join(names)).alias("source"))
-        out.append(_rate(statements, prefix + "qps", window_s))
-        out += _quantiles(statements.select("window_start", "source", (pl.col("query_time_s") * 1000.0).alias("ms")), prefix)
+        # one name for all the statements: grouped by window alone (hashing a text per row costs), the name added after
+        windowed = statements.select(window, (pl.col("query_time_s") * 1000.0).alias("ms"))
+        out.append(_rate(windowed, prefix + "qps", window_s, source="; ".join(names)))
+        out += _quantiles(windowed, prefix, source="; ".join(names))
     if "metrics" in inputs:
         out += _metric_series(inputs["metrics"], width_us)
     if "proxy-stat" in inputs:
@@ -317,19 +318,29 @@ def _series(inputs: dict[str, pl.DataFrame], width_us: int, window_s: float, not
     return [frame for frame in out if frame.height]
 
 
-def _rate(frame: pl.DataFrame, series: str, window_s: float, label: str | None = None) -> pl.DataFrame:
-    return frame.group_by("window_start", "source").agg(pl.len().alias("samples")).select(
+def _by_source(source: str | None) -> tuple[list[str], pl.Expr]:
+    """Group keys and the source column: per window and ``source`` column, or per window when all rows have ``source``."""
+    if source is None:
+        return ["window_start", "source"], pl.col("source")
+    return ["window_start"], pl.lit(source, dtype=pl.String).alias("source")
+
+
+def _rate(frame: pl.DataFrame, series: str, window_s: float, label: str | None = None, source: str | None = None) -> pl.DataFrame:
+    """Rows per window and source (``source``: the one source of all rows, then not a column of ``frame``)."""
+    keys, source_column = _by_source(source)
+    return frame.group_by(keys).agg(pl.len().alias("samples")).select(
         "window_start", pl.lit(series if label is None else f"{series}[{label}]").alias("series"),
-        (pl.col("samples") / window_s).alias("value"), pl.lit("1/s").alias("unit"), "source", "samples",
+        (pl.col("samples") / window_s).alias("value"), pl.lit("1/s").alias("unit"), source_column, "samples",
     )
 
 
-def _quantiles(frame: pl.DataFrame, prefix: str = "") -> list[pl.DataFrame]:
-    """Quantiles of ``ms`` per window and source, only where the window has enough observations."""
+def _quantiles(frame: pl.DataFrame, prefix: str = "", source: str | None = None) -> list[pl.DataFrame]:
+    """Quantiles of ``ms`` per window and source, only where the window has enough observations (``source``: see _rate)."""
     frame = frame.filter(pl.col("ms").is_not_null())
     if not frame.height:
         return []
-    grouped = frame.group_by("window_start", "source").agg(
+    keys, source_column = _by_source(source)
+    grouped = frame.group_by(keys).agg(
         pl.len().alias("samples"), *[pl.col("ms").quantile(q, "linear").alias(name) for name, q in QUANTILES.items()]
     )
     out = []
@@ -337,7 +348,7 @@ def _quantiles(frame: pl.DataFrame, prefix: str = "") -> list[pl.DataFrame]:
         out.append(grouped.select(
             "window_start", pl.lit(prefix + name).alias("series"),
             pl.when(pl.col("samples") >= QUANTILE_MIN_SAMPLES[name]).then(pl.col(name)).alias("value"),
-            pl.lit("ms").alias("unit"), "source", "samples",
+            pl.lit("ms").alias("unit"), source_column, "samples",
         ))
     return out
 

@@ -52,8 +52,10 @@ References:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 import polars as pl
@@ -137,16 +139,16 @@ def _subjects(inp: RuleInput, width: float) -> tuple[list[Subject], list[str]]:
         windows = sample_windows(samples, width)
         whole = sample_windows(samples, 1e12).drop("window_start")
         for (label,), group in windows.group_by("label", maintain_order=True):
-            total = whole.filter(pl.col("label").eq_missing(label))
+            total = partial(whole.filter, pl.col("label").eq_missing(label))
             _add(subjects, unjudged, f"JMeter label {label!r}", "JMeter label", group, total, tuple(sorted(samples["source"].unique().to_list())))
     statements = inp.table(t.STATEMENT)
     if statements is not None:
         timed = statements.filter(pl.col("query_time_s").is_not_null()).select(
-            pl.coalesce("start_ts", "end_ts").alias("start_ts"), (pl.col("query_time_s") * 1000.0).alias("elapsed_ms"), pl.lit("sql").alias("label")
+            pl.coalesce("start_ts", "end_ts").alias("start_ts"), (pl.col("query_time_s") * 1000.0).alias("elapsed_ms")
         )
-        if timed.height:
-            windows = sample_windows(timed, width)
-            total = sample_windows(timed, 1e12).drop("window_start")
+        if timed.height:  # one population: no label to group by (hashing a text per statement costs)
+            windows = sample_windows(timed, width, by_label=False)
+            total = partial(_whole_capture, timed)
             _add(subjects, unjudged, "SQL statements (all)", "SQL statements", windows, total, tuple(sorted(statements["source"].unique().to_list())))
     host = non_database_runs(inp)
     histogram = inp.table(t.LATENCY_HISTOGRAM)
@@ -192,12 +194,21 @@ def _enough(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _add(subjects: list[Subject], unjudged: list[str], name: str, kind: str, windows: pl.DataFrame, total: pl.DataFrame, sources: tuple[str, ...]) -> None:
+def _whole_capture(timed: pl.DataFrame) -> pl.DataFrame:
+    return sample_windows(timed, 1e12, by_label=False).drop("window_start")
+
+
+def _add(
+    subjects: list[Subject], unjudged: list[str], name: str, kind: str, windows: pl.DataFrame,
+    whole_capture: Callable[[], pl.DataFrame], sources: tuple[str, ...],
+) -> None:
+    """``whole_capture()``: the percentiles over the whole capture, computed only when no window is judged."""
     columns = ["window_start", "count", *QUANTILES]
     judged = _enough(windows.select(columns))
     if judged.height:
         subjects.append(Subject(name, kind, _basis(judged, "window"), sources))
         return
+    total = whole_capture()
     whole = _enough(total.with_columns(pl.lit(None, dtype=t.UTC_TIME).alias("window_start")).select(columns))
     if whole.height:
         note = f"no window held {MIN_SAMPLES_P999:,} samples: judged over the whole capture ({int(whole['count'][0]):,} samples)"

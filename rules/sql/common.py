@@ -41,14 +41,33 @@ def plan_nodes_of(inp: RuleInput, source: str, stmt_id: int) -> pl.DataFrame:
 _STATEMENT_STRIDE = 1 << 40  # stmt_id is a record number within its source
 
 
-def statement_key(*frames: pl.DataFrame) -> pl.Expr | None:
+def from_one_source(inp: RuleInput) -> bool:
+    """Whether the statements and plan nodes all come from one source (the usual case), computed once for all rules.
+
+    Then ``stmt_id`` alone keys a statement in any frame taken from them: pass it as ``one_source`` to
+    :func:`join_statements` and :func:`has_statement`, which need not compare the source of every row again.
+    """
+    return inp.shared(_one_source)
+
+
+def _one_source(inp: RuleInput) -> bool:
+    frames = [frame for frame in (inp.derived.get("statements"), inp.table(t.PLAN_NODE)) if frame is not None]
+    return _single_source(*frames)
+
+
+def _single_source(*frames: pl.DataFrame) -> bool:
+    first = next((frame["source"][0] for frame in frames if frame.height), None)
+    return first is not None and all(frame["source"].eq_missing(first).all() for frame in frames)
+
+
+def statement_key(*frames: pl.DataFrame, one_source: bool = False) -> pl.Expr | None:
     """One Int64 per (source, stmt_id), the same in all ``frames`` (None if stmt_id is out of range).
 
     Hashing the source text of every row makes two-column joins several times slower than
     joins on one integer: the pair is packed into one (source number x stride + stmt_id).
+    ``one_source``: the caller knows that all rows have the same source (see :func:`from_one_source`).
     """
-    first = next((frame["source"][0] for frame in frames if frame.height), None)
-    if first is not None and all(frame["source"].eq_missing(first).all() for frame in frames):
+    if one_source or _single_source(*frames):
         return pl.col("stmt_id").alias("_statement")  # one source (the usual case): the id is the key
     sources = pl.concat([frame["source"].unique() for frame in frames]).drop_nulls().unique().sort()
     for frame in frames:
@@ -59,18 +78,18 @@ def statement_key(*frames: pl.DataFrame) -> pl.Expr | None:
     return (number * _STATEMENT_STRIDE + pl.col("stmt_id")).alias("_statement")
 
 
-def join_statements(left: pl.DataFrame, right: pl.DataFrame, how: str = "left") -> pl.DataFrame:
-    """``left`` joined with ``right`` on (source, stmt_id), in ``left``'s order."""
-    key = statement_key(left, right)
+def join_statements(left: pl.DataFrame, right: pl.DataFrame, how: str = "left", one_source: bool = False) -> pl.DataFrame:
+    """``left`` joined with ``right`` on (source, stmt_id), in ``left``'s order (``one_source``: see :func:`statement_key`)."""
+    key = statement_key(left, right, one_source=one_source)
     if key is None:
         return left.join(right, on=["source", "stmt_id"], how=how, maintain_order="left")
     joined = left.with_columns(key).join(right.with_columns(key).drop("source", "stmt_id"), on="_statement", how=how, maintain_order="left")
     return joined.drop("_statement")
 
 
-def has_statement(frame: pl.DataFrame, others: pl.DataFrame) -> pl.Series:
-    """Per row of ``frame``: whether ``others`` has a row with its (source, stmt_id)."""
-    key = statement_key(frame, others)
+def has_statement(frame: pl.DataFrame, others: pl.DataFrame, one_source: bool = False) -> pl.Series:
+    """Per row of ``frame``: whether ``others`` has a row with its (source, stmt_id) (``one_source``: see :func:`statement_key`)."""
+    key = statement_key(frame, others, one_source=one_source)
     if key is None:
         found = others.select("source", "stmt_id").unique().with_columns(pl.lit(True).alias("found"))
         joined = frame.select("source", "stmt_id").join(found, on=["source", "stmt_id"], how="left", maintain_order="left")

@@ -63,6 +63,7 @@ from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.sql.common import (
     db_time_s,
+    from_one_source,
     has_statement,
     join_statements,
     plan_nodes_of,
@@ -132,7 +133,11 @@ def column_table(column: exp.Column, aliases: dict[str, str]) -> str | None:
 
 
 def timed_full_scan_executions(inp: RuleInput) -> pl.DataFrame:
-    """:func:`full_scan_executions` of the timed statements (full-table-scan and or-without-index-merge use it)."""
+    """:func:`full_scan_executions` of the timed statements (full-table-scan and or-without-index-merge use it: computed once)."""
+    return inp.shared(_timed_full_scan_executions)
+
+
+def _timed_full_scan_executions(inp: RuleInput) -> pl.DataFrame:
     everything = statements(inp)
     if everything["query_time_s"].null_count() == 0:  # the usual case: no copy of the whole table
         return full_scan_executions(inp, everything)
@@ -157,10 +162,10 @@ def full_scan_executions(inp: RuleInput, frame: pl.DataFrame) -> pl.DataFrame:
             pl.lit(None, dtype=pl.Float64).alias("scan_rows"),
         )
     else:
-        found = join_statements(keys, per_statement.drop("small_scans_only"))
+        found = join_statements(keys, per_statement.drop("small_scans_only"), one_source=from_one_source(inp))
     nodes = inp.table(t.PLAN_NODE)
     # A logged plan shows the access paths: the flag and the examined/returned ratio only stand in without one.
-    unplanned = pl.lit(~has_statement(keys, nodes)) if nodes is not None else pl.lit(True)
+    unplanned = pl.lit(~has_statement(keys, nodes, one_source=from_one_source(inp))) if nodes is not None else pl.lit(True)
     return frame.hstack(found.select("scan_by_plan", "scan_table", "scan_node", "scan_rows")).with_columns(
         pl.col("scan_by_plan").fill_null(False),
         # The log's Full_scan flag stands in only without a plan: with one, the plan's nodes decide
@@ -176,7 +181,8 @@ def _full_scan_nodes(inp: RuleInput, frame: pl.DataFrame) -> pl.DataFrame | None
     if nodes is None:
         return None
     keyed = join_statements(
-        nodes.filter(pl.col("node_type").is_in(FULL_SCAN_NODE_TYPES)), frame.select("source", "stmt_id", "engine"), how="inner"
+        nodes.filter(pl.col("node_type").is_in(FULL_SCAN_NODE_TYPES)), frame.select("source", "stmt_id", "engine"), how="inner",
+        one_source=from_one_source(inp),
     )
     if keyed.height == 0:
         return None

@@ -57,7 +57,7 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
-from dbdiag.rules.sql.common import db_time_s, has_statement, seconds, short_sql, statement_evidence, statements
+from dbdiag.rules.sql.common import db_time_s, from_one_source, has_statement, seconds, short_sql, statement_evidence, statements
 from dbdiag.rules.sql.full_table_scan import (
     SQLGLOT_DIALECT,
     column_table,
@@ -149,7 +149,8 @@ def _without_index_merge(inp: RuleInput, executions: pl.DataFrame) -> pl.DataFra
     if nodes is None:
         return executions.with_columns(in_text.alias("index_merge"))
     merge_nodes = nodes.filter(pl.col("node_type").is_in(INDEX_MERGE_NODE_TYPES))
-    return executions.with_columns((pl.lit(has_statement(executions, merge_nodes)) | in_text).alias("index_merge"))
+    merged = has_statement(executions, merge_nodes, one_source=from_one_source(inp))
+    return executions.with_columns((pl.lit(merged) | in_text).alias("index_merge"))
 
 
 def _compared_columns(branch: exp.Expression) -> list[exp.Column]:

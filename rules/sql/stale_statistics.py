@@ -62,7 +62,7 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
-from dbdiag.rules.sql.common import db_time_s, join_statements, seconds, short_sql, statements
+from dbdiag.rules.sql.common import db_time_s, from_one_source, join_statements, seconds, short_sql, statements
 from dbdiag.rules.sql.full_table_scan import MYSQL_FAMILY, SQLGLOT_DIALECT, sqlnorm_dialect, suggest_index
 
 RULE_ID = "stale-statistics"
@@ -127,11 +127,16 @@ def check(inp: RuleInput) -> Verdict:
     return Verdict(findings=findings, measured=measured)
 
 
+# The statement columns this rule reads: filtering them is much cheaper than filtering the whole table.
+_READ = ("source", "stmt_id", "line", "fp_id", "query_time_s", "engine", "sample_sql", "stats_info")
+
+
 def _user_statements(frame: pl.DataFrame) -> pl.DataFrame:
+    """The statements that are not internal and do not read system schemas (the columns in _READ)."""
     # sample_sql repeats (one text per fingerprint unless literals are shown): each text is searched once.
     texts = frame["sample_sql"].fill_null("").unique()
     system_texts = texts.filter(texts.str.contains(_SYSTEM_SQL))
-    dbs = frame["db"].fill_null("").unique()  # a few names: each lower-cased once
+    dbs = frame["db"].drop_nulls().unique()  # a few names: each lower-cased once ("" is no system schema)
     system_dbs = dbs.filter(dbs.str.to_lowercase().is_in(SYSTEM_SCHEMAS))
     system = pl.lit(False)
     if system_dbs.len():
@@ -139,7 +144,8 @@ def _user_statements(frame: pl.DataFrame) -> pl.DataFrame:
     if system_texts.len():
         system = system | pl.col("sample_sql").fill_null("").is_in(system_texts.implode())
     keep = frame.select(~pl.col("is_internal").fill_null(False) & ~system).to_series()
-    return frame if keep.all(ignore_nulls=False) else frame.filter(keep)  # usually all: no copy of the whole table
+    read = frame.select(_READ)
+    return read if keep.all(ignore_nulls=False) else read.filter(keep)  # usually all: no copy at all
 
 
 def _measured_none(frame: pl.DataFrame, stats: pl.DataFrame | None, misestimates: pl.DataFrame | None) -> str:
@@ -153,7 +159,8 @@ def _measured_none(frame: pl.DataFrame, stats: pl.DataFrame | None, misestimates
 
 def _stats_signals(frame: pl.DataFrame) -> pl.DataFrame | None:
     """TiDB ``Stats`` entries that are pseudo or outdated: table, source, stmt_id, kind, rows, modified."""
-    with_stats = frame.filter(pl.col("stats_info").fill_null("").str.strip_chars() != "")
+    # most logs have no Stats line: the null test first, on the column's validity only
+    with_stats = frame.filter(pl.col("stats_info").is_not_null()).filter(pl.col("stats_info").str.strip_chars() != "")
     if with_stats.height == 0:
         return None
     # Column/index load states in brackets hold commas too; those pieces do not match _STATS_ITEM.
@@ -194,7 +201,10 @@ def _misestimate_signals(inp: RuleInput, frame: pl.DataFrame) -> pl.DataFrame | 
     removed = pl.col("rows_removed_by_filter")
     read_through_index = act + removed.fill_null(0.0)
     factor = pl.max_horizontal(est, act) / pl.max_horizontal(pl.min_horizontal(est, act), pl.lit(1.0))
-    estimated = join_statements(nodes.filter(est.is_not_null(), act.is_not_null()), frame.select("source", "stmt_id"), how="semi")
+    one_source = from_one_source(inp)
+    estimated = join_statements(
+        nodes.filter(est.is_not_null(), act.is_not_null()), frame.select("source", "stmt_id"), how="semi", one_source=one_source
+    )
     if estimated.height == 0:
         return None
     # The parent lookups below are for the few plans with a node whose own numbers can make it
@@ -205,7 +215,10 @@ def _misestimate_signals(inp: RuleInput, frame: pl.DataFrame) -> pl.DataFrame | 
         & (read_through_index / pl.max_horizontal(est, pl.lit(1.0)) >= MISESTIMATE_FACTOR)
     )
     suspects = estimated.filter(could_be_off).select("source", "stmt_id").unique()
-    keyed = join_statements(join_statements(nodes, suspects, how="semi"), frame.select("source", "stmt_id", "engine"), how="inner")
+    keyed = join_statements(
+        join_statements(nodes, suspects, how="semi", one_source=one_source), frame.select("source", "stmt_id", "engine"), how="inner",
+        one_source=one_source,
+    )
     keyed = _under_tidb_lookup_join(_with_parent(keyed)).filter(
         pl.col("est_rows").is_not_null(), pl.col("actual_rows").is_not_null(), ~pl.col("under_lookup_join")
     )

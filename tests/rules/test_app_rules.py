@@ -522,6 +522,32 @@ def test_tail_statements_with_plan_change_next_to_the_spike():
     assert "CREATE GLOBAL BINDING" in finding.remediation
 
 
+def _statement_windows(per_window: list[int], slow_in: int, slow_count: int = 2) -> dict[str, pl.DataFrame]:
+    rows = []
+    for w, n in enumerate(per_window):
+        for i in range(n):
+            slow = w == slow_in and i >= n - slow_count
+            rows.append({"stmt_id": len(rows), "start_ts": T0 + timedelta(seconds=10 * w + i * 0.009),
+                         "query_time_s": 0.9 if slow else 0.002, "sql": "SELECT 1", "source": "db/slow.log", "line": len(rows) + 1})
+    return {t.STATEMENT: t.conform(t.STATEMENT, pl.DataFrame(rows))}
+
+
+def test_tail_statements_in_small_windows_are_judged_over_the_whole_capture():
+    # 4 windows of 300 statements: no window reaches 1,000, the whole capture (1,200) does. Its p999 (rank 1,198.8
+    # of 1,200, 2 slow ones) is 0.9 s, 450x the p99 of 2 ms.
+    outcome = _tail(_statement_windows([300, 300, 300, 300], slow_in=1))
+    assert outcome.status is Status.FIRED
+    finding = outcome.findings[0]
+    assert finding.subject == "SQL statements (all)"
+    assert "judged over the whole capture (1,200 samples)" in finding.evidence[0].title
+
+
+def test_tail_too_few_statements_are_not_judged():
+    outcome = _tail(_statement_windows([300, 300], slow_in=1))
+    assert outcome.status is Status.SKIPPED
+    assert "SQL statements (all): 600 samples" in outcome.missing[0]
+
+
 def test_tail_metric_histogram_buckets():
     # Cumulative counters scraped every 10 s. Window 02:00:10: +1,990 <= 5 ms, +10 in (5, 10] ms: no spike.
     # Window 02:00:20: +1,997 <= 5 ms, +3 in (1, 2.5] s. p99 rank 1,980 -> 5 ms x 1980/1997 = 4.957 ms;
