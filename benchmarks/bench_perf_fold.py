@@ -7,12 +7,14 @@ Run by hand (not in CI). Record a busy machine, write the perf script text, fetc
     git clone https://github.com/brendangregg/FlameGraph /tmp/bench/FlameGraph
     python benchmarks/bench_perf_fold.py /tmp/bench/big.txt --stackcollapse /tmp/bench/FlameGraph/stackcollapse-perf.pl
 
-Each tool runs as its own child process: dbdiag decodes the file as the pipeline does (UTF-8
-with backslashreplace, CRLF to LF; read through mmap, so without a second copy of the bytes)
-and calls the ``perf-script`` parser (``SPEC.parse``, the same call the pipeline makes);
-``perl stackcollapse-perf.pl FILE`` folds it. dbdiag's child also prints the time of
-``SPEC.parse`` alone (``parse_only_s``: without the interpreter start, imports and reading the
-file), shown as a second dbdiag line, and the CPU time of its imports and of the read. Wall time,
+Each tool runs as its own child process: dbdiag maps the file (mmap: the bytes are read from the
+page cache as the parser touches them, with no copy) and hands the bytes to the ``perf-script``
+parser (``SPEC.parse_bytes``, the same call the pipeline makes with a member's bytes; it reads
+them as the pipeline's UTF-8 decoding would); ``perl stackcollapse-perf.pl FILE`` folds it.
+dbdiag's child also prints the time of ``SPEC.parse_bytes`` alone (``parse_only_s``: without the
+interpreter start, imports and mapping the file; reading the mapped pages happens inside it),
+shown as a second dbdiag line, the wall and CPU time of its imports, of the mapping, and whether
+the C kernel (``dbdiag._perf_fold``) was there. Wall time,
 CPU time (user + sys, all threads) and the child's peak RSS come from ``wait4``; MB/s is file size
 over wall time. With ``--repeat`` the tools alternate and each run is printed on stderr; the table
 shows each tool's median run. On a machine shared with other work, compare CPU times: wall times
@@ -41,18 +43,20 @@ import mmap
 import os
 import sys
 from dbdiag.parsers.base import ParseContext
+from dbdiag.parsers import perf_script
 from dbdiag.parsers.perf_script import SPEC
 imported, cpu_imported = time.perf_counter(), time.process_time()
 with open(sys.argv[1], "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-    text = str(data, "utf-8", "backslashreplace")  # as dbdiag.pipeline.decode, without a copy of the bytes
-text = text.replace("\\r\\n", "\\n") if "\\r" in text else text
-read, cpu_read = time.perf_counter(), time.process_time()
-result = SPEC.parse(text, ParseContext(source=os.path.basename(sys.argv[1])))
+    read, cpu_read = time.perf_counter(), time.process_time()  # mapped: the pages are read as parse_bytes touches them
+    result = SPEC.parse_bytes(data, ParseContext(source=os.path.basename(sys.argv[1])))
 parse_s, parse_cpu_s = time.perf_counter() - read, time.process_time() - cpu_read
 stacks = result.tables["perf_stack"]
 weight = int(stacks.select(stacks["period"].fill_null(stacks["samples"]).sum()).item())
-print(f"samples={result.records} stacks={stacks.height} weight={weight} parse_only_s={parse_s:.2f} parse_only_cpu_s={parse_cpu_s:.2f}"
-      f" import_cpu_s={cpu_imported - cpu_started:.2f} read_cpu_s={cpu_read - cpu_imported:.2f}")
+kernel = perf_script._kernel() is not None
+print(f"samples={result.records} stacks={stacks.height} weight={weight}"
+      f" parse_only_s={parse_s:.2f} parse_only_cpu_s={parse_cpu_s:.2f}"
+      f" import_s={imported - started:.2f} import_cpu_s={cpu_imported - cpu_started:.2f}"
+      f" map_s={read - imported:.3f} kernel={kernel}")
 """
 
 

@@ -35,16 +35,19 @@ blank line (the script drops it), it reads exited tasks' ``:-1  -1`` headers as 
 (the script folds the time into the name), a sample without frames is ``[unknown]`` rather than
 the bare process name, and ``a->b`` inline chains are not split.
 
-The text is cut after blank lines into pieces of about ``CHUNK_CHARS``; the pieces' counts are
-summed at the end. A piece of regular ``perf script`` output (ASCII; comments only on top; every
-sample a header line, its indented frame lines, blank lines) is read from its bytes, two pieces at
-a time on two threads: numpy finds the lines, each sample's frame lines stay one string (an Arrow
-view of the bytes), samples are counted per header and distinct stack text (by two hashes), and
-only stack texts not met in earlier pieces are split into frame lines; the calling thread then
-names the frame lines not met before in the member. Any other piece is one polars column of
-lines; a line is keyed by a hash so every distinct line is classified once (frame lines once per
-member); samples are numbered by a cumulative sum over header lines and their frame ids gathered
-per sample. Both readings give the same table (tests compare them on every corpus file).
+The text (or, from ``parse_bytes``, the raw bytes) is cut after blank lines into pieces of about
+``CHUNK_CHARS``; the pieces' counts are summed at the end. A piece of regular ``perf script``
+output (ASCII; comments only on top; every sample a header line, its indented frame lines, blank
+lines) is read by a C kernel (``dbdiag._perf_fold``, analyzer/native/perf_fold.c), two pieces at a
+time on two threads: it numbers the distinct frame bodies (``sym+0x1f (dso)``) and, among them,
+the symbols (bodies named alike: same symbol without offset, same dso), the distinct stacks
+(symbol numbers) and the distinct header lines (their time left out), and counts samples per
+header and stack. Python then names each symbol once, the kernel spells each distinct stack from
+the names, and polars reads each distinct header once. Any other piece, and every piece when
+the kernel was not built, is one polars column of lines; a line is keyed by a hash so every
+distinct line is classified once (frame lines once per member); samples are numbered by a
+cumulative sum over header lines and their frame ids gathered per sample. Both readings give the
+same table (tests compare them on every corpus file).
 
 Output table ``perf_stack`` (one row per distinct comm, pid, tid, event and stack)::
 
@@ -85,9 +88,13 @@ from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpe
 from dbdiag.tables import PERF_STACK, conform
 
 MAX_WARNINGS = 50
-# Record-aligned pieces of this many characters keep the per-line frames small on big files; under
-# glibc's 32 MB mmap threshold, a piece's buffers reuse the previous piece's memory (fewer page faults).
-CHUNK_CHARS = 30 * 1024 * 1024
+# Record-aligned pieces of this many characters (bytes) keep the per-line frames of the line-by-line
+# reading small on big files; under glibc's 32 MB mmap threshold, a piece's buffers reuse the
+# previous piece's memory (fewer page faults). Small enough that the kernel's threads get about
+# as many bytes each.
+CHUNK_CHARS = 16 * 1024 * 1024
+# The C kernel reads pieces on this many threads, one Folder each.
+KERNEL_THREADS = 2
 
 # Shared by Python (detect, on the head) and polars (Rust regex, on every header line).
 _HEADER_PATTERN = (
@@ -117,32 +124,63 @@ _OLD_FRAME_DETECT_RE = re.compile(r"[0-9a-fA-F]{6,} \S.*\(.*\)[ \t]*$")
 _KEYS = ["comm", "pid", "tid", "event", "stack"]
 _SAMPLE_KEYS = ["comm", "pid", "tid", "event", "stack_ids"]
 _HEADER_COLUMNS = ["comm", "pid", "tid", "event", "period", "time", "rest_nid"]
-_STACK_SCHEMA = {"stack_uid": pl.UInt64, "stack_check": pl.UInt64, "stack": pl.String, "leaf_id": pl.UInt32}
 _PART_SCHEMA = {"comm": pl.String, "pid": pl.Int64, "tid": pl.Int64, "event": pl.String, "stack_ids": pl.List(pl.UInt32),
                 "rest_nid": pl.UInt32, "samples": pl.UInt32, "period": pl.Int64, "period_n": pl.UInt32,
                 "leaf_id": pl.UInt32}
 _SPELLED_SCHEMA = {"comm": pl.String, "pid": pl.Int64, "tid": pl.Int64, "event": pl.String, "stack": pl.String,
-                   "leaf_id": pl.UInt32, "samples": pl.UInt32, "period": pl.Int64, "period_n": pl.UInt32}
-_TAB, _SPACE, _HASH, _NEWLINE = 9, 32, 35, 10
+                   "leaf": pl.String, "leaf_kernel": pl.Boolean, "samples": pl.Int64, "period": pl.Int64,
+                   "period_n": pl.Int64}
 
 
 def parse(text: str, ctx: ParseContext) -> ParseResult:
     return parse_chunked(text, ctx, CHUNK_CHARS)
 
 
+def parse_bytes(data: bytes, ctx: ParseContext) -> ParseResult:
+    """``parse`` of a member's raw bytes (``bytes`` or an ``mmap``), read as ``dbdiag.pipeline.decode`` reads them."""
+    return parse_bytes_chunked(data, ctx, CHUNK_CHARS)
+
+
 def parse_chunked(text: str, ctx: ParseContext, chunk_chars: int) -> ParseResult:
     """``parse`` with the text cut into record-aligned pieces of about ``chunk_chars`` characters."""
+    return _parse_pieces([_TextPiece(text, start, end) for start, end in _chunks(text, chunk_chars)], text, ctx)
+
+
+def parse_bytes_chunked(data: bytes, ctx: ParseContext, chunk_bytes: int) -> ParseResult:
+    """``parse_bytes`` with the bytes cut into record-aligned pieces of about ``chunk_bytes`` bytes.
+
+    Without a carriage return, decoding (UTF-8, undecodable bytes as ``\\xNN``) keeps every line
+    break where it is: the pieces are cut in the bytes and only those the kernel cannot read are
+    decoded. With one, the whole member is decoded first (CRLF becomes LF), as the pipeline does.
+    """
+    if data.find(b"\r") >= 0:
+        text = str(data, "utf-8", "backslashreplace").replace("\r\n", "\n")
+        return parse_chunked(text, ctx, chunk_bytes)
+    pieces = [_BytesPiece(data, start, end) for start, end in _chunks(data, chunk_bytes)]
+    return _parse_pieces(pieces, _decoded(data[: _comment_block_end(data)]), ctx)
+
+
+def _parse_pieces(pieces: list[_TextPiece] | list[_BytesPiece], head: str, ctx: ParseContext) -> ParseResult:
+    """The pieces folded and summed; ``head``: the text of the leading comment lines (for the notes).
+
+    The C kernel reads the pieces it can (see ``_scan_pieces``); the others are read line by line
+    (``_fold_chunk``), in file order.
+    """
+    kernel = _kernel()
+    folders, scans = _scan_pieces(kernel, pieces) if kernel is not None else ([], [None] * len(pieces))
     seen = _Seen()
     folded: list[pl.DataFrame] = []
-    spelled: list[pl.DataFrame] = []
     warnings: list[tuple[int, str]] = []
     dropped = 0
-    times: list[tuple[float, float]] = []
-    headers = 0
-    for part in _folded_pieces(text, chunk_chars, seen):
+    times = [scan.time_range for scan in scans if scan is not None and scan.time_range is not None]
+    headers = sum(scan.samples for scan in scans if scan is not None)
+    for piece, scan in zip(pieces, scans):
+        if scan is not None:
+            continue
+        part = _fold_chunk(piece.text(), piece.first_line(), seen)
         headers += part.headers
         if part.stacks.height:
-            (spelled if part.spelled else folded).append(part.stacks)
+            folded.append(part.stacks)
         if part.time_range is not None:
             times.append(part.time_range)
         room = MAX_WARNINGS - len(warnings)
@@ -150,73 +188,231 @@ def parse_chunked(text: str, ctx: ParseContext, chunk_chars: int) -> ParseResult
         dropped += part.warning_count - min(room, len(part.warnings))
     if headers == 0:
         raise ParseError("no perf script sample header line (comm pid [cpu] time: event:) found")
-    stacks = _merge(folded, spelled, seen.names, ctx.source)
+    regular = [scan for scan in scans if scan is not None]
+    stacks = _merge(folded, [_kernel_stacks(folders, regular)] if regular else [], seen.names, ctx.source)
     result_warnings = [ParseWarning(line, reason) for line, reason in warnings]
     if dropped > 0:
         result_warnings.append(ParseWarning(None, f"{dropped} more warnings not shown"))
     records = int(stacks["samples"].sum())
-    notes = _notes(text, stacks, times)
+    notes = _notes(head, stacks, times)
     return ParseResult(tables={PERF_STACK: stacks}, records=records, warnings=result_warnings, notes=notes)
 
 
-def _folded_pieces(text: str, chunk_chars: int, seen: _Seen):
-    """Yield the ``_Part`` of each piece, in file order.
+def _kernel():
+    """The C kernel ``dbdiag._perf_fold``, or None when the package was installed without it."""
+    try:
+        from dbdiag import _perf_fold
+    except ImportError:
+        return None
+    return _perf_fold
 
-    Two threads scan the next two pieces with ``_fold_regular`` (numpy and polars release the GIL
-    in their heavy calls) while this thread names what the previous scans found; at most two
-    pieces' bytes are alive at once. Pieces that are not regular are read by ``_fold_chunk`` here.
-    The regular pieces' counts come last, summed in one part whose stacks are already spelled.
+
+@dataclass(frozen=True)
+class _TextPiece:
+    """``text[start:end]``, a piece of a decoded member."""
+
+    text_of: str
+    start: int
+    end: int
+
+    def kernel_input(self) -> tuple[bytes, int, int] | None:
+        chunk = self.text()
+        return (chunk.encode("ascii"), 0, len(chunk)) if chunk.isascii() else None
+
+    def text(self) -> str:
+        return self.text_of[self.start : self.end]
+
+    def first_line(self) -> int:
+        return self.text_of.count("\n", 0, self.start) + 1
+
+
+@dataclass(frozen=True)
+class _BytesPiece:
+    """``data[start:end]``, a piece of a member's bytes without carriage returns."""
+
+    data: bytes
+    start: int
+    end: int
+
+    def kernel_input(self) -> tuple[bytes, int, int]:
+        # The kernel refuses any byte that is not ASCII: decoding would not change the others.
+        return self.data, self.start, self.end
+
+    def text(self) -> str:
+        return _decoded(self.data[self.start : self.end])
+
+    def first_line(self) -> int:
+        # A window at a time: an mmap has no count().
+        starts = range(0, self.start, CHUNK_CHARS)
+        return sum(self.data[at : min(at + CHUNK_CHARS, self.start)].count(b"\n") for at in starts) + 1
+
+
+def _decoded(data: bytes) -> str:
+    """Bytes without carriage returns as ``dbdiag.pipeline.decode`` decodes them."""
+    return str(data, "utf-8", "backslashreplace")
+
+
+def _comment_block_end(data: bytes) -> int:
+    """Where the leading ``#`` lines that ``_header_notes`` reads end."""
+    end = 0
+    for _ in range(500):
+        if data[end : end + 1] != b"#":
+            break
+        newline = data.find(b"\n", end)
+        if newline < 0:
+            return len(data)
+        end = newline + 1
+    return end
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """One piece read by the kernel: ``counts`` (key_id, stack_id, samples) in the ids of Folder ``lane``."""
+
+    lane: int
+    samples: int
+    time_range: tuple[float, float] | None
+    counts: pl.DataFrame
+
+
+def _scan_pieces(kernel, pieces: list[_TextPiece] | list[_BytesPiece]) -> tuple[list, list[_Scan | None]]:
+    """The kernel's Folders, each with the fields of its header keys (``_folder_keys``), and per piece
+    its ``_Scan`` (None when the piece is not regular).
+
+    Regular: ``perf script`` output as perf prints it (ASCII; comment lines only before the first
+    sample; every sample a header line, its indented frame lines, empty lines), which the kernel
+    reads without the GIL, ``KERNEL_THREADS`` pieces at a time, each thread with a Folder of its
+    own. A piece also goes the line-by-line way when one of its headers does not read as one
+    (``_key_fields``).
     """
-    from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
+    import threading
+    from array import array
 
-    pieces = list(_chunks(text, chunk_chars))
+    lanes = max(1, min(KERNEL_THREADS, len(pieces)))
+    folders = [kernel.Folder() for _ in range(lanes)]
+    scans: list[_Scan | None] = [None] * len(pieces)
 
-    def general(start: int, end: int) -> _Part:
-        return _fold_chunk(text[start:end], text.count("\n", 0, start) + 1, seen)
+    def scan(lane: int) -> None:
+        for index in range(lane, len(pieces), lanes):
+            source = pieces[index].kernel_input()
+            found = None if source is None else folders[lane].scan(*source)
+            if found is None:
+                continue
+            samples, first, last, key_ids, stack_ids, counts = found
+            table = pl.DataFrame([
+                pl.Series("key_id", _unpacked(array("I"), key_ids), pl.UInt32),
+                pl.Series("stack_id", _unpacked(array("I"), stack_ids), pl.UInt32),
+                pl.Series("samples", _unpacked(array("Q"), counts), pl.Int64),
+            ])
+            scans[index] = _Scan(lane, samples, None if first is None else (first, last), table)
 
-    if not text.isascii():
-        for start, end in pieces:
-            yield general(start, end)
-        return
+    failures: list[BaseException] = []
 
-    def scan(index: int, known: pl.DataFrame) -> _Scan | None:
-        start, end = pieces[index]
-        return _fold_regular(text[start:end].encode("ascii"), known)
+    def run(lane: int) -> None:
+        try:
+            scan(lane)
+        except BaseException as error:  # noqa: BLE001 - raised again below, in the calling thread
+            failures.append(error)
 
-    counts: list[pl.DataFrame] = []
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        running = deque(pool.submit(scan, index, seen.known_stacks()) for index in range(min(2, len(pieces))))
-        for index, (start, end) in enumerate(pieces):
-            found = running.popleft().result()
-            if found is not None and _name_scan(found, seen):
-                counts.append(found.counts)
-                part = _Part(pl.DataFrame(schema=_PART_SCHEMA), found.headers, [], 0, found.time_range)
-            else:
-                part = general(start, end)
-            # Submitted after this piece is named: its stacks are known to the scan, whatever the timing.
-            if index + 2 < len(pieces):
-                running.append(pool.submit(scan, index + 2, seen.known_stacks()))
-            yield part
-    if counts:
-        yield _Part(_regular_stacks(counts, seen), 0, [], 0, None, spelled=True)
+    threads = [threading.Thread(target=run, args=(lane,)) for lane in range(1, lanes)]
+    for thread in threads:
+        thread.start()
+    run(0)
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    keys = [_folder_keys(folder) for folder in folders]
+    for index, found in enumerate(scans):
+        if found is not None and not found.counts["key_id"].is_in(keys[found.lane]["key_id"].implode()).all():
+            scans[index] = None
+    return list(zip(folders, keys)), scans
+
+
+def _unpacked(values, packed: bytes):
+    """``values`` (an empty ``array.array``) filled from the kernel's packed numbers."""
+    values.frombytes(packed)
+    return values
+
+
+def _folder_keys(folder) -> pl.DataFrame:
+    """The header fields of a Folder's keys that read as sample headers: key_id, comm, pid, tid, period, event, rest."""
+    keys = pl.DataFrame({"key": folder.keys()}, schema={"key": pl.String}).with_row_index("key_id")
+    return _key_fields(keys).drop("key")
+
+
+def _kernel_stacks(folders: list, scans: list[_Scan]) -> pl.DataFrame:
+    """The kernel's counts summed per Folder, stacks spelled from the names of their symbols (``_SPELLED_SCHEMA``).
+
+    A Folder's symbols are frame bodies (one per group of bodies named alike): each distinct one is named once.
+    """
+    from array import array
+
+    bodies = [pl.Series("body", folder.symbols(), pl.String) for folder, _ in folders]
+    named = _frame_names(pl.concat([*bodies, *(keys["rest"] for _, keys in folders)]).drop_nulls().unique())
+    named = named.select("body", "frame", "kernel")
+    rests = named.rename({"body": "rest", "frame": "rest_frame", "kernel": "rest_kernel"})
+    tables = []
+    for lane, ((folder, keys), symbols) in enumerate(zip(folders, bodies)):
+        counts = [scan.counts for scan in scans if scan.lane == lane]
+        if not counts:
+            continue
+        lines = symbols.to_frame().join(named, on="body", how="left", maintain_order="left")  # by symbol id
+        spelled, leaves = folder.spell(lines["frame"].to_list())
+        stacks = pl.DataFrame(
+            [pl.Series("stack", spelled, pl.String), pl.Series("leaf_symbol", _unpacked(array("i"), leaves), pl.Int32)]
+        ).with_row_index("stack_id")
+        leaf_names = lines.select(
+            pl.int_range(pl.len(), dtype=pl.Int32).alias("leaf_symbol"), pl.col("frame").alias("leaf"),
+            pl.col("kernel").alias("leaf_kernel"),
+        )
+        stacks = stacks.join(leaf_names, on="leaf_symbol", how="left")
+        # Samples without frames (or with only frames stackcollapse-perf.pl skips) take the symbol
+        # of their header line, if any, as a one-frame stack.
+        bare = pl.col("bare")
+        rows = (
+            pl.concat(counts)
+            .join(keys.join(rests, on="rest", how="left"), on="key_id")
+            .join(stacks.select("stack_id", pl.col("stack").is_null().alias("bare")), on="stack_id")
+            # Summed per thread and stack id before the stacks' strings join: fewer rows carry them.
+            .group_by(
+                "comm", "pid", "tid", "event", "stack_id", "bare",
+                pl.when(bare).then(pl.col("rest_frame")).alias("rest_frame"),
+                pl.when(bare).then(pl.col("rest_kernel")).alias("rest_kernel"),
+            )
+            .agg(
+                pl.col("samples").sum(),
+                (pl.col("period") * pl.col("samples")).sum().alias("period"),
+                pl.col("samples").filter(pl.col("period").is_not_null()).sum().alias("period_n"),
+            )
+        )
+        tables.append(
+            rows.join(stacks, on="stack_id")
+            .select(
+                "comm", "pid", "tid", "event",
+                pl.when(bare).then(pl.col("rest_frame")).otherwise(pl.col("stack")).alias("stack"),
+                pl.when(bare).then(pl.col("rest_frame")).otherwise(pl.col("leaf")).alias("leaf"),
+                pl.when(~bare).then(pl.col("leaf_kernel"))
+                .when(pl.col("rest_frame").is_not_null()).then(pl.col("rest_kernel")).alias("leaf_kernel"),
+                "samples", "period", "period_n",
+            )
+            .cast(_SPELLED_SCHEMA)
+        )
+    return pl.concat(tables) if tables else pl.DataFrame(schema=_SPELLED_SCHEMA)
 
 
 class _Seen:
-    """Frame lines, frame names and stack texts already read in this member, so later chunks only look at new ones.
+    """Frame lines and frame names already read line by line in this member, so later chunks only look at new ones.
 
     ``lines``: the two hashes of a frame line -> nid (null for frames stackcollapse-perf.pl skips);
     ``names``: body (``sym+0x1f (dso)``) -> nid, frame name, kernel flag; nid numbers names across
-    the member; ``stacks``: the two hashes of a regular sample's frame lines (one string) -> the
-    stack they spell (frame names root first joined by ``;``, null without frames) and its leaf's
-    nid. Strings kept here are copied, not views: a polars string view would keep its whole
+    the member. Strings kept here are copied, not views: a polars string view would keep its whole
     chunk's buffer alive and memory would grow with the file.
     """
 
     def __init__(self) -> None:
         self.lines = pl.DataFrame(schema={"uid": pl.UInt64, "check": pl.UInt64, "nid": pl.UInt32})
         self.names = pl.DataFrame(schema={"body": pl.String, "nid": pl.UInt32, "frame": pl.String, "kernel": pl.Boolean})
-        self.stacks = pl.DataFrame(schema=_STACK_SCHEMA)
 
     def name_ids(self, bodies: pl.Series) -> pl.DataFrame:
         """body -> nid for ``bodies``, naming the ones not seen before."""
@@ -227,10 +423,6 @@ class _Seen:
             self.names = pl.concat([self.names, named.select(self.names.columns)])
         return self.names.select("body", pl.when(pl.col("frame").is_not_null()).then(pl.col("nid")).alias("nid"))
 
-    def known_stacks(self) -> pl.DataFrame:
-        """The hashes of the stack texts read so far (a frame of its own, safe to hand to another thread)."""
-        return self.stacks.select("stack_uid", "stack_check")
-
 
 def _copied(strings: pl.Expr) -> pl.Expr:
     """The strings in fresh buffers (see ``_Seen``)."""
@@ -239,241 +431,27 @@ def _copied(strings: pl.Expr) -> pl.Expr:
 
 @dataclass(frozen=True)
 class _Part:
-    """One chunk folded: its distinct stacks with counts, and what it had to skip.
-
-    ``stacks``: ``_PART_SCHEMA`` (stacks as nid lists), or ``_SPELLED_SCHEMA`` when ``spelled``.
-    """
+    """One chunk read line by line: its distinct stacks (``_PART_SCHEMA``) with counts, and what it had to skip."""
 
     stacks: pl.DataFrame
     headers: int
     warnings: list[tuple[int, str]]
     warning_count: int
     time_range: tuple[float, float] | None
-    spelled: bool = False
 
 
-@dataclass(frozen=True)
-class _Scan:
-    """One regular piece read without naming anything (see ``_fold_regular``); all strings copied.
-
-    ``counts``: samples per header fields and stack text (``stack_uid``, ``stack_check``: its two
-    hashes); ``stacks``: the stack texts not known before, each as the ``uid`` hashes of its frame
-    lines, leaf first (null without frames); ``lines``: their distinct frame lines (uid, check, line).
-    """
-
-    counts: pl.DataFrame
-    stacks: pl.DataFrame
-    lines: pl.DataFrame
-    headers: int
-    time_range: tuple[float, float] | None
-
-
-def _chunks(text: str, chunk_chars: int):
-    """Yield the (start, end) offsets of pieces of ``text``, cutting only after a blank line."""
+def _chunks(text: str | bytes, chunk_chars: int):
+    """Yield the (start, end) offsets of pieces of ``text`` (or bytes), cutting only after a blank line."""
+    blank = "\n\n" if isinstance(text, str) else b"\n\n"
     start = 0
     size = len(text)
     while start < size:
         end = start + max(chunk_chars, 1)
         if end < size:
-            cut = text.find("\n\n", end)
+            cut = text.find(blank, end)
             end = size if cut < 0 else cut + 2
-        yield start, end
+        yield start, min(end, size)
         start = end
-
-
-def _fold_regular(data: bytes, known: pl.DataFrame) -> _Scan | None:
-    """A piece's samples counted per header and stack text, or None when the piece has anything else.
-
-    The usual shape, that of ``perf script`` output: comment lines only before the first sample,
-    then samples, each a header line followed by its tab- or blank-indented frame lines and blank
-    lines, and nothing else (ASCII text, every header and frame line readable); ``_fold_chunk``
-    reads any other piece. Line bounds are found with numpy over the bytes; each sample's frame
-    lines stay one string (a slice of the bytes, not a copy) and samples are counted per distinct
-    stack text by its hashes, so frame lines are only split for the stack texts not in ``known``
-    (stack_uid, stack_check). Nothing is named here, and nothing shared is touched: ``_name_scan``
-    does that, so pieces can be scanned side by side.
-    """
-    import numpy as np  # here, not on top: most dbdiag runs never read a big perf script
-
-    raw = np.frombuffer(data, np.uint8)
-    ends = np.flatnonzero(raw == _NEWLINE)
-    if raw.size and raw[-1] != _NEWLINE:
-        ends = np.append(ends, raw.size)
-    starts = np.empty_like(ends)
-    starts[:1] = 0
-    starts[1:] = ends[:-1] + 1
-    empty = starts == ends
-    first = raw[np.minimum(starts, max(raw.size - 1, 0))] if raw.size else np.zeros(0, np.uint8)
-    indented = ~empty & ((first == _TAB) | (first == _SPACE))
-    comment = ~empty & (first == _HASH)
-    header = ~empty & ~indented & ~comment
-    header_rows = np.flatnonzero(header)
-    if header_rows.size == 0:
-        return None
-    begin = header_rows[0]
-    after_blank = np.zeros_like(empty)
-    after_blank[1:] = empty[:-1]
-    if comment[begin:].any() or indented[:begin].any() or (indented & after_blank).any():
-        return None
-    # Frame lines follow their header directly: sample i's are lines header_rows[i] + 1 ... + frame_counts[i].
-    frame_counts = np.bincount(np.cumsum(header)[indented], minlength=header_rows.size + 1)[1:]
-    header_ends = ends[header_rows]
-    stack_ends = ends[header_rows + frame_counts]
-    samples = header_rows.size
-    # Per sample: its header line, then its frame lines as one string (from the newline ending the header).
-    texts = _byte_ranges(data, np.stack([starts[header_rows], header_ends, stack_ends], axis=1).ravel())
-    headers, keys = _header_keys(texts.gather_every(3).to_frame("line").with_row_index("uid"))
-    if headers.height != samples:
-        return None
-    stack_texts = texts.gather_every(3, offset=1)
-    per_sample = headers.with_columns(
-        stack_texts.hash(seed=_HASH_SEED).alias("stack_uid"), stack_texts.hash(seed=_CHECK_SEED).alias("stack_check")
-    )
-    distinct = per_sample.group_by("stack_uid").agg(
-        pl.col("stack_check").n_unique().alias("checks"), pl.col("stack_check").first(), pl.col("uid").first()
-    )
-    if distinct["checks"].max() != 1:
-        return None
-    # In file order: the stacks' frame lines are then read as one increasing run of byte ranges.
-    fresh = distinct.join(known, on=["stack_uid", "stack_check"], how="anti").sort("uid")
-    rows = fresh["uid"].to_numpy()
-    split = _stack_lines(fresh, header_rows[rows], frame_counts[rows], starts, ends, data)
-    if split is None:
-        return None
-    stacks, lines = split
-    # A header's period is in its key: the part multiplies it by the samples.
-    counts = (
-        per_sample.group_by("key_id", "stack_uid", "stack_check")
-        .agg(pl.len().alias("samples"))
-        .join(keys, on="key_id", how="left")
-        .select(
-            _copied(pl.col("comm")), "pid", "tid", "period", _copied(pl.col("event")), _copied(pl.col("rest")),
-            "stack_uid", "stack_check", "samples",
-        )
-    )
-    times = headers.select(pl.col("time").min().alias("first"), pl.col("time").max().alias("last")).row(0)
-    time_range = None if times[0] is None else (float(times[0]), float(times[1]))
-    return _Scan(counts, stacks, lines, samples, time_range)
-
-
-def _stack_lines(fresh: pl.DataFrame, header_rows, frame_counts, starts, ends, data: bytes):
-    """The ``stacks`` and ``lines`` of a ``_Scan`` for the ``fresh`` stack texts, read from one sample of each.
-
-    None when one of these lines is not a frame line, or two of them share a hash.
-    """
-    import numpy as np
-
-    owners = np.repeat(np.arange(frame_counts.size), frame_counts)
-    first_row = np.repeat(header_rows + 1 - np.concatenate(([0], np.cumsum(frame_counts)[:-1])), frame_counts)
-    rows = first_row + np.arange(owners.size)
-    stacks = fresh.select("stack_uid", "stack_check").with_row_index("owner")
-    if rows.size == 0:
-        no_lines = pl.DataFrame(schema={"uid": pl.UInt64, "check": pl.UInt64, "line": pl.String})
-        return stacks.select("stack_uid", "stack_check", pl.lit(None, pl.List(pl.UInt64)).alias("line_uids")), no_lines
-    # Every other string is a line; the ones between are the newlines.
-    lines = _byte_ranges(data, np.stack([starts[rows], ends[rows]], axis=1).ravel()).gather_every(2)
-    keyed = lines.to_frame("line").select(
-        pl.Series("owner", owners, pl.UInt32),
-        pl.col("line").hash(seed=_HASH_SEED).alias("uid"),
-        pl.col("line").hash(seed=_CHECK_SEED).alias("check"),
-        "line",
-    )
-    distinct_lines = keyed.unique(subset=["uid", "check"], keep="any").select("uid", "check", "line")
-    if distinct_lines["uid"].n_unique() != distinct_lines.height:
-        return None
-    # Indented lines: frames if they match _FRAME_PATTERN (what _classify concludes for them), else give up.
-    if not distinct_lines.select(pl.col("line").str.contains(_FRAME_PATTERN).all()).item():
-        return None
-    per_stack = keyed.group_by("owner").agg(pl.col("uid").alias("line_uids"))
-    stacks = stacks.join(per_stack, on="owner", how="left").select("stack_uid", "stack_check", "line_uids")
-    return stacks, distinct_lines.with_columns(_copied(pl.col("line")))
-
-
-def _name_scan(scan: _Scan, seen: _Seen) -> bool:
-    """Name a scanned piece's new frame lines and spell its new stack texts, in ``seen``.
-
-    False (and nothing added) when one of its frame lines shares a hash with a different line met before.
-    """
-    lines = scan.lines.join(seen.lines, on=["uid", "check"], how="anti")
-    if lines.join(seen.lines, on="uid", how="semi").height:
-        return False
-    if lines.height:
-        bodies = lines.select("uid", "check", _body(pl.col("line")).alias("body"))
-        named = bodies.join(seen.name_ids(bodies["body"]), on="body", how="left")
-        seen.lines = pl.concat([seen.lines, named.select("uid", "check", "nid")])
-    # The other scan running meanwhile did not know this one's stacks: both may bring the same ones.
-    fresh = scan.stacks.join(seen.stacks, on=["stack_uid", "stack_check"], how="anti")
-    if fresh.height:
-        by_line = seen.lines.join(seen.names.select("nid", "frame"), on="nid", how="left")
-
-        def per_line(values: pl.Series) -> pl.Expr:
-            """The stack's frame lines mapped to ``values``, leaf first; frames stackcollapse-perf.pl skips drop out."""
-            return (
-                pl.col("line_uids")
-                .list.eval(pl.element().replace_strict(by_line["uid"], values, default=None))
-                .list.drop_nulls()
-            )
-
-        stacks = fresh.select(
-            "stack_uid", "stack_check", per_line(by_line["frame"]).alias("frames"),
-            per_line(by_line["nid"]).list.first().alias("leaf_id"),
-        ).select(
-            "stack_uid",
-            "stack_check",
-            pl.when(pl.col("frames").list.len() > 0)
-            .then(pl.col("frames").list.reverse().list.join(";"))
-            .alias("stack"),
-            "leaf_id",
-        )
-        seen.stacks = pl.concat([seen.stacks, stacks.cast(_STACK_SCHEMA)])
-    return True
-
-
-def _regular_stacks(counts: list[pl.DataFrame], seen: _Seen) -> pl.DataFrame:
-    """The scanned pieces' ``counts`` summed, with their stacks spelled (``_SPELLED_SCHEMA``)."""
-    fields = ["comm", "pid", "tid", "period", "event", "rest", "stack_uid", "stack_check"]
-    summed = pl.concat(counts).group_by(fields).agg(pl.col("samples").sum())
-    rest_ids = seen.name_ids(summed["rest"])
-    rest_frames = rest_ids.join(seen.names.select("body", "frame"), on="body", how="left").rename(
-        {"body": "rest", "nid": "rest_nid", "frame": "rest_frame"}
-    )
-    # Samples without frames take the symbol of their header line, if any, as a one-frame stack.
-    bare = pl.col("stack").is_null()
-    return (
-        summed.with_columns(
-            (pl.col("period") * pl.col("samples")).alias("period"),
-            pl.when(pl.col("period").is_not_null()).then(pl.col("samples")).otherwise(0).alias("period_n"),
-        )
-        .join(seen.stacks, on=["stack_uid", "stack_check"], how="left")
-        .join(rest_frames, on="rest", how="left")
-        .with_columns(
-            pl.when(bare).then(pl.col("rest_frame")).otherwise(pl.col("stack")).alias("stack"),
-            pl.when(bare).then(pl.col("rest_nid")).otherwise(pl.col("leaf_id")).alias("leaf_id"),
-        )
-        .select(list(_SPELLED_SCHEMA))
-        .cast(_SPELLED_SCHEMA)
-    )
-
-
-def _byte_ranges(data: bytes, bounds) -> pl.Series:
-    """The strings ``data[bounds[i]:bounds[i + 1]]`` (ASCII ``data``; ``bounds`` never decreasing).
-
-    One Arrow array whose offsets are ``bounds``, over ``data`` itself: no string is copied.
-    """
-    import pyarrow as pa  # here, not on top: most dbdiag runs never read a big perf script
-
-    offsets = pa.py_buffer(bounds.astype("int64", copy=False))
-    return pl.Series(_ArrowArray(pa.LargeStringArray.from_buffers(len(bounds) - 1, offsets, pa.py_buffer(data))))
-
-
-class _ArrowArray:
-    """An Arrow array handed to polars by the Arrow PyCapsule interface (``pl.from_arrow`` imports pyarrow.compute)."""
-
-    def __init__(self, array) -> None:
-        self.array = array
-
-    def __arrow_c_array__(self, requested_schema=None):
-        return self.array.__arrow_c_array__(requested_schema)
 
 
 def _fold_chunk(chunk: str, first_line: int, seen: _Seen, exact: bool = False) -> _Part:
@@ -639,15 +617,6 @@ def _classify(distinct: pl.DataFrame) -> pl.DataFrame:
 def _header_fields(flush: pl.DataFrame) -> pl.DataFrame:
     """The sample headers among ``flush`` lines (uid, line): uid, time, comm, pid, tid, period, event, rest.
 
-    ``rest`` is the body of a frame printed on the header line (samples recorded without ``-g``).
-    """
-    headers, keys = _header_keys(flush)
-    return headers.join(keys, on="key_id", how="inner", maintain_order="left").drop("key_id")
-
-
-def _header_keys(flush: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """``_header_fields`` in two tables: the headers (uid, time, key_id) and their fields per key_id.
-
     Header lines differ mostly by their time: the fields are read once per line without its time.
     """
     flush = flush.select(
@@ -655,13 +624,21 @@ def _header_keys(flush: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         pl.col("line").str.extract(_TIME_PATTERN, 1).cast(pl.Float64, strict=False).alias("time"),
         pl.col("line").str.replace(_TIME_PATTERN, " 0.0:").alias("key"),
     )
-    keys = flush.select(pl.col("key").unique()).with_row_index("key_id")
-    keys = keys.with_columns(pl.col("key").str.extract_groups(_HEADER_PATTERN).alias("h")).unnest("h")
-    keys = keys.filter(
+    keys = _key_fields(flush.select(pl.col("key").unique()))
+    return flush.join(keys, on="key", how="inner", maintain_order="left").drop("key")
+
+
+def _key_fields(keys: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``keys`` whose ``key`` (a header line, its time as ``0.0``) reads as a sample header, with its fields.
+
+    Adds comm, pid, tid, period, event and rest: the body of a frame printed on the header line
+    (samples recorded without ``-g``).
+    """
+    fields = keys.with_columns(pl.col("key").str.extract_groups(_HEADER_PATTERN).alias("h")).unnest("h")
+    return fields.filter(
         pl.col("id1").is_not_null() & (pl.col("time").is_not_null() | pl.col("event").is_not_null())
     ).select(
-        "key",
-        "key_id",
+        *keys.columns,
         pl.col("comm").str.strip_chars(),
         pl.when(pl.col("id2").is_not_null()).then(pl.col("id1")).cast(pl.Int64, strict=False).alias("pid"),
         pl.coalesce("id2", "id1").cast(pl.Int64, strict=False).alias("tid"),
@@ -669,8 +646,6 @@ def _header_keys(flush: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         "event",
         pl.when(pl.col("rest").str.contains(_OLD_FRAME_PATTERN)).then(_body(pl.col("rest"))).alias("rest"),
     )
-    headers = flush.join(keys.select("key", "key_id"), on="key", how="inner", maintain_order="left")
-    return headers.drop("key"), keys.drop("key")
 
 
 def _body(line: pl.Expr) -> pl.Expr:
@@ -719,27 +694,21 @@ def _frame_names(bodies: pl.Series) -> pl.DataFrame:
 def _merge(folded: list[pl.DataFrame], spelled: list[pl.DataFrame], names: pl.DataFrame, source: str) -> pl.DataFrame:
     """Sum the chunks' counts per stack.
 
-    ``folded``: ``_Part`` tables, stacks as frame ids (spelled root first here); ``spelled``: tables
-    of ``_SPELLED_SCHEMA``, stacks already spelled.
+    ``folded``: ``_Part`` tables, stacks as frame ids (spelled root first here, named by ``names``);
+    ``spelled``: tables of ``_SPELLED_SCHEMA``, stacks already spelled.
     """
     if not folded and not spelled:
         return conform(PERF_STACK, pl.DataFrame())
-    stacks = pl.concat([*([_spelled(folded, names)] if folded else []), *spelled])
-    leaves = names.select(pl.col("nid").alias("leaf_id"), pl.col("frame").alias("leaf"),
-                          pl.col("kernel").alias("leaf_kernel"))
-    stacks = (
-        stacks.join(leaves, on="leaf_id", how="left")
-        .with_columns(
-            pl.when(pl.col("stack") == "").then(None).otherwise(pl.col("stack")).fill_null("[unknown]").alias("stack"),
-            pl.col("leaf").fill_null("[unknown]"),
-        )
+    stacks = pl.concat([*([_spelled(folded, names)] if folded else []), *spelled]).with_columns(
+        pl.when(pl.col("stack") == "").then(None).otherwise(pl.col("stack")).fill_null("[unknown]").alias("stack"),
+        pl.col("leaf").fill_null("[unknown]"),
     )
     if stacks["comm"].str.starts_with("java").any():
         stacks = stacks.with_columns(_tidy_java(pl.col("stack")), _tidy_java(pl.col("leaf")))
-    stacks = (
-        stacks.group_by(_KEYS)
-        .agg(pl.col("samples", "period", "period_n").sum(), pl.col("leaf", "leaf_kernel").first())
-    )
+    # Stacks spelled alike mostly share their leaf; when not ("[unknown]" from a sample without
+    # frames and from a frame named so), the least leaf, kernel flag known first, whatever the order.
+    leaf_first = pl.col("leaf", "leaf_kernel").sort_by("leaf", "leaf_kernel", nulls_last=True).first()
+    stacks = stacks.group_by(_KEYS).agg(pl.col("samples", "period", "period_n").sum(), leaf_first)
     stacks = stacks.with_columns(
         pl.when(pl.col("period_n") > 0).then(pl.col("period")).alias("period"),
         pl.lit(source).alias("source"),
@@ -770,7 +739,11 @@ def _spelled(folded: list[pl.DataFrame], names: pl.DataFrame) -> pl.DataFrame:
     spelled = pl.col("stack_ids").list.eval(
         pl.element().replace_strict(frames["nid"], frames["frame"], return_dtype=pl.String)
     ).list.join(";").alias("stack")
-    return stacks.with_columns(spelled).select(list(_SPELLED_SCHEMA)).cast(_SPELLED_SCHEMA)
+    leaves = names.select(
+        pl.col("nid").alias("leaf_id"), pl.col("frame").alias("leaf"), pl.col("kernel").alias("leaf_kernel")
+    )
+    stacks = stacks.with_columns(spelled).join(leaves, on="leaf_id", how="left")
+    return stacks.select(list(_SPELLED_SCHEMA)).cast(_SPELLED_SCHEMA)
 
 
 def _tidy_java(frames: pl.Expr) -> pl.Expr:
@@ -782,8 +755,8 @@ def _tidy_java(frames: pl.Expr) -> pl.Expr:
     )
 
 
-def _notes(text: str, stacks: pl.DataFrame, times: list[tuple[float, float]]) -> list[str]:
-    notes = _header_notes(text)
+def _notes(head: str, stacks: pl.DataFrame, times: list[tuple[float, float]]) -> list[str]:
+    notes = _header_notes(head)
     if times:
         first, last = min(t[0] for t in times), max(t[1] for t in times)
         notes.append(
@@ -857,4 +830,5 @@ SPEC = ParserSpec(
     description="perf script call stacks (perf 3.x-6.x) folded into per-stack sample counts",
     detect=detect,
     parse=parse,
+    parse_bytes=parse_bytes,
 )

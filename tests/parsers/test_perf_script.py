@@ -254,9 +254,9 @@ def test_no_header_at_all_is_an_error() -> None:
 
 
 def _parse_general_only(text: str, monkeypatch: pytest.MonkeyPatch) -> ParseResult:
-    """The parse with the fast reading of regular text turned off: every piece goes through the line-by-line reading."""
+    """The parse without the C kernel (as when it was not built): every piece goes through the line-by-line reading."""
     with monkeypatch.context() as patched:
-        patched.setattr(perf_script, "_fold_regular", lambda data, seen: None)
+        patched.setattr(perf_script, "_kernel", lambda: None)
         return _parse(text)
 
 
@@ -296,16 +296,16 @@ def test_irregular_text_gives_the_general_result(variant: str, monkeypatch: pyte
     assert result_as_json(_parse(text)) == result_as_json(_parse_general_only(text, monkeypatch))
 
 
-def test_stacks_met_in_earlier_pieces_are_not_split_again() -> None:
+def test_stacks_met_in_earlier_pieces_are_not_added_again() -> None:
     data = _member("numa2x2-guest-iperf-debian12.tar.gz", "perf-script.txt").encode("ascii")
-    first = perf_script._fold_regular(data, perf_script._Seen().known_stacks())
-    assert first is not None and first.stacks.height > 0 and first.lines.height > 0
-    again = perf_script._fold_regular(data, first.stacks.select("stack_uid", "stack_check"))
-    assert again is not None
-    assert (again.stacks.height, again.lines.height) == (0, 0)
-    columns = first.counts.columns  # group_by rows come in no set order
-    assert again.counts.sort(columns, nulls_last=True).equals(first.counts.sort(columns, nulls_last=True))
-    assert again.headers == first.headers == SAMPLES["numa2x2-guest-iperf-debian12.tar.gz"]
+    folder = perf_script._kernel().Folder()
+    first = folder.scan(data, 0, len(data))
+    assert first is not None and first[0] == SAMPLES["numa2x2-guest-iperf-debian12.tar.gz"]
+    sizes = (len(folder.symbols()), len(folder.keys()), len(folder.spell(folder.symbols())[0]))
+    assert min(sizes) > 0
+    again = folder.scan(data, 0, len(data))
+    assert again == first  # same ids, same counts, same times
+    assert (len(folder.symbols()), len(folder.keys()), len(folder.spell(folder.symbols())[0])) == sizes
 
 
 def test_repeated_text_in_many_pieces_counts_every_sample() -> None:
@@ -318,13 +318,32 @@ def test_repeated_text_in_many_pieces_counts_every_sample() -> None:
     assert twice.tables["perf_stack"].equals(doubled)
 
 
-def test_hash_clash_with_an_earlier_line_falls_back_to_the_line_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pieces_the_kernel_refuses_are_read_line_by_line(monkeypatch: pytest.MonkeyPatch) -> None:
     text = _member("numa2x2-guest-iperf-debian12.tar.gz", "perf-script.txt")
     expected = perf_script.parse_chunked(text, ParseContext(source="x"), 50_000)
+    kernel = perf_script._kernel()
+    refused: list[int] = []
+
+    class EveryOtherPiece:
+        """The kernel's Folder, refusing every other piece it is given."""
+
+        def __init__(self) -> None:
+            self.folder = kernel.Folder()
+            self.scans = 0
+            self.symbols, self.keys, self.spell = self.folder.symbols, self.folder.keys, self.folder.spell
+
+        def scan(self, data: bytes, start: int, end: int):
+            self.scans += 1
+            if self.scans % 2:
+                refused.append(start)
+                return None
+            return self.folder.scan(data, start, end)
+
     general: list[int] = []
     fold_chunk = perf_script._fold_chunk
-    monkeypatch.setattr(perf_script, "_name_scan", lambda scan, seen: False)
+    monkeypatch.setattr(perf_script, "_kernel", lambda: type("Kernel", (), {"Folder": EveryOtherPiece}))
     monkeypatch.setattr(perf_script, "_fold_chunk", lambda *args: general.append(1) or fold_chunk(*args))
     result = perf_script.parse_chunked(text, ParseContext(source="x"), 50_000)
-    assert len(general) == len(list(perf_script._chunks(text, 50_000))) > 2
+    pieces = len(list(perf_script._chunks(text, 50_000)))
+    assert len(general) == len(refused) and 2 < len(refused) < pieces
     assert result_as_json(result) == result_as_json(expected)
