@@ -61,22 +61,27 @@ When zone-less ``# Time`` lines disagree with SET timestamp by a whole zone offs
 the server's zone: the ``# Time`` lines are moved by that offset, with a warning. The database
 carries over the same way: the server writes ``use`` only when it changed.
 
-Speed (hundreds of MB): the text is cut into entry-aligned pieces parsed on two threads; each piece
-is read as a column of lines by polars' CSV reader; line kinds come from the 4-byte prefixes polars
-keeps inline in its string views (numpy, no pass over the text); header lines that repeat (User@Host,
-Thread_id, flags, use, SET timestamp, explain rows) are parsed once per distinct text, and a plan is
-joined once per distinct pair of explain lines (entries share its bytes); Query_time lines are split at
-positions learnt from the first one. No Python loop runs per line or per entry.
+Speed (hundreds of MB): the log is cut into entry-aligned pieces read on two threads. The C kernel
+``dbdiag._line_scan`` (analyzer/native/line_scan.c) reads a piece without the GIL: its lines as Arrow
+string views over the log's own bytes (``parse_bytes`` takes the member's bytes: no decoded copy), their
+kinds, the entries, numbers for the header and explain texts that repeat, the values of plain Query_time
+lines. Without it (a package installed with no C compiler) polars' CSV reader, numpy and hashes do the
+same: slower, same tables. The distinct header and explain texts of the whole log are then read once,
+what an entry shows of its explain lines once per distinct sequence of them, and a second pass over the
+pieces gives each entry its values. Query_time lines the kernel does not read are split at positions
+learnt from the first one. No Python loop runs per line or per entry.
 """
 
 from __future__ import annotations
 
+import codecs
 import functools
 import importlib
 import io
 import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, NamedTuple
 
 import polars as pl
 
@@ -93,7 +98,9 @@ class _OnFirstUse:
         self._name = name
 
     def __getattr__(self, attr: str):
-        module = sys.modules.get(self._name) or importlib.import_module(self._name)  # a dict lookup once imported
+        module = sys.modules.get(self._name)  # a dict lookup once imported
+        if module is None or getattr(module.__spec__, "_initializing", False):  # another thread may be importing it
+            module = importlib.import_module(self._name)
         return getattr(module, attr)
 
 
@@ -103,11 +110,13 @@ pa = _OnFirstUse("pyarrow")
 MAX_WARNINGS = 50
 CHUNK_CHARS = 16 * 1024 * 1024  # entry-aligned pieces: bounds the per-line memory (peak RSS)
 WORKERS = 2  # pieces parsed at once
+MAX_PIECE_BYTES = 2**31 - 1  # string views hold 32-bit offsets: a bigger piece (no entry start in it) takes the polars path
 TZ_MISMATCH_S = 30 * 60  # # Time vs SET timestamp differing by more than this means --tz is wrong
 MAX_ZONE_OFFSET_S = 14 * 3600  # the widest UTC offset in use; a larger gap is not a zone problem
 
 # Line kinds.
 SQL, BLANK, TIME, USER_HOST, QUERY_TIME, ATTR_START, ATTR, EXPLAIN, ADMIN, USE, SET_META, SERVER = range(12)
+BANNER_CANDIDATE = 12  # the kernel's mark for an SQL line next to a "Tcp port" line (maybe a banner line)
 HEADER_KINDS = (TIME, USER_HOST, QUERY_TIME, ATTR_START, ATTR, EXPLAIN)
 
 # log_slow_extra (MySQL 8) and Percona fields that may follow Rows_examined on the Query_time line.
@@ -123,6 +132,7 @@ QT_FIELDS = {
     "qt_text": "Query_time", "lock_text": "Lock_time", "rows_sent_text": "Rows_sent", "rows_examined_text": "Rows_examined",
 }
 QT_EXTRA = pl.col("t").str.count_matches(": ", literal=True) > 4
+QT_EXTRA_COLUMNS = tuple(f"qt_{key}" for key in QT_EXTRA_KEYS)
 
 
 EXPLAIN_COLUMNS = ("table", "type", "key", "rows", "r_rows", "Extra")
@@ -184,9 +194,9 @@ def detect(head: str, name: str) -> float:
 # ---- reading lines ----------------------------------------------------------------------------
 
 
-def _chunk_bounds(text: str, size: int) -> list[tuple[int, int]]:
-    """Cut ``text`` into pieces of about ``size`` characters, each starting at an entry start."""
-    bounds, start = [], 0
+def _chunk_bounds(text: str | bytes, size: int, begin: int = 0) -> list[tuple[int, int]]:
+    """Cut ``text[begin:]`` into pieces of about ``size`` characters (bytes), each starting at an entry start."""
+    bounds, start = [], begin
     while len(text) - start > size + size // 2:
         cut = _next_entry_start(text, start + size)
         if cut is None:
@@ -197,33 +207,140 @@ def _chunk_bounds(text: str, size: int) -> list[tuple[int, int]]:
     return bounds
 
 
-def _next_entry_start(text: str, after: int) -> int | None:
-    at = text.find("\n# User@Host: ", after)
+def _next_entry_start(text: str | bytes, after: int) -> int | None:
+    spell = (lambda s: s.encode()) if isinstance(text, bytes) else (lambda s: s)  # noqa: E731
+    at = text.find(spell("\n# User@Host: "), after)
     if at < 0:
-        at = text.find("\n# Time: ", after)
+        at = text.find(spell("\n# Time: "), after)
     if at < 0:
         return None
     line_start = at + 1
-    previous = text.rfind("\n", 0, at) + 1
+    previous = text.rfind(spell("\n"), 0, at) + 1
     # a User@Host right after "# Time:" belongs to that Time line's entry
-    return previous if text.startswith("# Time:", previous) else line_start
+    return previous if text.startswith(spell("# Time:"), previous) else line_start
 
 
-def _read_lines(chunk: str) -> pl.Series:
-    """The chunk's lines as one string column: CRLF ends removed, blank lines kept (line numbers stay exact)."""
-    data = chunk.encode("utf-8", "backslashreplace")
+@functools.cache
+def _line_scan():
+    """The C kernel ``dbdiag._line_scan``, or None when the package was built without a compiler
+    (then the polars path reads the lines: slower, same tables)."""
+    try:
+        from dbdiag import _line_scan
+    except ImportError:
+        return None
+    return _line_scan
+
+
+# a piece's lines, their byte lengths, first four bytes (uint32) and kinds, and the kernel that read them (None: polars did)
+Lines = tuple[pl.Series, "np.ndarray", "np.ndarray", "np.ndarray", "_Kernel | None"]
+
+
+def _text_lines(text: str, start: int, end: int) -> Lines:
+    """The lines of ``text[start:end]``, their byte lengths, first four bytes and kinds."""
+    kernel = _line_scan()
+    data = text[start:end].encode("utf-8", "backslashreplace")  # UTF-8 (lone surrogates become escapes)
+    scanned = _scanned(kernel, data, 0, len(data), cr_mode=1) if kernel is not None and len(data) <= MAX_PIECE_BYTES else None
+    if scanned is not None:
+        return scanned
+    lines = _read_lines(data)
+    length, prefix = _heads(lines)
+    return lines, length, prefix, _classify(lines, length, prefix), None
+
+
+def _raw_lines(data: bytes, start: int, end: int) -> Lines:
+    """``_text_lines`` of ``pipeline.decode(data)`` (for ``parse_bytes``; needs the kernel): strict
+    UTF-8 is scanned as it is, CRLF ends read as the decoded LF; other bytes are decoded first."""
+    kernel = _line_scan()
+    scanned = _scanned(kernel, data, start, end, cr_mode=2) if end - start <= MAX_PIECE_BYTES else None
+    if scanned is None:
+        text = _decode(data[start:end])  # pieces start at a line start: decoding them one by one is the same
+        return _text_lines(text, 0, len(text))
+    return scanned
+
+
+def _scanned(kernel, data: bytes, start: int, end: int, cr_mode: int) -> Lines | None:
+    """The kernel's pass over ``data[start:end]``, None if that is not UTF-8: the lines are Arrow
+    string views over ``data`` itself (no copy), and their first 8 bytes are the length and the
+    first four bytes."""
+    scanned = kernel.lines(data, start, end, cr_mode)
+    if scanned is None:
+        return None
+    views, kinds = scanned
+    heads = np.frombuffer(views, dtype="<u4").reshape(-1, 4)
+    array = pa.Array.from_buffers(
+        pa.string_view(), heads.shape[0], [None, pa.py_buffer(views), pa.py_buffer(data).slice(start, end - start)]
+    )
+    lines = pl.Series("t", _ArrowArray(array))
+    kind = np.frombuffer(kinds, dtype=np.uint8).copy()
+    candidates = np.flatnonzero(kind == BANNER_CANDIDATE)
+    kind[candidates] = SQL
+    _mark_banners(lines, kind, candidates)
+    return lines, heads[:, 0], heads[:, 1], kind, _Kernel(kernel, data, start, end, views)
+
+
+class _Kernel(NamedTuple):
+    """The kernel with the piece it read: line numbers given to it are those of ``lines``."""
+
+    module: object
+    data: bytes
+    start: int
+    end: int
+    views: bytes
+
+    def distinct(self, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(for each line of ``at`` the number of its text, the position in ``at`` where each text is first seen)."""
+        code, first = self.module.distinct(self.data, self.start, self.end, self.views, at.astype(np.int64))
+        return np.frombuffer(code, dtype=np.int64), np.frombuffer(first, dtype=np.int64)
+
+    def header_codes(
+        self, lines: pl.Series, kind: np.ndarray, prefix: np.ndarray, marks: dict[str, np.ndarray], n_entries: int
+    ) -> tuple[np.ndarray, pl.Series, np.ndarray]:
+        """``_header_codes`` in one pass."""
+        starts, groups = _group_starts()
+        names = list(LINE_GROUPS)
+        first, line, group = self.module.header_codes(
+            self.data, self.start, self.end, self.views, kind, marks["role"], n_entries, starts, groups,
+            (names.index("user_host"), names.index("use"), names.index("set")),
+        )
+        first = np.frombuffer(first, dtype=np.uint32).reshape(len(names), n_entries)  # int32 >= 0: same bits
+        return first.astype(_index_dtype(), copy=False), lines.gather(np.frombuffer(line, dtype=np.int64)), np.frombuffer(group, dtype=np.int8)
+
+    def query_times(self, at: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(plain: bool, query_time_s, lock_time_s, rows_sent, rows_examined) of the Query_time lines ``at``."""
+        plain, *numbers = self.module.query_times(self.data, self.start, self.end, self.views, at.astype(np.int64))
+        dtypes = (np.float64, np.float64, np.int64, np.int64)
+        return np.frombuffer(plain, dtype=bool), *(np.frombuffer(n, dtype=d) for n, d in zip(numbers, dtypes))
+
+
+class _ArrowArray:
+    """An Arrow array handed to polars by the Arrow PyCapsule interface (``pl.from_arrow`` imports pyarrow.compute)."""
+
+    def __init__(self, array) -> None:
+        self.array = array
+
+    def __arrow_c_array__(self, requested_schema=None):
+        return self.array.__arrow_c_array__(requested_schema)
+
+
+def _read_lines(data: bytes) -> pl.Series:
+    """The lines of UTF-8 ``data`` as one string column: CRLF ends removed, blank lines kept (line numbers stay exact)."""
     separator = next((chr(c) for c in (0, *range(1, 32), 127) if data.find(bytes([c])) < 0), None)
     if separator is None:  # every control byte occurs: binary garbage, split the slow way
-        lines = chunk.split("\n")
+        lines = data.decode().split("\n")
         if lines and lines[-1] == "":
             lines.pop()
         return pl.Series("t", [ln.removesuffix("\r") for ln in lines], dtype=pl.String)
+    # the reader drops a byte order mark that starts its input: it is text here (parse removed the file's own)
+    bom = data.startswith(codecs.BOM_UTF8)
+    if bom and len(data) == len(codecs.BOM_UTF8):
+        return pl.Series("t", ["\ufeff"], dtype=pl.String)
     frame = pl.read_csv(
         io.BytesIO(data), has_header=False, separator=separator, quote_char=None,
         new_columns=["t"], schema={"t": pl.String},
     )
     # the reader returns several chunks; gathers on one chunk are much faster
-    return frame["t"].fill_null("").rechunk()
+    lines = frame["t"].fill_null("").rechunk()
+    return lines.scatter(0, "\ufeff" + lines[0]) if bom else lines
 
 
 def _heads(lines: pl.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -265,7 +382,7 @@ LINE_STARTS = {
     "use ": (USE, None),
 }
 # Header lines read per distinct text: group -> (first four bytes of its "# Key: value" lines, the
-# fields an entry takes from its first line of the group). The last three are found by kind instead.
+# fields read from them). The last three are found by kind instead.
 LINE_GROUPS = {
     "thread": (("# Th",), ("Thread_id", "Schema", "Last_errno", "Killed", "QC_hit")),
     "schema": (("# Sc",), ("Schema", "Last_errno", "Killed")),
@@ -280,7 +397,23 @@ LINE_GROUPS = {
     "use": ((), ("use_db",)),
     "set": ((), ("set_ts",)),
 }
-OUTPUT_COLUMNS = tuple(dict.fromkeys(c for _, columns in LINE_GROUPS.values() for c in columns))
+# What an entry takes from its first line of each group: fields, or values worked out from one field
+# (``HEADER_TYPED``); a field that two groups have is taken from the first group that has a line.
+ENTRY_FIELDS = {
+    "thread": ("Thread_id", "Schema", "Last_errno"),
+    "schema": ("Schema", "Last_errno"),
+    "rows": ("rows_affected_number",),
+    "tmp": ("tmp_tables_positive", "tmp_disk_tables_positive"),
+    "flags": ("full_scan_flag", "full_join_flag", "tmp_table_flag", "tmp_table_on_disk_flag"),
+    "filesort": ("filesort_flag",),
+    "trx": ("txn_id",),
+    "rate": ("Log_slow_rate_type", "Log_slow_rate_limit"),
+    "client": ("client_host_of_client",),
+    "user_host": ("user", "client_host", "uh_id"),
+    "use": ("use_db",),
+    "set": ("set_ts",),
+}
+ENTRY_COLUMNS = tuple(dict.fromkeys(c for columns in ENTRY_FIELDS.values() for c in columns))
 KEYED_COLUMNS = tuple(c for g, (starts, columns) in LINE_GROUPS.items() if starts for c in columns)
 
 
@@ -303,10 +436,14 @@ def _classify(lines: pl.Series, length: np.ndarray, prefix: np.ndarray) -> np.nd
     tcp = np.flatnonzero((prefix == _code("Tcp ")) | (prefix == _code("TCP ")))
     around = np.unique(np.concatenate([tcp - 1, tcp, tcp + 1]))
     around = around[(around >= 0) & (around < len(kind))]
-    around = around[kind[around] == SQL]
-    if around.size:
-        kind[around[lines.gather(around).str.contains(SERVER_HEADER_RE).to_numpy()]] = SERVER
+    _mark_banners(lines, kind, around[kind[around] == SQL])
     return kind
+
+
+def _mark_banners(lines: pl.Series, kind: np.ndarray, candidates: np.ndarray) -> None:
+    """Set the candidate lines (SQL lines next to a ``Tcp port`` line) that are banner lines to SERVER."""
+    if candidates.size:
+        kind[candidates[lines.gather(candidates).str.contains(SERVER_HEADER_RE).to_numpy()]] = SERVER
 
 
 def _before_in_entry(flag: np.ndarray, entry: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -325,8 +462,21 @@ def _is_header_table() -> np.ndarray:
     return table
 
 
-def _mark(kind: np.ndarray) -> dict[str, np.ndarray]:
-    """Entry numbers (0 = lines before the first header) and the role of each line in its entry."""
+def _mark(kind: np.ndarray, prefix: np.ndarray, kernel: _Kernel | None) -> dict[str, object]:
+    """The entries (numbered from their start lines: 0 = lines before the first header) and what each
+    entry and line is: line numbers of the entry ``starts``, of the statement text (``sql``; its
+    entries: ``sql_entry``), of the explain lines that are not statement text (``explain``,
+    ``explain_entry``), of the ``server`` banner lines; per entry the first ``time`` and ``query_time``
+    line (-1: none); ``head``: the first line of entry 0 that is not blank or a banner (-1: none);
+    ``explain_kind``: an explain line exists; ``innodb``: a header line starts "#   ".
+    The kernel also gives each line's ``role`` bits (see its mark()); here ``entry`` (per line),
+    ``is_sql``, ``use_meta`` and ``set_meta`` tell the same."""
+    if kernel is not None:
+        marks = kernel.module.mark(kind, kernel.views)
+        for name in ("starts", "sql", "sql_entry", "explain", "explain_entry", "server", "time", "query_time"):
+            marks[name] = np.frombuffer(marks[name], dtype=np.int64)
+        marks["role"] = np.frombuffer(marks["role"], dtype=np.uint8)
+        return marks
     previous = np.empty_like(kind)
     previous[:1] = 255
     previous[1:] = kind[:-1]
@@ -350,9 +500,17 @@ def _mark(kind: np.ndarray) -> dict[str, np.ndarray]:
         | (set_meta & plain_before)
         | (((kind == ATTR) | (kind == EXPLAIN) | (kind == BLANK)) & plain_before)
     )
+    n_entries = int(entry[-1]) + 1 if entry.size else 1
+    head = np.flatnonzero((entry == 0) & (kind != BLANK) & (kind != SERVER))
+    sql, explain = np.flatnonzero(is_sql), np.flatnonzero((kind == EXPLAIN) & ~is_sql)
     return {
-        "entry": entry, "starts": starts, "is_sql": is_sql,
-        "use_meta": use & ~plain_before & ~set_before, "set_meta": set_meta & ~plain_before,
+        "starts": starts, "sql": sql, "sql_entry": entry[sql], "explain": explain, "explain_entry": entry[explain],
+        "server": np.flatnonzero(kind == SERVER),
+        "time": _first_in_entry(np.flatnonzero(kind == TIME), entry, n_entries),
+        "query_time": _first_in_entry(np.flatnonzero(kind == QUERY_TIME), entry, n_entries),
+        "head": int(head[0]) if head.size else -1, "explain_kind": bool((kind == EXPLAIN).any()),
+        "innodb": bool(((prefix == _code("#   ")) & ~is_sql).any()),
+        "entry": entry, "is_sql": is_sql, "use_meta": use & ~plain_before & ~set_before, "set_meta": set_meta & ~plain_before,
     }
 
 
@@ -371,13 +529,25 @@ def _first_in_entry(at: np.ndarray, entry: np.ndarray, n_entries: int) -> np.nda
 
 
 def _nulls(name: str, dtype: pl.DataType, n: int) -> pl.Series:
-    return pl.Series(name, dtype=dtype).extend_constant(None, n)
+    return pl.Series(name, [None], dtype=dtype).new_from_index(0, n)  # ten times cheaper than extend_constant
 
 
 def _take(series: pl.Series, position: np.ndarray) -> pl.Series:
     """``series[position]`` with -1 giving null."""
-    index = pl.Series(position)
-    return series.gather(index.set(index < 0, None))
+    return series.gather(_index(position))
+
+
+@functools.cache
+def _index_dtype() -> type:
+    return np.uint64 if pl.get_index_type() == pl.UInt64 else np.uint32
+
+
+def _index(position: np.ndarray) -> pl.Series:
+    """Row numbers for a gather in polars' own index type (then it converts nothing, once per
+    column); -1 gives null."""
+    index = pl.Series(position.astype(_index_dtype()))
+    missing = position < 0
+    return index.set(pl.Series(missing), None) if missing.any() else index
 
 
 def _value(expr: pl.Expr, key: str) -> pl.Expr:
@@ -418,6 +588,35 @@ HEADER_EXPRS = {
 }
 
 
+def _flag(key: str) -> pl.Expr:
+    return pl.when(pl.col(key) == "Yes").then(True).when(pl.col(key) == "No").then(False)
+
+
+def _positive(key: str) -> pl.Expr:
+    return _number(pl.col(key), pl.Int64) > 0
+
+
+def _number(text: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    return text.cast(dtype, strict=False)
+
+
+def _header_typed() -> dict[str, pl.Expr]:
+    trx = pl.col("InnoDB_trx_id")
+    client = pl.col("Client").str.replace(r":\d+$", "")
+    return {
+        "rows_affected_number": _number(pl.col("Rows_affected"), pl.Int64),
+        "tmp_tables_positive": _positive("Tmp_tables"),
+        "tmp_disk_tables_positive": _positive("Tmp_disk_tables"),
+        **{f"{key.lower()}_flag": _flag(key) for key in ("Full_scan", "Full_join", "Tmp_table", "Tmp_table_on_disk", "Filesort")},
+        "txn_id": pl.when(trx.is_not_null() & (trx != "0") & (trx != "")).then(trx),  # 0 = no InnoDB transaction
+        "client_host_of_client": pl.when(client != "").then(client),
+    }
+
+
+# Evaluated on every distinct header line after HEADER_EXPRS: values of one field each.
+HEADER_TYPED = _header_typed()
+
+
 def _by_distinct(values: pl.Series, exprs: dict[str, pl.Expr]) -> pl.DataFrame:
     """``exprs`` (over ``pl.col(values.name)``) for every row of ``values``, evaluated once per distinct
     value (logs repeat these lines a lot) and once for null; values are matched by their 64-bit hash."""
@@ -425,9 +624,9 @@ def _by_distinct(values: pl.Series, exprs: dict[str, pl.Expr]) -> pl.DataFrame:
     code, distinct = _distinct_codes(values.gather(present))
     null_first = pl.concat([pl.Series(values.name, [None], dtype=values.dtype), distinct])
     table = pl.DataFrame({values.name: null_first}).with_columns(**exprs).drop(values.name)
-    index = np.zeros(values.len(), dtype=np.int64)
+    index = np.zeros(values.len(), dtype=_index_dtype())
     index[present] = code + 1
-    return table.select(pl.all().gather(index))
+    return table.select(pl.all().gather(pl.Series(index)))
 
 
 def _join_lines(frame: pl.DataFrame, column: str, separator: str, distinct: bool = False) -> pl.DataFrame:
@@ -469,6 +668,14 @@ def _distinct_codes(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
     return code, values.gather(firsts["_r"])
 
 
+def _line_codes(lines: pl.Series, at: np.ndarray, kernel: _Kernel | None) -> tuple[np.ndarray, pl.Series]:
+    """``_distinct_codes`` of the lines ``at``: the kernel compares their bytes, polars their hashes."""
+    if kernel is None:
+        return _distinct_codes(lines.gather(at))
+    code, first = kernel.distinct(at)
+    return code, lines.gather(at[first])
+
+
 def _join_coded(owner: np.ndarray, code: np.ndarray, texts: pl.Series, column: str, separator: str) -> pl.DataFrame:
     """Like ``_join_lines`` for rows given as codes into ``texts``: each distinct pair is joined once
     and the entries share its bytes."""
@@ -493,71 +700,122 @@ def _join_coded(owner: np.ndarray, code: np.ndarray, texts: pl.Series, column: s
     return pl.concat(parts, how="vertical_relaxed")
 
 
+def _merged_texts(texts: list[pl.Series]) -> tuple[list[np.ndarray], pl.Series]:
+    """The distinct texts of the pieces as one list: (for each piece the number in it of each of its
+    texts, the texts)."""
+    code, distinct = _distinct_codes(pl.concat(texts))
+    bounds = np.cumsum([0] + [t.len() for t in texts])
+    return [code[a:b] for a, b in zip(bounds[:-1], bounds[1:])], distinct
+
+
+def _by_entry(frame: pl.DataFrame, entries: pl.Series, n_entries: int, columns: tuple[str, ...]) -> pl.DataFrame:
+    """``columns`` of ``frame`` (one row per ``entry`` < ``n_entries`` at most) for every entry number
+    of ``entries``; null where ``frame`` has no row for the entry, or not the column."""
+    position = np.full(n_entries, -1, dtype=np.int64)
+    position[frame["entry"].to_numpy()] = np.arange(frame.height)
+    index = _index(position[entries.to_numpy()])
+    return pl.DataFrame([
+        frame[c].gather(index) if c in frame.columns else _nulls(c, pl.String, entries.len()) for c in columns
+    ])
+
+
 def _align(frame: pl.DataFrame, n_entries: int) -> pl.DataFrame:
     """Rows of ``frame`` (one per local ``entry`` at most) placed at their entry: ``n_entries`` rows."""
     position = np.full(n_entries, -1, dtype=np.int64)
     position[frame["entry"].to_numpy()] = np.arange(frame.height)
-    index = pl.Series(position)
-    return frame.drop("entry").select(pl.all().gather(index.set(index < 0, None)))
+    return frame.drop("entry").select(pl.all().gather(_index(position)))
 
 
 # ---- per chunk ---------------------------------------------------------------------------------
 
 
-def _parse_chunk(text: str, start: int, end: int, is_first: bool) -> dict[str, object]:
-    """Entries of ``text[start:end]`` (which starts at an entry, or is the file's beginning) with local
-    entry numbers: 0 holds what comes before the first header, the rest count from 1."""
-    lines = _read_lines(text[start:end])
-    length, prefix = _heads(lines)
-    kind = _classify(lines, length, prefix)
-    marks = _mark(kind)
-    entry, starts = marks["entry"], marks["starts"]
-    n_entries = int(entry[-1]) + 1 if entry.size else 1
+def _parse_chunk(read: Callable[[], Lines], is_first: bool) -> dict[str, object]:
+    """Entries of the piece that ``read`` reads (which starts at an entry, or is the file's beginning)
+    with local entry numbers: 0 holds what comes before the first header, the rest count from 1.
+
+    Header and explain lines come back as numbers of the piece's distinct texts: their fields are
+    read once per distinct text of the whole file (``_header_columns``, ``_explain``)."""
+    lines, length, prefix, kind, kernel = read()
+    marks = _mark(kind, prefix, kernel)
+    starts = marks["starts"]
+    n_entries = starts.size + 1
 
     line_of = np.full(n_entries, -1, dtype=np.int64)
-    line_of[entry[starts]] = starts
-    head = np.flatnonzero((entry == 0) & (kind != BLANK) & (kind != SERVER))
-    if head.size and is_first:
-        line_of[0] = head[0]
+    line_of[1:] = starts
+    if marks["head"] >= 0 and is_first:
+        line_of[0] = marks["head"]
     first_line = 1
-    line_number = pl.Series(np.where(line_of < 0, -1, line_of + first_line))
 
     columns: dict[str, pl.Series] = {
         "entry": pl.Series(np.arange(n_entries, dtype=np.int64)),
-        "line": line_number.set(line_number < 0, None),
+        "line": _line_numbers(line_of, first_line),
     }
-    pick = lambda mask: _first_in_entry(np.flatnonzero(mask), entry, n_entries)  # noqa: E731
-    columns |= _times(lines, kind, pick, first_line)
-    columns |= _query_time(lines, pick(kind == QUERY_TIME), first_line)
-    fields, markers = _header_fields(lines, kind, prefix, entry, marks, n_entries)
-    columns |= fields
-    entries = pl.DataFrame(columns)
-    sql = _sql(lines, kind, entry, marks["is_sql"])
-    plans, nodes = _explain(lines, kind, entry, marks["is_sql"], n_entries)
-    entries = pl.concat([entries, _align(sql, n_entries), plans], how="horizontal")
+    columns |= _times(lines, marks["time"], first_line)
+    numbers, qt_extras, warnings = _query_time(lines, marks["query_time"], first_line, kernel)
+    columns |= numbers
+    first, header_texts, header_groups = (_header_codes if kernel is None else kernel.header_codes)(
+        lines, kind, prefix, marks, n_entries
+    )
+    sql = _sql(lines, kind, marks["sql_entry"], marks["sql"])
+    entries = pl.concat([pl.DataFrame(columns), _align(sql, n_entries)], how="horizontal")
     if line_of[0] < 0:  # nothing before the first header
         entries = entries.slice(1)
-    server = np.flatnonzero(kind == SERVER)
-    markers["mariadb"] = markers.get("mariadb", False) or bool((kind == EXPLAIN).any())
-    markers["flag_lines"] = bool(entries["Full_scan"].is_not_null().any())
-    typed, warnings = _typed(entries)
+        first = first[:, 1:]
+    at, owner = marks["explain"], marks["explain_entry"]
+    explain_codes, explain_texts = _line_codes(lines, at, kernel)
+    # what an entry shows of its explain lines depends on them only: one entry of each distinct
+    # sequence of them (``plans``) goes on to be read for the whole file
+    plan_of, reps, n_plans = _plans(owner, explain_codes, n_entries)
+    is_rep = np.zeros(n_entries, dtype=bool)
+    is_rep[reps] = True
+    rep_rows = np.flatnonzero(is_rep[owner])
+    server = marks["server"]
     return {
-        "entries": typed,
+        "entries": entries,
+        "qt_extras": qt_extras,
+        "header": (header_texts, header_groups, first),
+        "explain": (owner, explain_codes, explain_texts),
+        "plans": (plan_of, n_plans, plan_of[owner[rep_rows]], explain_codes[rep_rows]),
         "n_entries": n_entries,
         "n_lines": lines.len(),
         "warnings": warnings,
-        "plan_nodes": nodes,
-        "server": pl.DataFrame({"line": server + first_line, "t": lines.gather(server)}),
-        "markers": pl.DataFrame({k: [v] for k, v in markers.items()}),
+        "server": pl.DataFrame({"line": server + first_line, "t": lines.gather(_index(server))}),
+        "innodb_lines": marks["innodb"],
+        "explain_lines": marks["explain_kind"],
     }
 
 
-def _times(lines: pl.Series, kind: np.ndarray, pick, first_line: int) -> dict[str, pl.Series]:
-    position = pick(kind == TIME)
-    text = _take(lines, position).str.slice(len("# Time:"))
+def _finish_chunk(
+    piece: dict[str, object], header_remap: np.ndarray, explain_remap: np.ndarray, plan_of: np.ndarray,
+    header_table: pl.DataFrame, present: set[int], explain_texts: _ExplainTexts, per_plan: pl.DataFrame,
+) -> dict[str, object]:
+    """A piece's entries with the fields of their header and explain lines, read from the tables of
+    the log's distinct texts (``_merged_texts`` numbered them: ``*_remap``) and plans (``plan_of``:
+    the plan of each of its entries), and their flags and ids; its plan nodes."""
+    entries = piece["entries"]
+    owner, code, _ = piece["explain"]
+    entry_index = entries["entry"]
+    plans = per_plan.select(pl.all().gather(_index(plan_of[entry_index.to_numpy()])))
+    plans = plans.with_columns(pl.col("plan_full_scan").fill_null(False))
+    # the piece's header texts (and the empty last row) in the order of its own numbers
+    table = header_table.select(pl.all().gather(_index(np.append(header_remap, header_table.height - 1))))
+    first = piece["header"][2]
+    entries = pl.concat([
+        entries, _header_columns(first, table, present),
+        _by_entry(piece["qt_extras"], entry_index, piece["n_entries"], QT_EXTRA_COLUMNS), plans,
+    ], how="horizontal")
+    nodes = _explain_nodes(owner, explain_remap[code], explain_texts).drop("row")
+    flag_lines = bool(table["Full_scan"].is_not_null().to_numpy()[first[list(LINE_GROUPS).index("flags")]].any())
+    return {"entries": _typed(entries), "plan_nodes": nodes, "flag_lines": flag_lines}
+
+
+def _times(lines: pl.Series, position: np.ndarray, first_line: int) -> dict[str, pl.Series]:
+    """Each entry's ``# Time`` text and line (``position``: its line, or -1)."""
+    present = np.flatnonzero(position >= 0)  # few: the server writes # Time once a second
+    text = lines.gather(_index(position[present])).str.slice(len("# Time:"))
     text = text.str.split_exact(" # User@Host:", 1).struct.field("field_0").str.strip_chars()
-    line = pl.Series(np.where(position < 0, -1, position + first_line))
-    return {"time_line": line.set(line < 0, None), "time_text": text.alias("time_text")}
+    time_text = _nulls("time_text", pl.String, position.size).scatter(present, text)
+    return {"time_line": _line_numbers(position, first_line), "time_text": time_text}
 
 
 def _query_time_layout(line: str) -> tuple[str, dict[str, int]] | None:
@@ -573,16 +831,42 @@ def _query_time_layout(line: str) -> tuple[str, dict[str, int]] | None:
     return " ", {field: tokens.index(key) + 1 for field, key in keys.items()}
 
 
-def _query_time(lines: pl.Series, position: np.ndarray, first_line: int) -> dict[str, pl.Series]:
-    """Query_time, Lock_time, Rows_sent, Rows_examined; what follows them (Percona Rows_affected,
-    MySQL 8 log_slow_extra) is read by key on the lines that have it.
+def _query_time(
+    lines: pl.Series, position: np.ndarray, first_line: int, kernel: _Kernel | None
+) -> tuple[dict[str, pl.Series], pl.DataFrame, list[tuple[int, str]]]:
+    """Query_time, Lock_time, Rows_sent, Rows_examined as numbers (with a warning per unreadable
+    value), and qt_line; what follows them (Percona Rows_affected, MySQL 8 log_slow_extra) is read by
+    key as text on the lines that have it: a frame of ``entry`` and the ``qt_*`` keys found.
+    ``position``: each entry's Query_time line, or -1.
 
-    A server writes every such line with the same spacing, so the layout is learnt from the first
+    The kernel reads the plain lines (the four numbers and nothing after them); the rest are split:
+    a server writes every such line with the same spacing, so the layout is learnt from the first
     line and checked on each (a split is much cheaper than a regex); other lines use the regex."""
+    present = np.flatnonzero(position >= 0)
+    layout = _query_time_layout(lines[int(position[present[0]])]) if present.size else None
+    if kernel is None:
+        out, warnings, extras = _query_time_texts(lines, position, first_line, layout)
+        return out, extras, warnings
+    plain, *numbers = kernel.query_times(position)
+    rest = np.flatnonzero(~plain & (position >= 0))
+    if rest.size:
+        out, warnings, extras = _query_time_texts(lines, position[rest], first_line, layout)
+    else:
+        out, warnings, extras = {}, [], pl.DataFrame(schema={"entry": pl.Int64})
+    missing = pl.Series(~plain)
+    for (_, _, column, dtype), values in zip(NUMBER_FIELDS, numbers):
+        number = pl.Series(column, values, dtype=dtype).set(missing, None)
+        out[column] = number.scatter(rest, out[column]) if rest.size else number
+    out["qt_line"] = _line_numbers(position, first_line)
+    return out, extras.with_columns(entry=pl.Series(rest[extras["entry"].to_numpy()], dtype=pl.Int64)), warnings
+
+
+def _query_time_texts(
+    lines: pl.Series, position: np.ndarray, first_line: int, layout: tuple[str, dict[str, int]] | None
+) -> tuple[dict[str, pl.Series], pl.DataFrame, list[tuple[int, str]]]:
+    """``_query_time`` read with polars expressions."""
     text = _take(lines, position).alias("t")
     t = pl.col("t")
-    present = text.drop_nulls()
-    layout = _query_time_layout(present[0]) if present.len() else None
     if layout and layout[0] == "  ":
         parts = text.str.splitn("  ", 5).struct.unnest()
         values, checks = {}, []
@@ -625,26 +909,76 @@ def _query_time(lines: pl.Series, position: np.ndarray, first_line: int) -> dict
     extra_at = np.flatnonzero(frame["extra"].fill_null(False).to_numpy())
     extras = pl.DataFrame({"t": text.gather(extra_at)})
     keys = [k for k in QT_EXTRA_KEYS if extra_at.size and extras["t"].str.contains(f" {k}: ", literal=True).any()]
-    extras = extras.select(**{f"qt_{k}": VALUE_EXPRS[k] for k in keys})
-    position_extra = np.full(len(position), -1, dtype=np.int64)
-    position_extra[extra_at] = np.arange(extra_at.size)
-    nulls = _nulls("", pl.String, len(position))
-    for key in QT_EXTRA_KEYS:
-        column = f"qt_{key}"
-        out[column] = (
-            _take(extras[column], position_extra) if column in extras.columns else nulls.alias(column)
-        )
+    extras = extras.select(entry=pl.Series(extra_at, dtype=pl.Int64), **{f"qt_{k}": VALUE_EXPRS[k] for k in keys})
+    out["qt_line"] = _line_numbers(position, first_line)
+    return *_numbers(out), extras
+
+
+def _line_numbers(position: np.ndarray, first_line: int) -> pl.Series:
+    """Line numbers of the line indices ``position`` (-1: null)."""
     line = pl.Series(np.where(position < 0, -1, position + first_line))
-    return out | {"qt_line": line.set(line < 0, None)}
+    return line.set(line < 0, None)
 
 
-def _header_fields(
-    lines: pl.Series, kind: np.ndarray, prefix: np.ndarray, entry: np.ndarray,
-    marks: dict[str, np.ndarray], n_entries: int,
-) -> tuple[dict[str, pl.Series], dict[str, bool]]:
-    """Fields of the header lines that repeat a lot (User@Host, Thread_id, Rows_affected, flags, use,
-    SET timestamp...): parsed once per distinct text, then each entry takes the fields of its first
-    line of each group."""
+def _numbers(out: dict[str, pl.Series]) -> tuple[dict[str, pl.Series], list[tuple[int, str]]]:
+    """The four texts of ``_query_time_texts`` as numbers, with a warning per unreadable value."""
+    warnings: list[tuple[int, str]] = []
+    for text, label, parsed, dtype in NUMBER_FIELDS:
+        texts = out.pop(text)
+        out[parsed] = number = texts.cast(dtype, strict=False).alias(parsed)
+        bad = (number.is_null() & texts.is_not_null() & (texts != "")).to_numpy()
+        if not bad.any():
+            continue
+        rows = np.flatnonzero(bad)
+        for line, value in zip(out["qt_line"].gather(rows[:MAX_WARNINGS]).to_list(), texts.gather(rows[:MAX_WARNINGS]).to_list()):
+            warnings.append((line, f"{label} {value!r} is not a number (server overflow bug?); left empty"))
+        if rows.size > MAX_WARNINGS:
+            warnings.append((None, f"{rows.size - MAX_WARNINGS} more unreadable {label} values"))
+    return out, warnings
+
+
+
+
+def _header_table(texts: pl.Series) -> pl.DataFrame:
+    """The fields of every distinct header line of the log and what ``HEADER_TYPED`` works out from
+    them, and a last all-null row (for entries without a line of a group: a gather without null indices)."""
+    return pl.DataFrame({"t": texts.extend_constant(None, 1)}).with_columns(**HEADER_EXPRS).with_columns(**HEADER_TYPED)
+
+
+def _header_columns(codes: np.ndarray, table: pl.DataFrame, present: set[int]) -> pl.DataFrame:
+    """What entries take from the header lines that repeat a lot (User@Host, Thread_id, Rows_affected,
+    flags, use, SET timestamp...), read once per distinct text (``table``): each entry takes
+    ``ENTRY_FIELDS`` from its first line of each group. ``codes``: per group and entry the row of that
+    line's text in ``table`` (its last, empty row: none), as polars row numbers; ``present``: the
+    groups that have lines in the log."""
+    gathers: list[tuple[str, pl.Expr]] = []
+    for code, columns in enumerate(ENTRY_FIELDS.values()):
+        if code not in present:
+            continue
+        index = pl.Series(codes[code])
+        gathers += [(column, pl.col(column).gather(index).alias(f"{column}#{code}")) for column in columns]
+    taken = table.select(expr for _, expr in gathers)
+    found: dict[str, list[pl.Series]] = {}
+    for (column, _), series in zip(gathers, taken.iter_columns()):
+        found.setdefault(column, []).append(series)
+    out = {}
+    for column in ENTRY_COLUMNS:
+        series = found.get(column)
+        out[column] = (
+            _nulls(column, table.schema[column], codes.shape[1]) if not series
+            else series[0] if len(series) == 1
+            else pl.DataFrame({str(i): s for i, s in enumerate(series)}).select(pl.coalesce(pl.all()))[:, 0]
+        ).alias(column)
+    return pl.DataFrame(out)
+
+
+def _header_codes(
+    lines: pl.Series, kind: np.ndarray, prefix: np.ndarray, marks: dict[str, np.ndarray], n_entries: int
+) -> tuple[np.ndarray, pl.Series, np.ndarray]:
+    """The header lines of ``LINE_GROUPS`` put in groups and their texts numbered (first seen first):
+    (for every group and entry the number of the text of the entry's first line of the group, or the
+    number of texts when it has none, as polars row numbers; the texts; the group of each text).
+    What ``_Kernel.header_codes`` computes in one pass."""
     names = list(LINE_GROUPS)
     header = np.flatnonzero(((kind == ATTR) | (kind == ATTR_START)) & ~marks["is_sql"])
     header_prefix = prefix[header]
@@ -662,37 +996,18 @@ def _header_fields(
     group[marks["set_meta"]] = names.index("set")
     at = np.flatnonzero(group >= 0)
     to_distinct, texts = _distinct_codes(lines.gather(at))
-    # a last all-null row: entries without a line of a group take it (a gather without null indices)
-    null_row = texts.len()
-    distinct = pl.DataFrame({"t": texts.extend_constant(None, 1)}).with_columns(**HEADER_EXPRS)
-
-    line_group, owner = group[at], entry[at]
-    rows: dict[str, np.ndarray] = {}
-    gathers: list[tuple[str, pl.Expr]] = []
-    for code, (name, (_, columns)) in enumerate(LINE_GROUPS.items()):
+    group_of_text = np.empty(texts.len(), dtype=np.int8)
+    group_of_text[to_distinct] = group[at]
+    line_group, owner = group[at], marks["entry"][at]
+    first = np.full((len(names), n_entries), texts.len(), dtype=_index_dtype())
+    for code in range(len(names)):
         mine = np.flatnonzero(line_group == code)
-        if not mine.size:
-            continue
-        rows[name] = to_distinct[mine]
-        position = _first_in_entry(mine, owner, n_entries)  # a row of `at` for each entry, or -1
-        index = pl.Series(np.where(position < 0, null_row, to_distinct[np.maximum(position, 0)]))
-        gathers += [(column, pl.col(column).gather(index).alias(f"{column}#{code}")) for column in columns]
-    taken = distinct.select(expr for _, expr in gathers)
-    found: dict[str, list[pl.Series]] = {}
-    for (column, _), series in zip(gathers, taken.iter_columns()):
-        found.setdefault(column, []).append(series)
-    out = {}
-    for column in OUTPUT_COLUMNS:
-        series = found.get(column)
-        out[column] = (
-            _nulls(column, HEADER_DTYPES.get(column, pl.String), n_entries) if not series
-            else series[0] if len(series) == 1
-            else pl.DataFrame({str(i): s for i, s in enumerate(series)}).select(pl.coalesce(pl.all()))[:, 0]
-        ).alias(column)
-    return out, _flavour(distinct, rows, bool((header_prefix == _code("#   ")).any()))
+        if mine.size:
+            position = _first_in_entry(mine, owner, n_entries)  # a row of `at` for each entry, or -1
+            first[code] = np.where(position < 0, texts.len(), to_distinct[np.maximum(position, 0)])
+    return first, texts, group_of_text
 
 
-HEADER_DTYPES = {"set_ts": pl.Int64}
 
 
 @functools.cache
@@ -702,27 +1017,31 @@ def _group_starts() -> tuple[np.ndarray, np.ndarray]:
     return np.array([p[0] for p in pairs], dtype=np.uint32), np.array([p[1] for p in pairs], dtype=np.int8)
 
 
-def _flavour(distinct: pl.DataFrame, rows: dict[str, np.ndarray], innodb_lines: bool) -> dict[str, bool]:
+def _flavour(distinct: pl.DataFrame, group_of_text: np.ndarray, innodb_lines: bool) -> dict[str, bool]:
     """Which server wrote the lines: MariaDB's Thread_id line has QC_hit; Percona's fields and lines
     (``#   InnoDB_IO_r_ops: ...``) give it away."""
+    names = list(LINE_GROUPS)
+    present = {names[g] for g in np.unique(group_of_text)}
+
     def lines_of(name: str) -> pl.DataFrame:
-        return distinct[np.unique(rows[name])] if name in rows else distinct.clear()
+        return distinct[np.flatnonzero(group_of_text == names.index(name))]
 
     thread = lines_of("thread")
     qc = thread["QC_hit"].is_not_null()
     percona = bool((~qc).any())  # the Percona patch's "# Thread_id: N  Schema: db" lines
-    percona |= bool(thread["Last_errno"].is_not_null().any()) or bool(rows.keys() & {"schema", "trx", "rate"})
+    percona |= bool(thread["Last_errno"].is_not_null().any()) or bool(present & {"schema", "trx", "rate"})
     percona |= bool(lines_of("flags")["t"].str.starts_with("# QC_Hit:").any()) or innodb_lines
     return {"mariadb": bool(qc.any()), "percona": percona}
 
 
-def _sql(lines: pl.Series, kind: np.ndarray, entry: np.ndarray, is_sql: np.ndarray) -> pl.DataFrame:
-    at = np.flatnonzero(is_sql)
-    text = lines.gather(at)
+def _sql(lines: pl.Series, kind: np.ndarray, owner: np.ndarray, at: np.ndarray) -> pl.DataFrame:
+    """Each entry's statement: its statement lines (``at``, of entries ``owner``) joined, the server's
+    closing ";" removed."""
+    text = lines.gather(_index(at))
     admin = np.flatnonzero(kind[at] == ADMIN)
     if admin.size:  # "# administrator command: Quit;" -> "administrator command: Quit" (as pt-query-digest)
         text = text.scatter(admin, text.gather(admin).str.slice(2))
-    joined = _join_lines(pl.DataFrame({"entry": entry[at], "text": text}), "text", "\n")
+    joined = _join_lines(pl.DataFrame({"entry": owner, "text": text}), "text", "\n")
     # the server adds ";" after every statement; its absence at the end means the text was cut
     sql = joined["text"]
     terminated = sql.str.ends_with(";")
@@ -735,55 +1054,93 @@ def _sql(lines: pl.Series, kind: np.ndarray, entry: np.ndarray, is_sql: np.ndarr
     return pl.DataFrame({"entry": joined["entry"], "sql": sql, "terminated": terminated})
 
 
-def _explain(
-    lines: pl.Series, kind: np.ndarray, entry: np.ndarray, is_sql: np.ndarray, n_entries: int
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """MariaDB ``# explain:`` rows -> (per entry: plan, plan_signature, index_names, plan_full_scan;
-    plan nodes: entry and the cells of each data row, found through the entry's header row)."""
-    plan_schema = {
-        "plan": pl.String, "plan_signature": pl.String, "index_names": pl.String, "plan_full_scan": pl.Boolean,
-    }
-    node_schema = {"entry": pl.Int64, **{c: pl.String for c in EXPLAIN_COLUMNS}, "sig": pl.String}
-    at = np.flatnonzero((kind == EXPLAIN) & ~is_sql)
-    if not at.size:
-        return pl.DataFrame([_nulls(c, t, n_entries) for c, t in plan_schema.items()]), pl.DataFrame(schema=node_schema)
-    owner = entry[at]
-    # explain lines repeat a lot: every step below works on the distinct lines, rows only carry a code
-    code, distinct = _distinct_codes(lines.gather(at))
+class _ExplainTexts(NamedTuple):
+    """The distinct ``# explain:`` lines of a log, read once."""
+
+    body: pl.Series  # each text without "# explain: "
+    is_head: np.ndarray  # whether it is a header row ("id select_type table ...")
+    header_of: np.ndarray  # for a header row, the number of its text among the distinct header rows; else -1
+    cells: list[pl.DataFrame]  # for each distinct header row, the cells of every text read under it
+
+
+def _explain_texts(distinct: pl.Series) -> _ExplainTexts:
     body = distinct.str.strip_prefix("# explain: ")
-    is_head = (body.str.starts_with("id\t") | body.str.starts_with("id ")).to_numpy()[code]
+    is_head = (body.str.starts_with("id\t") | body.str.starts_with("id ")).to_numpy()
+    head_codes = np.flatnonzero(is_head)
+    heads = body.gather(head_codes)
+    header_of = np.full(distinct.len(), -1, dtype=np.int64)
+    cells = []
+    for number, header in enumerate(heads.unique().to_list()):  # one or two distinct headers per file
+        header_of[head_codes[(heads == header).to_numpy()]] = number
+        cells.append(pl.DataFrame({"body": body}).select(**_cell_exprs(header)))
+    return _ExplainTexts(body, is_head, header_of, cells)
+
+
+PLAN_SCHEMA = {"plan": pl.String, "plan_signature": pl.String, "index_names": pl.String, "plan_full_scan": pl.Boolean}
+NODE_SCHEMA = {
+    "row": pl.Int64, "entry": pl.Int64, **{c: pl.String for c in EXPLAIN_COLUMNS if c not in ("rows", "r_rows")},
+    "est_rows": pl.Float64, "actual_rows": pl.Float64, "sig": pl.String,
+}
+
+
+def _explain_nodes(owner: np.ndarray, code: np.ndarray, texts: _ExplainTexts) -> pl.DataFrame:
+    """MariaDB ``# explain:`` rows -> one row per data row: its number among the rows, its entry and
+    its cells, read through the entry's header row. The rows are given as their entries (``owner``,
+    in order) and the numbers (``code``) of their texts in ``texts``."""
+    is_head = texts.is_head[code]
     # each data row belongs to the nearest header row above it in the same entry
-    header_row = np.maximum.accumulate(np.where(is_head, np.arange(at.size), -1))
+    header_row = np.maximum.accumulate(np.where(is_head, np.arange(owner.size), -1))
     data = ~is_head & (header_row >= 0)
     data &= owner[np.maximum(header_row, 0)] == owner
-    head_codes = np.unique(code[is_head])
-    heads = body.gather(head_codes)
-    header_of_code = np.full(distinct.len(), -1, dtype=np.int64)
+    header_of_row = texts.header_of[code[np.maximum(header_row, 0)]]
     parts = []
-    for number, header in enumerate(heads.unique().to_list()):  # one or two distinct headers per file
-        header_of_code[head_codes[(heads == header).to_numpy()]] = number
-        mine = np.flatnonzero(data & (header_of_code[code[np.maximum(header_row, 0)]] == number))
-        cells = pl.DataFrame({"body": body}).select(**_cell_exprs(header))
+    for number, cells in enumerate(texts.cells):
+        mine = np.flatnonzero(data & (header_of_row == number))
         parts.append(pl.concat([
-            pl.DataFrame({"row": mine, "entry": owner[mine]}), cells.select(pl.all().gather(code[mine]))
+            pl.DataFrame({"row": mine, "entry": owner[mine]}), cells.select(pl.all().gather(_index(code[mine])))
         ], how="horizontal"))
-    nodes = pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame(schema={"row": pl.Int64, **node_schema})
-    if len(parts) > 1:
-        nodes = nodes.sort("row")
-    nodes = nodes.drop("row")
+    nodes = pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame(schema=NODE_SCHEMA)
+    return nodes.sort("row") if len(parts) > 1 else nodes
 
-    plan = _join_coded(owner, code, body, "plan", "\n")
-    named = nodes.filter(pl.col("table").is_not_null())
+
+def _plan_table(owner: np.ndarray, code: np.ndarray, texts: _ExplainTexts, n_entries: int) -> tuple[np.ndarray, pl.DataFrame]:
+    """What entries show of their ``# explain:`` rows (given as for ``_explain_nodes``): (for each entry
+    its plan number, or -1 without rows; per plan: plan, plan_signature, index_names, plan_full_scan).
+    It depends only on an entry's explain lines: worked out once per distinct sequence of them (the
+    pieces of a log give one entry per plan of theirs)."""
+    if not owner.size:
+        return np.full(n_entries, -1, dtype=np.int64), pl.DataFrame(schema=PLAN_SCHEMA)
+    plan_of, reps, n_plans = _plans(owner, code, n_entries)
+    is_rep = np.zeros(n_entries, dtype=bool)
+    is_rep[reps] = True
+    rows = np.flatnonzero(is_rep[owner])
+    plan_owner, plan_code = plan_of[owner[rows]], code[rows]
+    plan = _join_coded(plan_owner, plan_code, texts.body, "plan", "\n")
+    named = _explain_nodes(plan_owner, plan_code, texts).filter(pl.col("table").is_not_null())
     signature = _join_lines(named.select("entry", plan_signature="sig"), "plan_signature", "|")
     keys = named.filter(pl.col("key").is_not_null()).select("entry", index_names="key")
-    full = np.zeros(n_entries, dtype=bool)
+    full = np.zeros(n_plans, dtype=bool)
     full[named.filter(pl.col("type") == "ALL")["entry"].to_numpy()] = True
-    per_entry = pl.concat([
-        _align(plan, n_entries), _align(signature, n_entries),
-        _align(_join_lines(keys, "index_names", ",", distinct=True), n_entries),
+    return plan_of, pl.concat([
+        _align(plan, n_plans), _align(signature, n_plans),
+        _align(_join_lines(keys, "index_names", ",", distinct=True), n_plans),
         pl.DataFrame({"plan_full_scan": full}),
     ], how="horizontal")
-    return per_entry, nodes
+
+
+def _plans(owner: np.ndarray, code: np.ndarray, n_entries: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """(for each entry the number of its sequence of ``code`` rows, or -1 without rows; for each
+    number an entry that has it; how many numbers). The kernel numbers the distinct sequences, so
+    that entries with the same explain lines share their plan's work; without it each entry is its
+    own number (same result, more work)."""
+    kernel = _line_scan()
+    if kernel is not None:
+        plan, first = kernel.sequences(owner, code, n_entries)
+        first = np.frombuffer(first, dtype=np.int64)
+        return np.frombuffer(plan, dtype=np.int64), first, first.size
+    plan_of = np.full(n_entries, -1, dtype=np.int64)
+    plan_of[owner] = owner
+    return plan_of, np.unique(owner), n_entries
 
 
 @functools.cache
@@ -808,6 +1165,9 @@ def _cell_exprs(header: str) -> dict[str, pl.Expr]:
         if column == names[-1] and not tabbed:
             cell = cells.list.slice(at).list.join(" ")
         exprs[column] = pl.when(cell.is_in(["NULL", ""])).then(None).otherwise(cell)
+    exprs["est_rows"] = exprs["rows"].cast(pl.Float64, strict=False)
+    exprs["actual_rows"] = exprs["r_rows"].cast(pl.Float64, strict=False)
+    del exprs["rows"], exprs["r_rows"]
     key = exprs["key"]
     exprs["sig"] = (
         exprs["table"] + ":" + exprs["type"].fill_null("NULL")
@@ -819,38 +1179,111 @@ def _cell_exprs(header: str) -> dict[str, pl.Expr]:
 # ---- whole file ---------------------------------------------------------------------------------
 
 
+CRLF_NOTE = "CRLF line ends (file passed through Windows); read as plain lines"
+CRLF_HEAD_CHARS = 65536  # CRLF line ends are looked for in the first characters only
+
+
 def parse(text: str, ctx: ParseContext) -> ParseResult:
     text = text.removeprefix("\ufeff")
     if not text or text.isspace():
         raise ParseError("empty file")
+    notes = [CRLF_NOTE] if "\r\n" in text[:CRLF_HEAD_CHARS] else []
+    reads = [functools.partial(_text_lines, text, start, end) for start, end in _chunk_bounds(text, CHUNK_CHARS)]
+    return _parse_pieces(reads, ctx, notes)
+
+
+def parse_bytes(data: bytes, ctx: ParseContext) -> ParseResult:
+    """``parse`` of the text that ``pipeline.decode`` makes of ``data``, without decoding it whole:
+    the kernel reads strict UTF-8 pieces as they are (the lines are views of ``data``)."""
+    if _line_scan() is None:
+        return parse(_decode(data), ctx)
+    begin = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    if _is_blank(data, begin):
+        raise ParseError("empty file")
+    # pipeline.decode turned CRLF into LF, but "\r\r\n" still reads as "\r" + LF: parse notes that
+    head = data[begin : begin + 4 * CRLF_HEAD_CHARS + 8]  # covers the characters parse looks at
+    notes = [CRLF_NOTE] if b"\r\r\n" in head and "\r\n" in _decode(head)[:CRLF_HEAD_CHARS] else []
+    reads = [functools.partial(_raw_lines, data, start, end) for start, end in _chunk_bounds(data, CHUNK_CHARS, begin)]
+    return _parse_pieces(reads, ctx, notes)
+
+
+def _decode(data: bytes) -> str:
+    """What ``pipeline.decode`` makes of the bytes: UTF-8 that cannot fail, CRLF read as LF."""
+    text = data.decode("utf-8", "backslashreplace")
+    return text.replace("\r\n", "\n") if "\r" in text else text
+
+
+SPACE_BYTES = re.compile(rb"[\t\n\x0b\x0c\r\x1c-\x1f ]*")  # the ASCII characters str.isspace() accepts
+
+
+def _is_blank(data: bytes, begin: int) -> bool:
+    """Whether ``data[begin:]`` decodes to nothing but whitespace (``str.isspace``), decoding only
+    from the first byte that is not ASCII whitespace, and only as far as needed."""
+    at = SPACE_BYTES.match(data, begin).end()
+    if at == len(data):
+        return True
+    if data[at] < 0x80:
+        return False
+    decoder = codecs.getincrementaldecoder("utf-8")("backslashreplace")
+    for window in range(at, len(data), 65536):
+        text = decoder.decode(data[window : window + 65536], final=window + 65536 >= len(data))
+        if text and not text.isspace():
+            return False
+    return True
+
+
+def _parse_pieces(reads: list[Callable[[], Lines]], ctx: ParseContext, notes: list[str]) -> ParseResult:
+    """The tables of a log given as entry-aligned pieces (``reads`` give each one's lines)."""
     tz, tz_warning = check_tz(ctx.tz)
     warnings: list[ParseWarning] = [tz_warning] if tz_warning else []
-    notes: list[str] = []
-    if "\r\n" in text[:65536]:
-        notes.append("CRLF line ends (file passed through Windows); read as plain lines")
-
-    jobs = [(text, start, end, index == 0) for index, (start, end) in enumerate(_chunk_bounds(text, CHUNK_CHARS))]
-    if len(jobs) == 1:
-        pieces = [_parse_chunk(*jobs[0])]
-    else:
-        with ThreadPoolExecutor(max_workers=WORKERS) as pool:  # polars and numpy release the GIL
-            pieces = list(pool.map(lambda job: _parse_chunk(*job), jobs))
-    # pieces number their entries and lines from 0; shift them by what came before
-    entry_bases = np.cumsum([0] + [p["n_entries"] for p in pieces])
-    line_bases = np.cumsum([0] + [p["n_lines"] for p in pieces])
+    jobs = [(read, index == 0) for index, read in enumerate(reads)]
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:  # polars, numpy and the kernel release the GIL
+        run = (lambda f, items: [f(*i) for i in items]) if len(jobs) == 1 else (lambda f, items: list(pool.map(lambda i: f(*i), items)))
+        pieces = run(_parse_chunk, jobs)
+        # the header and explain lines of all pieces, each distinct text read once
+        header_remaps, header_texts = _merged_texts([p["header"][0] for p in pieces])
+        header_groups = np.zeros(header_texts.len(), dtype=np.int8)
+        for remap, piece in zip(header_remaps, pieces):
+            header_groups[remap] = piece["header"][1]
+        header_table = _header_table(header_texts)
+        explain_remaps, explain_distinct = _merged_texts([p["explain"][2] for p in pieces])
+        explain_texts = _explain_texts(explain_distinct)
+        # pieces number their entries and lines from 0; shift them by what came before
+        entry_bases = np.cumsum([0] + [p["n_entries"] for p in pieces])
+        line_bases = np.cumsum([0] + [p["n_lines"] for p in pieces])
+        n_total = int(entry_bases[-1])
+        # the pieces' plans (numbered per piece) numbered again for the whole file
+        plan_bases = np.cumsum([0] + [p["plans"][1] for p in pieces])
+        plan_of, per_plan = _plan_table(
+            np.concatenate([p["plans"][2] + b for p, b in zip(pieces, plan_bases)]),
+            np.concatenate([remap[p["plans"][3]] for p, remap in zip(pieces, explain_remaps)]),
+            explain_texts, int(plan_bases[-1]),
+        )
+        present = set(np.unique(header_groups).tolist())
+        parts = run(
+            lambda piece, header_remap, explain_remap, plan_base: _finish_chunk(
+                piece, header_remap, explain_remap, np.append(plan_of[plan_base:], -1)[piece["plans"][0]],
+                header_table, present, explain_texts, per_plan,
+            ),
+            zip(pieces, header_remaps, explain_remaps, plan_bases),
+        )
     line_columns = ("line", "qt_line", "time_line")
     entries = pl.concat([
-        p["entries"].with_columns(pl.col("entry") + int(e), *[pl.col(c) + int(b) for c in line_columns])
-        for p, e, b in zip(pieces, entry_bases, line_bases)
+        part["entries"].with_columns(pl.col("entry") + int(e), *[pl.col(c) + int(b) for c in line_columns])
+        for part, e, b in zip(parts, entry_bases, line_bases)
     ], how="vertical_relaxed", rechunk=True)  # one chunk: later steps would each copy mixed chunks again
     entries = pl.concat([entries, *_times_read(entries, tz)], how="horizontal").drop("qt_Start", "qt_End")
-    plan_nodes = pl.concat([p["plan_nodes"].with_columns(pl.col("entry") + int(e)) for p, e in zip(pieces, entry_bases)])
-    n_total = int(entry_bases[-1])
+    plan_nodes = pl.concat([part["plan_nodes"].with_columns(pl.col("entry") + int(e)) for part, e in zip(parts, entry_bases)])
+    flavour = _flavour(header_table, header_groups, any(p["innodb_lines"] for p in pieces))
+    markers = pl.DataFrame({
+        "mariadb": [flavour["mariadb"] or any(p["explain_lines"] for p in pieces)],
+        "percona": [flavour["percona"]],
+        "flag_lines": [any(part["flag_lines"] for part in parts)],
+    })
     server = pl.concat([p["server"].with_columns(pl.col("line") + int(b)) for p, b in zip(pieces, line_bases)])
-    markers = pl.concat([p["markers"] for p in pieces], how="diagonal_relaxed")
     for piece, base in zip(pieces, line_bases):
         warnings += [ParseWarning(None if line is None else line + int(base), reason) for line, reason in piece["warnings"]]
-    del pieces, jobs  # the pieces' tables are copied into ``entries``: let them go before the next copies
+    del pieces, parts, jobs  # the pieces' tables are copied into ``entries``: let them go before the next copies
 
     if not (entries["entry"] > 0).any():
         raise ParseError("no slow-log entry found (no # Time, # User@Host or # Query_time header)")
@@ -896,8 +1329,10 @@ def _keep_entries(entries: pl.DataFrame) -> tuple[pl.DataFrame, list[ParseWarnin
         (is_last & has_sql & ~pl.col("terminated").fill_null(True),
          "the last statement has no closing ';' (the server always writes one): the file may be cut; kept as is"),
     ]
-    for condition, reason in checks:
-        warnings += _warn_rows(entries.filter(condition), reason)
+    found = entries.select(*[condition.any().alias(str(n)) for n, (condition, _) in enumerate(checks)]).row(0)
+    for (condition, reason), any_row in zip(checks, found):
+        if any_row:  # rare: filter only then
+            warnings += _warn_rows(entries.filter(condition), reason)
     keep = entries.select((is_head & has_sql) | (~is_head & (has_qt | has_sql) & ~(is_last & ~has_sql))).to_series()
     return (entries if keep.all(ignore_nulls=False) else entries.filter(keep)), warnings  # usually all: no copy
 
@@ -924,43 +1359,31 @@ def _engine(server: pl.DataFrame, markers: pl.DataFrame) -> str:
     return "mysql"
 
 
-def _number(text: pl.Expr, dtype: pl.DataType) -> pl.Expr:
-    return text.cast(dtype, strict=False)
-
-
 def _version(server: pl.DataFrame) -> str | None:
     """The server version of the last start banner (``8.0.15-5``, ``10.11.19-MariaDB-0+deb12u1-log``)."""
     versions = server["t"].str.extract(r", Version: (\S+)").drop_nulls()
     return versions[-1] if versions.len() else None
 
 
-def _flag(key: str) -> pl.Expr:
-    return pl.when(pl.col(key) == "Yes").then(True).when(pl.col(key) == "No").then(False)
-
-
-def _positive(key: str) -> pl.Expr:
-    return _number(pl.col(key), pl.Int64) > 0
-
-
 def _typed_exprs() -> dict[str, pl.Expr]:
     error_code = pl.coalesce(pl.col("Last_errno"), pl.col("qt_Errno"))
-    trx = pl.col("InnoDB_trx_id")
-    client = pl.col("Client").str.replace(r":\d+$", "")
+    qt_rows = pl.col("qt_Rows_affected")
+    qt_positive = lambda key: _number(pl.col(key), pl.Int64) > 0  # noqa: E731
     return {
-        "rows_affected": _number(pl.coalesce(pl.col("qt_Rows_affected"), pl.col("Rows_affected")), pl.Int64),
-        "client_host": pl.coalesce(pl.col("client_host"), pl.when(client != "").then(client)),
+        "rows_affected": pl.when(qt_rows.is_not_null()).then(_number(qt_rows, pl.Int64)).otherwise("rows_affected_number"),
+        "client_host": pl.coalesce(pl.col("client_host"), pl.col("client_host_of_client")),
         # "use" in this entry, else Schema ("" = no database); entries with neither carry the last one
         "db_written": pl.coalesce(pl.col("use_db"), pl.col("Schema")),
         "conn_id": pl.coalesce(pl.col("uh_id"), pl.col("Thread_id"), pl.col("qt_Thread_id")),
-        "txn_id": pl.when(trx.is_not_null() & (trx != "0") & (trx != "")).then(trx),  # 0 = no InnoDB transaction
-        "full_scan": pl.when(pl.col("plan_full_scan").fill_null(False)).then(True).otherwise(_flag("Full_scan")),
-        "full_join": _flag("Full_join"),
-        "tmp_table": pl.coalesce(_flag("Tmp_table"), _positive("Tmp_tables"), _positive("qt_Created_tmp_tables")),
+        "txn_id": pl.col("txn_id"),
+        "full_scan": pl.when(pl.col("plan_full_scan").fill_null(False)).then(True).otherwise(pl.col("full_scan_flag")),
+        "full_join": pl.col("full_join_flag"),
+        "tmp_table": pl.coalesce("tmp_table_flag", "tmp_tables_positive", qt_positive("qt_Created_tmp_tables")),
         "tmp_table_on_disk": pl.coalesce(
-            _flag("Tmp_table_on_disk"), _positive("Tmp_disk_tables"), _positive("qt_Created_tmp_disk_tables")
+            "tmp_table_on_disk_flag", "tmp_disk_tables_positive", qt_positive("qt_Created_tmp_disk_tables")
         ),
         "filesort": pl.coalesce(
-            _flag("Filesort"),
+            "filesort_flag",
             (_number(pl.col("qt_Sort_scan_count"), pl.Int64) + _number(pl.col("qt_Sort_range_count"), pl.Int64)) > 0,
         ),
         "success": error_code.is_null() | (error_code == "0"),
@@ -983,28 +1406,9 @@ NUMBER_FIELDS = (  # text column, label in warnings, typed column, type
 )
 
 
-def _typed(entries: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str]]]:
-    """Row-local work on one piece's entries: numbers and flags (times are read for the whole file)."""
-    warnings: list[tuple[int, str]] = []
-    numbers = entries.select(
-        "qt_line", *[text for text, *_ in NUMBER_FIELDS],
-        **{parsed: _number(pl.col(text), dtype) for text, _, parsed, dtype in NUMBER_FIELDS},
-    )
-    unreadable = numbers.select(**{
-        parsed: (pl.col(parsed).is_null() & pl.col(text).is_not_null() & (pl.col(text) != "")).sum()
-        for text, _, parsed, _ in NUMBER_FIELDS
-    }).row(0, named=True)
-    for column, label, parsed, _ in NUMBER_FIELDS:
-        if not unreadable[parsed]:
-            continue
-        bad = (numbers[parsed].is_null() & numbers[column].is_not_null() & (numbers[column] != "")).to_numpy()
-        rows = np.flatnonzero(bad)[:MAX_WARNINGS]
-        for line, value in zip(numbers["qt_line"].gather(rows).to_list(), numbers[column].gather(rows).to_list()):
-            warnings.append((line, f"{label} {value!r} is not a number (server overflow bug?); left empty"))
-        if unreadable[parsed] > MAX_WARNINGS:
-            warnings.append((None, f"{unreadable[parsed] - MAX_WARNINGS} more unreadable {label} values"))
-    typed = entries.select(*TYPED_KEPT, **TYPED_EXPRS)
-    return pl.concat([typed, numbers.select(parsed for _, _, parsed, _ in NUMBER_FIELDS)], how="horizontal"), warnings
+def _typed(entries: pl.DataFrame) -> pl.DataFrame:
+    """Row-local work on the entries: flags and ids (times are read afterwards)."""
+    return entries.select(*TYPED_KEPT, *[parsed for _, _, parsed, _ in NUMBER_FIELDS], **TYPED_EXPRS)
 
 
 def _times_read(entries: pl.DataFrame, tz: str) -> list[pl.DataFrame]:
@@ -1217,15 +1621,15 @@ def _plan_node(nodes: pl.DataFrame, kept_entries: np.ndarray, n_entries: int, so
     first[1:] = stmt[1:] != stmt[:-1]
     index = np.arange(stmt.size)
     node_id = index - np.maximum.accumulate(np.where(first, index, 0))
-    node = nodes.filter(pl.Series(keep)).select(
+    node = (nodes if keep.all() else nodes.filter(pl.Series(keep))).select(
         stmt_id=pl.Series(stmt),
         node_id=pl.Series(node_id, dtype=pl.Int32),
         depth=pl.lit(0, pl.Int32),
         node_type="type",
         relation="table",
         index_name="key",
-        est_rows=pl.col("rows").cast(pl.Float64, strict=False),
-        actual_rows=pl.col("r_rows").cast(pl.Float64, strict=False),
+        est_rows="est_rows",
+        actual_rows="actual_rows",
         filter="Extra",
         source=pl.lit(source),
     )
@@ -1237,4 +1641,5 @@ SPEC = ParserSpec(
     description="MySQL / MariaDB / Percona Server slow query log (statements, MariaDB explain plans)",
     detect=detect,
     parse=parse,
+    parse_bytes=parse_bytes,
 )
