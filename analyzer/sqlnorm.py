@@ -76,6 +76,8 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from dbdiag.arrow_capsule import series as arrow_series
+
 if TYPE_CHECKING:  # sqlglot is imported on first use: most runs never need it
     from sqlglot import exp
 
@@ -332,18 +334,8 @@ def _zero_digits(texts: pl.Series) -> pl.Series:
     validity, offsets, data = arrow.buffers()
     zeroed = pa.py_buffer(data.to_pybytes().translate(_ZERO_DIGITS) if data is not None else b"")
     array = pa.LargeStringArray.from_buffers(len(arrow), offsets, zeroed, validity, arrow.null_count, arrow.offset)
-    return pl.Series(_ArrowArray(array)).alias(texts.name)
+    return arrow_series(array, texts.name)
 
-
-class _ArrowArray:
-    """An Arrow array handed to polars by the Arrow PyCapsule interface: ``pl.Series(name, pyarrow_array)``
-    imports pyarrow.compute, a fifth of a second on first use."""
-
-    def __init__(self, array) -> None:
-        self.array = array
-
-    def __arrow_c_array__(self, requested_schema=None):
-        return self.array.__arrow_c_array__(requested_schema)
 
 
 def _mysql_keys(keys: pl.Series) -> pl.Series:

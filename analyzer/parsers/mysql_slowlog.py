@@ -86,6 +86,7 @@ from typing import Callable, NamedTuple
 import polars as pl
 
 from dbdiag import tables as T
+from dbdiag.arrow_capsule import series as arrow_series
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.mpstat_text import cap_warnings, check_tz, local_to_utc, zone_note
 
@@ -270,7 +271,7 @@ def _scanned(kernel, data: bytes, start: int, end: int, cr_mode: int) -> Lines |
     array = pa.Array.from_buffers(
         pa.string_view(), heads.shape[0], [None, pa.py_buffer(views), pa.py_buffer(data).slice(start, end - start)]
     )
-    lines = pl.Series("t", _ArrowArray(array))
+    lines = arrow_series(array, "t")
     kind = np.frombuffer(kinds, dtype=np.uint8).copy()
     candidates = np.flatnonzero(kind == BANNER_CANDIDATE)
     kind[candidates] = SQL
@@ -311,15 +312,6 @@ class _Kernel(NamedTuple):
         dtypes = (np.float64, np.float64, np.int64, np.int64)
         return np.frombuffer(plain, dtype=bool), *(np.frombuffer(n, dtype=d) for n, d in zip(numbers, dtypes))
 
-
-class _ArrowArray:
-    """An Arrow array handed to polars by the Arrow PyCapsule interface (``pl.from_arrow`` imports pyarrow.compute)."""
-
-    def __init__(self, array) -> None:
-        self.array = array
-
-    def __arrow_c_array__(self, requested_schema=None):
-        return self.array.__arrow_c_array__(requested_schema)
 
 
 def _read_lines(data: bytes) -> pl.Series:
