@@ -229,8 +229,14 @@ def analyze(path: Path, options: Options = Options(), progress: Callable[[str], 
 
     A 200 MB slow log would otherwise sit in memory three times (bytes, text, parsed lines).
     """
-    capture = read_capture(path, options.limits)
-    members = capture.members
+    return analyze_read(read_capture(path, options.limits), options, progress)
+
+
+def analyze_read(capture: Capture, options: Options = Options(), progress: Callable[[str], None] | None = None) -> Analysis:
+    """``analyze`` of a capture already read (``read_capture``), which it consumes: its members are
+    taken out of it and each one's bytes let go once parsed."""
+    members = list(capture.members)
+    capture.members.clear()
     info = replace(capture, members=[replace(member, data=None) for member in members])
     del capture
     return _analyze(info, members, options, PARSERS, RULES, progress)

@@ -74,7 +74,7 @@ def dbdiag_command(log: Path, out: Path) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mariadb", type=Path, help="a big MySQL/MariaDB slow log")
-    parser.add_argument("--postgres", type=Path, help="a big PostgreSQL stderr log (prefix '%m [%p] %q%u@%d ')")
+    parser.add_argument("--postgres", type=Path, help="a big PostgreSQL stderr log (prefix '%%m [%%p] %%q%%u@%%d ')")
     parser.add_argument("--repeat", type=int, default=1, help="runs per tool; the best is kept")
     args = parser.parse_args()
     runs: list[Run] = []
