@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import random
 import tarfile
+from functools import cache
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -26,6 +28,10 @@ SLOWLOG_DIR = CORPUS / "slowlog-mysql"
 CORPUS_FILES = sorted(p.name for p in SLOWLOG_DIR.iterdir() if p.name != "SOURCES.md")
 CAPTURE = CORPUS / "captures" / "mariadb-sysbench-debian12.tar.gz"
 CAPTURE_MEMBER = "capture/db/mariadb-slow.log"
+# The capture's first 150 kB (cut after a line): in pieces of 300 characters the whole capture
+# would be 5,584 pieces of ~7 ms each, per reading; its head gives the same cuts at every kind of line.
+CAPTURE_HEAD = "capture/db/mariadb-slow.log, first 150 kB"
+CAPTURE_HEAD_BYTES = 150_000
 CTX = ParseContext(source="slow.log")
 ENTRY = (
     b"# Time: 240101 10:00:00\n"
@@ -57,6 +63,9 @@ BANNER = (
 
 
 def _corpus_bytes(name: str) -> bytes:
+    if name == CAPTURE_HEAD:
+        data = _corpus_bytes(CAPTURE_MEMBER)
+        return data[: data.rfind(b"\n", 0, CAPTURE_HEAD_BYTES) + 1]
     if name == CAPTURE_MEMBER:
         with tarfile.open(CAPTURE) as tar:
             return tar.extractfile(CAPTURE_MEMBER).read()  # in memory, never to disk
@@ -69,33 +78,98 @@ def _decode(data: bytes) -> str:
     return text.replace("\r\n", "\n") if "\r" in text else text
 
 
-def _outcome(parse, data) -> dict | str:
+def _parsed(parse, data) -> ParseResult | ParseError:
     try:
         result = parse(data, CTX)
     except ParseError as error:
-        return f"ParseError: {error}"
+        return error
     assert isinstance(result, ParseResult)
-    return result_as_json(result)
+    return result
 
 
-def _without_kernel(parse, data, monkeypatch: pytest.MonkeyPatch) -> dict | str:
-    with monkeypatch.context() as patched:
-        patched.setattr(mysql_slowlog, "_line_scan", lambda: None)
-        return _outcome(parse, data)
+def _as_outcome(parsed: ParseResult | ParseError) -> dict | str:
+    return f"ParseError: {parsed}" if isinstance(parsed, ParseError) else result_as_json(parsed)
 
 
-def _check_all_readings(data: bytes, monkeypatch: pytest.MonkeyPatch, chunk: int | None = None) -> dict | str:
+def _outcome(parse, data) -> dict | str:
+    return _as_outcome(_parsed(parse, data))
+
+
+def _text_parse(raw: bytes, ctx: ParseContext) -> ParseResult:
+    return mysql_slowlog.parse(_decode(raw), ctx)
+
+
+# What the kernel readings must not call: the polars reading of lines and header codes, and the
+# polars numbering of distinct texts beyond a few (it numbers the few distinct texts it is given).
+POLARS_READING = ("_read_lines", "_header_codes", "_distinct_codes")
+
+
+class _Readings(NamedTuple):
+    """The four readings of one input: text and bytes, without and with the kernel."""
+
+    text_without_kernel: dict | str
+    text: dict | str
+    bytes: dict | str
+    bytes_without_kernel: dict | str
+    fell_back: tuple[str, ...]  # POLARS_READING functions the two kernel readings called
+
+
+def _readings(data: bytes, chunk: int | None = None) -> _Readings:
+    """Decoded text and raw bytes, with and without the kernel (pieces of ``chunk`` characters)."""
+    decoded = _decode(data)
+    with pytest.MonkeyPatch.context() as patched:
+        if chunk:
+            patched.setattr(mysql_slowlog, "CHUNK_CHARS", chunk)
+        with pytest.MonkeyPatch.context() as no_kernel:
+            no_kernel.setattr(mysql_slowlog, "_line_scan", lambda: None)
+            parsed = _parsed(_text_parse, data)
+            text_without_kernel = _as_outcome(parsed)
+            # Without the kernel, parse_bytes parses the decoded text: with this very text and context
+            # (same module state) that is the pure parse just made, so it answers; any other call parses.
+            parse = mysql_slowlog.parse
+            no_kernel.setattr(mysql_slowlog, "parse",
+                              lambda text, ctx: _result(parsed) if (text, ctx) == (decoded, CTX) else parse(text, ctx))
+            bytes_without_kernel = _outcome(mysql_slowlog.parse_bytes, data)
+        fell_back: list[str] = []
+        for function_name in POLARS_READING:
+            patched.setattr(mysql_slowlog, function_name, _watched(getattr(mysql_slowlog, function_name), fell_back))
+        text, raw = _outcome(_text_parse, data), _outcome(mysql_slowlog.parse_bytes, data)
+    # one copy of what reads alike: the capture's tables are kept for the whole session
+    outcomes = [text_without_kernel if o == text_without_kernel else o for o in (text, raw, bytes_without_kernel)]
+    return _Readings(text_without_kernel, *outcomes, tuple(fell_back))
+
+
+def _result(parsed: ParseResult | ParseError) -> ParseResult:
+    if isinstance(parsed, ParseError):
+        raise parsed
+    return parsed
+
+
+def _watched(function, calls: list[str]):
+    def watched(*args: object):
+        if function.__name__ != "_distinct_codes" or args[0].len() > 1000:
+            calls.append(function.__name__)
+        return function(*args)
+
+    return watched
+
+
+@cache
+def _corpus_readings(name: str, chunk: int | None = None) -> _Readings:
+    """A corpus file read each way once per session: several tests compare the same readings."""
+    return _readings(_corpus_bytes(name), chunk)
+
+
+def _check_all_readings(data: bytes, chunk: int | None = None) -> dict | str:
     """Decoded text and raw bytes, with and without the kernel: one outcome."""
-    if chunk:
-        monkeypatch.setattr(mysql_slowlog, "CHUNK_CHARS", chunk)
+    return _assert_read_alike(_readings(data, chunk))
 
-    def text_parse(raw: bytes, ctx: ParseContext) -> ParseResult:
-        return mysql_slowlog.parse(_decode(raw), ctx)
 
-    expected = _without_kernel(text_parse, data, monkeypatch)
-    assert _outcome(text_parse, data) == expected
-    assert _outcome(mysql_slowlog.parse_bytes, data) == expected
-    assert _without_kernel(mysql_slowlog.parse_bytes, data, monkeypatch) == expected
+def _assert_read_alike(readings: _Readings) -> dict | str:
+    expected = readings.text_without_kernel
+    assert readings.text == expected
+    assert readings.bytes == expected
+    assert readings.bytes_without_kernel == expected
     return expected
 
 
@@ -111,37 +185,49 @@ def test_kernel_is_built() -> None:
                                                     mysql_slowlog.SET_META, mysql_slowlog.SQL]
 
 
+def test_statements_kernel_checks_its_arguments() -> None:
+    kernel = mysql_slowlog._line_scan()
+    data = ENTRY * 2
+    views, kinds = kernel.lines(data, 0, len(data), 1)
+    kind = np.frombuffer(kinds, dtype=np.uint8)
+
+    def i64(values: list[int]) -> bytes:
+        return np.array(values, dtype=np.int64).tobytes()
+
+    views_out, status, text = kernel.statements(data, 0, len(data), views, i64([5, 11]), kind, i64([1, 2]), 3)
+    assert list(status) == [0, 1, 1] and len(views_out) == 3 * 16
+    assert text == b"SELECT * FROM orders WHERE id = 7;" * 2  # the views leave the ";" out
+    bad = [([5, 11], [2, 1], 3, kind), ([5, 11], [1, 3], 3, kind), ([5], [1, 1], 3, kind), ([5], [1], 3, kind[:-1]),
+           ([5], [1], -1, kind), ([5], [1], 2**62, kind)]
+    for at, owner, n_entries, kinds_given in bad:
+        with pytest.raises(ValueError):
+            kernel.statements(data, 0, len(data), views, i64(at), kinds_given, i64(owner), n_entries)
+    _, status, _ = kernel.statements(data, 0, len(data), views, i64([-1, 10**9]), kind, i64([0, 0]), 1)
+    assert list(status) == [2]  # lines outside the piece read as empty: "\n", no closing ";"
+
+
 @pytest.mark.parametrize("name", [*CORPUS_FILES, CAPTURE_MEMBER])
-def test_kernel_and_polars_give_the_same_tables(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    outcome = _check_all_readings(_corpus_bytes(name), monkeypatch)
+def test_kernel_and_polars_give_the_same_tables(name: str) -> None:
+    outcome = _assert_read_alike(_corpus_readings(name))
     assert isinstance(outcome, dict) or name == "percona-toolkit__slow015.txt"
 
 
-@pytest.mark.parametrize("name", ["percona-toolkit__slow006.txt", "go-mysql__mariadb102-with-explain.log", CAPTURE_MEMBER])
-def test_small_pieces_read_alike(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    outcome = _check_all_readings(_corpus_bytes(name), monkeypatch, chunk=300)
+@pytest.mark.parametrize("name", ["percona-toolkit__slow006.txt", "go-mysql__mariadb102-with-explain.log", CAPTURE_HEAD])
+def test_small_pieces_read_alike(name: str) -> None:
+    outcome = _assert_read_alike(_corpus_readings(name, chunk=300))
     assert outcome["records"] > 0
 
 
-def test_capture_is_read_by_the_kernel_from_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*args: object) -> None:
-        raise AssertionError("fell back to the polars reading")
-
-    monkeypatch.setattr(mysql_slowlog, "_read_lines", refuse)
-    monkeypatch.setattr(mysql_slowlog, "_header_codes", refuse)
-    monkeypatch.setattr(mysql_slowlog, "_distinct_codes", lambda values: refuse() if values.len() > 1000 else
-                        _distinct_codes(values))
-    data = _corpus_bytes(CAPTURE_MEMBER)
-    assert mysql_slowlog.parse_bytes(data, CTX).records == 5902
-    assert mysql_slowlog.parse(_decode(data), CTX).records == 5902
-
-
-_distinct_codes = mysql_slowlog._distinct_codes
+def test_capture_is_read_by_the_kernel_from_bytes() -> None:
+    readings = _corpus_readings(CAPTURE_MEMBER)
+    assert readings.fell_back == (), "fell back to the polars reading"
+    assert readings.bytes["records"] == 5902
+    assert readings.text["records"] == 5902
 
 
 def test_piece_too_big_for_string_views_takes_the_polars_path(monkeypatch: pytest.MonkeyPatch) -> None:
     data = _corpus_bytes(CAPTURE_MEMBER)
-    expected = _outcome(mysql_slowlog.parse_bytes, data)
+    expected = _corpus_readings(CAPTURE_MEMBER).bytes
     monkeypatch.setattr(mysql_slowlog, "MAX_PIECE_BYTES", 1000)
     assert _outcome(mysql_slowlog.parse_bytes, data) == expected
     assert _outcome(mysql_slowlog.parse, _decode(data)) == expected
@@ -204,14 +290,14 @@ HOSTILE = {
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
-def test_hostile_input_reads_alike(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    _check_all_readings(HOSTILE[name], monkeypatch)
+def test_hostile_input_reads_alike(name: str) -> None:
+    _check_all_readings(HOSTILE[name])
 
 
-def test_invalid_utf8_in_one_piece_only(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_invalid_utf8_in_one_piece_only() -> None:
     # that piece is decoded (escapes), the others are read as they are
     data = ENTRY * 40 + ENTRY.replace(b"id = 7", b"id = '\xff'") + ENTRY * 40
-    outcome = _check_all_readings(data, monkeypatch, chunk=2000)
+    outcome = _check_all_readings(data, chunk=2000)
     statement = outcome["tables"]["statement"]
     sql = [row[list(statement["schema"]).index("sql")] for row in statement["rows"]]
     assert sql[40] == "SELECT * FROM orders WHERE id = '\\xff'" and sql.count("SELECT * FROM orders WHERE id = 7") == 80
@@ -223,7 +309,7 @@ QT_VALUES = ["0", "0.5", "1.500000", "007.10", "0.000000000000000001", "12345678
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_query_time_lines_read_alike(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_query_time_lines_read_alike(seed: int) -> None:
     rng = random.Random(seed)
     entries = []
     for _ in range(300):
@@ -235,7 +321,7 @@ def test_query_time_lines_read_alike(seed: int, monkeypatch: pytest.MonkeyPatch)
         line = (f"# Query_time: {values[0]}{gaps[0]}Lock_time: {values[1]}{gaps[1]}Rows_sent: {values[2]}{gaps[2]}"
                 f"Rows_examined: {values[3]}{tail}")
         entries.append(f"# User@Host: a[a] @ h []\n{line}\nSELECT {rng.randrange(9)};\n")
-    outcome = _check_all_readings("".join(entries).encode(), monkeypatch, chunk=rng.choice([2000, 10**6]))
+    outcome = _check_all_readings("".join(entries).encode(), chunk=rng.choice([2000, 10**6]))
     assert outcome["records"] == 300
 
 

@@ -3,7 +3,8 @@
    lines() cuts a piece of the log into lines (as Arrow string views over the piece, no copy) and
    classifies each one with exactly the rules of mysql_slowlog._classify; mark() numbers the entries
    like mysql_slowlog._mark; distinct(), header_codes() and sequences() number repeated texts (what
-   mysql_slowlog does with hashes in polars); query_times() reads the plain "# Query_time:" lines.
+   mysql_slowlog does with hashes in polars); query_times() reads the plain "# Query_time:" lines;
+   statements() joins each entry's statement lines (mysql_slowlog._sql).
    Results are packed arrays in bytes objects (read with numpy.frombuffer); the byte loops run
    without the GIL. Every function checks its arguments: no read outside the given buffers. */
 
@@ -383,6 +384,14 @@ static uint64_t hash_bytes(const char *text, uint32_t length) {
     return h ^ (h >> 29);
 }
 
+/* A slot of a small cache of recent texts (0-255) from the length and eight bytes in the middle:
+   a hit, confirmed by a compare, saves hashing the whole text. */
+static unsigned recent_slot(const char *text, uint32_t length) {
+    uint64_t middle = 0;
+    memcpy(&middle, text + (length >= 8 ? (length - 8) / 2 : 0), length >= 8 ? 8 : length);
+    return (unsigned)(((middle ^ length) * 0x9E3779B97F4A7C15ULL) >> 56);
+}
+
 /* A set of distinct byte strings, numbered in first-seen order (open addressing, grown when half full). */
 typedef struct {
     Py_ssize_t n, capacity, slots;
@@ -480,14 +489,23 @@ static PyObject *distinct(PyObject *self, PyObject *args) {
         return PyErr_NoMemory();
     }
     int64_t *code = (int64_t *)PyBytes_AS_STRING(codes);
+    int64_t recent[256];  /* the last text seen in each recent_slot */
+    for (int k = 0; k < 256; k++) recent[k] = -1;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t r = 0; r < n; r++) {
         const char *text = "";
         uint32_t length = 0;
         int added;
         line_bytes(&lines, lines.index[r], &text, &length);
+        unsigned slot = recent_slot(text, length);
+        int64_t known = recent[slot];
+        if (known >= 0 && texts.length[known] == length && memcmp(texts.text[known], text, length) == 0) {
+            code[r] = known;
+            continue;
+        }
         code[r] = texts_code(&texts, text, length, &added);
         if (code[r] < 0) break;
+        recent[slot] = code[r];
         if (added) first[code[r]] = r;
     }
     Py_END_ALLOW_THREADS
@@ -557,8 +575,9 @@ static PyObject *header_codes(PyObject *self, PyObject *args) {
     const uint8_t *kind = kinds.buf;
     const uint32_t *head = heads.buf;
     const int8_t *head_group = groups.buf;
-    int64_t last[128];
+    int64_t last[128], recent[256];
     for (int g = 0; g < 128; g++) last[g] = -1;
+    for (int k = 0; k < 256; k++) recent[k] = -1;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n_groups * n_entries; i++) first[i] = -1;
     Py_ssize_t entry = 0;
@@ -588,12 +607,17 @@ static PyObject *header_codes(PyObject *self, PyObject *args) {
         if (group < 0 || !line_bytes(&lines, i, &text, &length)) continue;
         int64_t code = last[group];  /* most lines repeat the group's line of the entry before */
         if (code < 0 || texts.length[code] != length || memcmp(texts.text[code], text, length) != 0) {
-            int added;
-            code = texts_code(&texts, text, length, &added);
-            if (code < 0) break;
-            if (added) {
-                line_of[code] = i;
-                group_of[code] = (int8_t)group;
+            unsigned slot = recent_slot(text, length);
+            code = recent[slot];
+            if (code < 0 || texts.length[code] != length || memcmp(texts.text[code], text, length) != 0) {
+                int added;
+                code = texts_code(&texts, text, length, &added);
+                if (code < 0) break;
+                if (added) {
+                    line_of[code] = i;
+                    group_of[code] = (int8_t)group;
+                }
+                recent[slot] = code;
             }
             last[group] = code;
         }
@@ -774,6 +798,134 @@ static PyObject *query_times(PyObject *self, PyObject *args) {
     return Py_BuildValue("(NNNNN)", out[0], out[1], out[2], out[3], out[4]);
 }
 
+/* The bytes of statement line i as it goes into the statement: an "# administrator command:" line
+   without its "# " (what mysql_slowlog._sql does); empty when the line cannot be read. */
+static void statement_line(const Lines *lines, int64_t i, const uint8_t *kind, const char **text, uint32_t *length) {
+    if (!line_bytes(lines, i, text, length)) {
+        *text = "";
+        *length = 0;
+    } else if (kind[i] == ADMIN && *length >= 2) {
+        *text += 2;
+        *length -= 2;
+    }
+}
+
+/* statements(buffer, start, end, views, at, kind, owner, n_entries) -> (views, status, text)
+   The statement of every entry, as mysql_slowlog._sql reads it: its statement lines (at: int64
+   line numbers; owner: int64 entry of each, ascending, < n_entries) joined with "\n", an
+   "# administrator command:" line without its "# ", the closing ";" removed.
+   views: one 16-byte Arrow string view per entry over text (data buffer 0; zeroed for entries
+   without statement lines); status: uint8 per entry, 0 no statement lines, 1 the text ended with
+   ";" (removed), 2 it did not (the view holds all of it: the caller strips trailing blanks then
+   ";"); text: the bytes of the statements longer than 12 bytes (shorter ones are inline). */
+static PyObject *statements(PyObject *self, PyObject *args) {
+    Lines lines;
+    Py_buffer kinds = {0}, owners = {0};
+    Py_ssize_t start, end, n_entries;
+    memset(&lines, 0, sizeof lines);
+    if (!PyArg_ParseTuple(args, "y*nny*y*y*y*n", &lines.data, &start, &end, &lines.views, &lines.at, &kinds, &owners,
+                          &n_entries))
+        return NULL;
+    PyObject *result = NULL, *views = NULL, *status = NULL, *text = NULL;
+    Py_ssize_t n = lines.at.len / 8;
+    const int64_t *owner = owners.buf;
+    int ordered = start >= 0 && end >= start && end <= lines.data.len && lines.views.len % 16 == 0 && lines.at.len % 8 == 0
+                  && owners.len == lines.at.len && kinds.len == lines.views.len / 16 && n_entries >= 0
+                  && n_entries <= PY_SSIZE_T_MAX / 16;
+    for (Py_ssize_t r = 0; ordered && r < n; r++)
+        ordered = owner[r] >= 0 && owner[r] < n_entries && (r == 0 || owner[r] >= owner[r - 1]);
+    if (!ordered) {
+        PyErr_SetString(PyExc_ValueError, "statements: inconsistent arguments");
+        goto done;
+    }
+    lines.piece = (const char *)lines.data.buf + start;
+    lines.piece_length = end - start;
+    lines.view = lines.views.buf;
+    lines.n_lines = lines.views.len / 16;
+    lines.index = lines.at.buf;
+    lines.n_at = n;
+    const uint8_t *kind = kinds.buf;
+
+    /* first pass: the length of each entry's statement, the bytes of the long ones */
+    Py_ssize_t total = 0;
+    int too_long = 0, changed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < n;) {
+        Py_ssize_t stop = r, length = 0;
+        for (; stop < n && owner[stop] == owner[r]; stop++) {
+            const char *line;
+            uint32_t size;
+            statement_line(&lines, lines.index[stop], kind, &line, &size);
+            length += size + (stop > r);
+        }
+        if (length > 12) total += length;
+        too_long |= length > INT32_MAX || total > INT32_MAX;
+        r = stop;
+    }
+    Py_END_ALLOW_THREADS
+    if (too_long) {
+        PyErr_SetString(PyExc_ValueError, "statements: more than 2 GiB of statement text");
+        goto done;
+    }
+    views = PyBytes_FromStringAndSize(NULL, n_entries * 16);
+    status = PyBytes_FromStringAndSize(NULL, n_entries);
+    text = PyBytes_FromStringAndSize(NULL, total);
+    if (!views || !status || !text) goto done;
+    uint32_t *view = (uint32_t *)PyBytes_AS_STRING(views);
+    uint8_t *state = (uint8_t *)PyBytes_AS_STRING(status);
+    char *out = PyBytes_AS_STRING(text);
+    Py_BEGIN_ALLOW_THREADS
+    memset(view, 0, (size_t)n_entries * 16);
+    memset(state, 0, (size_t)n_entries);
+    Py_ssize_t used = 0;
+    for (Py_ssize_t r = 0; r < n;) {
+        char inline_bytes[13];
+        Py_ssize_t stop = r, length = 0;
+        char *at = out + used;
+        for (; stop < n && owner[stop] == owner[r]; stop++) {  /* the joined text: into out, or inline_bytes while short */
+            const char *line;
+            uint32_t size;
+            statement_line(&lines, lines.index[stop], kind, &line, &size);
+            Py_ssize_t grown = length + size + (stop > r);
+            if (grown > 12 && used + grown > total) {  /* only if kind changed since the first pass */
+                changed = 1;
+                break;
+            }
+            if (grown > 12 && length <= 12 && length > 0) memcpy(at, inline_bytes, (size_t)length);  /* spills over */
+            char *to = grown > 12 ? at : inline_bytes;
+            if (stop > r) to[length++] = '\n';
+            memcpy(to + length, line, size);
+            length += size;
+        }
+        if (changed) break;
+        const char *joined = length > 12 ? at : inline_bytes;
+        int terminated = length > 0 && joined[length - 1] == ';';
+        uint32_t *v = view + 16 / 4 * owner[r];
+        uint32_t shown = (uint32_t)(length - terminated);
+        v[0] = shown;
+        if (shown > 12) {
+            memcpy(v + 1, joined, 4);
+            v[3] = (uint32_t)used;  /* v[2]: buffer 0 */
+        } else {
+            memcpy(v + 1, joined, shown);
+        }
+        if (length > 12) used += length;
+        state[owner[r]] = terminated ? 1 : 2;
+        r = stop;
+    }
+    Py_END_ALLOW_THREADS
+    if (changed) PyErr_SetString(PyExc_ValueError, "statements: the arguments changed while being read");
+    else result = Py_BuildValue("(OOO)", views, status, text);
+done:
+    Py_XDECREF(views);
+    Py_XDECREF(status);
+    Py_XDECREF(text);
+    release_lines(&lines);
+    PyBuffer_Release(&kinds);
+    PyBuffer_Release(&owners);
+    return result;
+}
+
 /* Strict UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF). */
 static int valid_utf8(const unsigned char *s, Py_ssize_t n) {
     Py_ssize_t i = 0;
@@ -819,6 +971,8 @@ static PyMethodDef methods[] = {
      "header_codes(buffer, start, end, views, kind, role, n_entries, heads, groups, (user_host, use, set))"
      " -> (first int32[groups * n_entries], line int64[d], group int8[d])"},
     {"sequences", sequences, METH_VARARGS, "sequences(owner, code, n_entries) -> (plan int64[n_entries], first int64[p])"},
+    {"statements", statements, METH_VARARGS,
+     "statements(buffer, start, end, views, at, kind, owner, n_entries) -> (views, status uint8, text): each entry's statement"},
     {"query_times", query_times, METH_VARARGS,
      "query_times(buffer, start, end, views, at) -> (regular, query_time, lock_time, rows_sent, rows_examined)"},
     {NULL, NULL, 0, NULL},

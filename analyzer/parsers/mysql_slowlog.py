@@ -65,11 +65,12 @@ Speed (hundreds of MB): the log is cut into entry-aligned pieces read on two thr
 ``dbdiag._line_scan`` (analyzer/native/line_scan.c) reads a piece without the GIL: its lines as Arrow
 string views over the log's own bytes (``parse_bytes`` takes the member's bytes: no decoded copy), their
 kinds, the entries, numbers for the header and explain texts that repeat, the values of plain Query_time
-lines. Without it (a package installed with no C compiler) polars' CSV reader, numpy and hashes do the
-same: slower, same tables. The distinct header and explain texts of the whole log are then read once,
-what an entry shows of its explain lines once per distinct sequence of them, and a second pass over the
-pieces gives each entry its values. Query_time lines the kernel does not read are split at positions
-learnt from the first one. No Python loop runs per line or per entry.
+lines, the statements. Without it (a package installed with no C compiler) polars' CSV reader, numpy and
+hashes do the same: slower, same tables. The distinct header and explain texts of the whole log are then
+read once, what an entry shows of its explain lines once per distinct sequence of them, and each column
+of the log's table of entries is made once, from the pieces' numbers (the plan nodes on the other thread
+meanwhile). Query_time lines the kernel does not read are split at positions learnt from the first one.
+No Python loop runs per line or per entry.
 """
 
 from __future__ import annotations
@@ -133,7 +134,6 @@ QT_FIELDS = {
     "qt_text": "Query_time", "lock_text": "Lock_time", "rows_sent_text": "Rows_sent", "rows_examined_text": "Rows_examined",
 }
 QT_EXTRA = pl.col("t").str.count_matches(": ", literal=True) > 4
-QT_EXTRA_COLUMNS = tuple(f"qt_{key}" for key in QT_EXTRA_KEYS)
 
 
 EXPLAIN_COLUMNS = ("table", "type", "key", "rows", "r_rows", "Extra")
@@ -306,6 +306,28 @@ class _Kernel(NamedTuple):
         first = np.frombuffer(first, dtype=np.uint32).reshape(len(names), n_entries)  # int32 >= 0: same bits
         return first.astype(_index_dtype(), copy=False), lines.gather(np.frombuffer(line, dtype=np.int64)), np.frombuffer(group, dtype=np.int8)
 
+    def statements(self, kind: np.ndarray, owner: np.ndarray, at: np.ndarray, n_entries: int) -> pl.DataFrame:
+        """``_sql`` placed at the entries (``n_entries`` rows; null without statement lines): the
+        statements as string views over a buffer of their bytes."""
+        views, status, text = self.module.statements(
+            self.data, self.start, self.end, self.views, at.astype(np.int64), kind, owner.astype(np.int64), n_entries
+        )
+        status = np.frombuffer(status, dtype=np.uint8)
+        present = status > 0
+        validity = pa.py_buffer(np.packbits(present, bitorder="little"))
+        sql = arrow_series(
+            pa.Array.from_buffers(pa.string_view(), n_entries, [validity, pa.py_buffer(views), pa.py_buffer(text)]), "sql"
+        )
+        terminated = pl.Series("terminated", status == 1)
+        if not present.all():
+            terminated = terminated.set(pl.Series(~present), None)
+        untidy = np.flatnonzero(status == 2)  # no closing ";": trailing blanks, or cut
+        if untidy.size:
+            body = sql.gather(untidy).str.strip_chars_end()
+            sql = sql.scatter(untidy, body.str.strip_suffix(";"))
+            terminated = terminated.scatter(untidy, body.str.ends_with(";"))
+        return pl.DataFrame([sql, terminated])
+
     def query_times(self, at: np.ndarray) -> tuple[np.ndarray, ...]:
         """(plain: bool, query_time_s, lock_time_s, rows_sent, rows_examined) of the Query_time lines ``at``."""
         plain, *numbers = self.module.query_times(self.data, self.start, self.end, self.views, at.astype(np.int64))
@@ -405,7 +427,6 @@ ENTRY_FIELDS = {
     "use": ("use_db",),
     "set": ("set_ts",),
 }
-ENTRY_COLUMNS = tuple(dict.fromkeys(c for columns in ENTRY_FIELDS.values() for c in columns))
 KEYED_COLUMNS = tuple(c for g, (starts, columns) in LINE_GROUPS.items() if starts for c in columns)
 
 
@@ -614,7 +635,8 @@ def _by_distinct(values: pl.Series, exprs: dict[str, pl.Expr]) -> pl.DataFrame:
     value (logs repeat these lines a lot) and once for null; values are matched by their 64-bit hash."""
     present = np.flatnonzero(values.is_not_null().to_numpy())  # often few: # Time is written once a second
     code, distinct = _distinct_codes(values.gather(present))
-    null_first = pl.concat([pl.Series(values.name, [None], dtype=values.dtype), distinct])
+    # one chunk: a gather from several chunks copies the bytes of every string
+    null_first = pl.concat([pl.Series(values.name, [None], dtype=values.dtype), distinct], rechunk=True)
     table = pl.DataFrame({values.name: null_first}).with_columns(**exprs).drop(values.name)
     index = np.zeros(values.len(), dtype=_index_dtype())
     index[present] = code + 1
@@ -700,17 +722,6 @@ def _merged_texts(texts: list[pl.Series]) -> tuple[list[np.ndarray], pl.Series]:
     return [code[a:b] for a, b in zip(bounds[:-1], bounds[1:])], distinct
 
 
-def _by_entry(frame: pl.DataFrame, entries: pl.Series, n_entries: int, columns: tuple[str, ...]) -> pl.DataFrame:
-    """``columns`` of ``frame`` (one row per ``entry`` < ``n_entries`` at most) for every entry number
-    of ``entries``; null where ``frame`` has no row for the entry, or not the column."""
-    position = np.full(n_entries, -1, dtype=np.int64)
-    position[frame["entry"].to_numpy()] = np.arange(frame.height)
-    index = _index(position[entries.to_numpy()])
-    return pl.DataFrame([
-        frame[c].gather(index) if c in frame.columns else _nulls(c, pl.String, entries.len()) for c in columns
-    ])
-
-
 def _align(frame: pl.DataFrame, n_entries: int) -> pl.DataFrame:
     """Rows of ``frame`` (one per local ``entry`` at most) placed at their entry: ``n_entries`` rows."""
     position = np.full(n_entries, -1, dtype=np.int64)
@@ -724,6 +735,8 @@ def _align(frame: pl.DataFrame, n_entries: int) -> pl.DataFrame:
 def _parse_chunk(read: Callable[[], Lines], is_first: bool) -> dict[str, object]:
     """Entries of the piece that ``read`` reads (which starts at an entry, or is the file's beginning)
     with local entry numbers: 0 holds what comes before the first header, the rest count from 1.
+    ``entries`` holds the values read from the piece's own lines, for the entries from ``kept`` on
+    (entry 0 only when it has lines); line numbers are kept as line indices of the piece (``lines``).
 
     Header and explain lines come back as numbers of the piece's distinct texts: their fields are
     read once per distinct text of the whole file (``_header_columns``, ``_explain``)."""
@@ -736,25 +749,21 @@ def _parse_chunk(read: Callable[[], Lines], is_first: bool) -> dict[str, object]
     line_of[1:] = starts
     if marks["head"] >= 0 and is_first:
         line_of[0] = marks["head"]
+    kept = 0 if line_of[0] >= 0 else 1  # entry 0 holds lines only before the first header of the file
     first_line = 1
 
-    columns: dict[str, pl.Series] = {
-        "entry": pl.Series(np.arange(n_entries, dtype=np.int64)),
-        "line": _line_numbers(line_of, first_line),
-    }
-    columns |= _times(lines, marks["time"], first_line)
     numbers, qt_extras, warnings = _query_time(lines, marks["query_time"], first_line, kernel)
-    columns |= numbers
     first, header_texts, header_groups = (_header_codes if kernel is None else kernel.header_codes)(
         lines, kind, prefix, marks, n_entries
     )
-    sql = _sql(lines, kind, marks["sql_entry"], marks["sql"])
-    entries = pl.concat([pl.DataFrame(columns), _align(sql, n_entries)], how="horizontal")
-    if line_of[0] < 0:  # nothing before the first header
-        entries = entries.slice(1)
-        first = first[:, 1:]
+    if kernel is None:
+        sql = _align(_sql(lines, kind, marks["sql_entry"], marks["sql"]), n_entries)
+    else:
+        sql = kernel.statements(kind, marks["sql_entry"], marks["sql"], n_entries)
+    entries = pl.concat([pl.DataFrame(numbers), sql], how="horizontal").slice(kept)
     at, owner = marks["explain"], marks["explain_entry"]
     explain_codes, explain_texts = _line_codes(lines, at, kernel)
+    data_rows, head_rows = _explain_data(owner, explain_codes, _explain_heads(explain_texts))
     # what an entry shows of its explain lines depends on them only: one entry of each distinct
     # sequence of them (``plans``) goes on to be read for the whole file
     plan_of, reps, n_plans = _plans(owner, explain_codes, n_entries)
@@ -764,9 +773,13 @@ def _parse_chunk(read: Callable[[], Lines], is_first: bool) -> dict[str, object]
     server = marks["server"]
     return {
         "entries": entries,
+        "kept": kept,
+        "lines": {"line": line_of, "time_line": marks["time"], "qt_line": marks["query_time"]},
+        "times": _time_texts(lines, marks["time"]),
         "qt_extras": qt_extras,
         "header": (header_texts, header_groups, first),
-        "explain": (owner, explain_codes, explain_texts),
+        # the data rows of the explain lines: entry, text and header row's text
+        "explain": (owner[data_rows], explain_codes[data_rows], explain_codes[head_rows], explain_texts),
         "plans": (plan_of, n_plans, plan_of[owner[rep_rows]], explain_codes[rep_rows]),
         "n_entries": n_entries,
         "n_lines": lines.len(),
@@ -777,37 +790,130 @@ def _parse_chunk(read: Callable[[], Lines], is_first: bool) -> dict[str, object]
     }
 
 
-def _finish_chunk(
-    piece: dict[str, object], header_remap: np.ndarray, explain_remap: np.ndarray, plan_of: np.ndarray,
-    header_table: pl.DataFrame, present: set[int], explain_texts: _ExplainTexts, per_plan: pl.DataFrame,
-) -> dict[str, object]:
-    """A piece's entries with the fields of their header and explain lines, read from the tables of
-    the log's distinct texts (``_merged_texts`` numbered them: ``*_remap``) and plans (``plan_of``:
-    the plan of each of its entries), and their flags and ids; its plan nodes."""
-    entries = piece["entries"]
-    owner, code, _ = piece["explain"]
-    entry_index = entries["entry"]
-    plans = per_plan.select(pl.all().gather(_index(plan_of[entry_index.to_numpy()])))
-    plans = plans.with_columns(pl.col("plan_full_scan").fill_null(False))
-    # the piece's header texts (and the empty last row) in the order of its own numbers
-    table = header_table.select(pl.all().gather(_index(np.append(header_remap, header_table.height - 1))))
-    first = piece["header"][2]
-    entries = pl.concat([
-        entries, _header_columns(first, table, present),
-        _by_entry(piece["qt_extras"], entry_index, piece["n_entries"], QT_EXTRA_COLUMNS), plans,
-    ], how="horizontal")
-    nodes = _explain_nodes(owner, explain_remap[code], explain_texts).drop("row")
-    flag_lines = bool(table["Full_scan"].is_not_null().to_numpy()[first[list(LINE_GROUPS).index("flags")]].any())
-    return {"entries": _typed(entries), "plan_nodes": nodes, "flag_lines": flag_lines}
+# ---- whole file ---------------------------------------------------------------------------------
 
 
-def _times(lines: pl.Series, position: np.ndarray, first_line: int) -> dict[str, pl.Series]:
-    """Each entry's ``# Time`` text and line (``position``: its line, or -1)."""
+class _Stitch(NamedTuple):
+    """Where the pieces' entries go in the file's table of entries: the local entries of each piece
+    from its first one kept on (``_parse_chunk``'s ``kept``), in file order."""
+
+    kept: list[int]  # per piece, its first local entry kept
+    n_entries: list[int]  # per piece, its number of local entries
+    entry_bases: np.ndarray  # per piece, the file's number of its local entry 0
+    line_bases: np.ndarray  # per piece, the file's index of its first line
+
+    @property
+    def rows(self) -> int:
+        return sum(self.n_entries) - sum(self.kept)
+
+    def spans(self) -> list[tuple[int, int, int]]:
+        """Per piece: its first local entry kept, and where its entries start and end in the table."""
+        sizes = np.subtract(self.n_entries, self.kept)
+        stops = np.cumsum(sizes)
+        return list(zip(self.kept, (stops - sizes).tolist(), stops.tolist()))
+
+
+def _by_name(frame: pl.DataFrame) -> dict[str, pl.Series]:
+    return dict(zip(frame.columns, frame.iter_columns()))
+
+
+def _int64_column(name: str, values: np.ndarray, valid: np.ndarray) -> pl.Series:
+    """``values`` as a polars column on the same memory, null where not ``valid``."""
+    if valid.all():
+        return pl.Series(name, values)
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return arrow_series(pa.Array.from_buffers(pa.int64(), values.size, [bitmap, pa.py_buffer(values)]), name)
+
+
+LINE_COLUMNS = ("line", "time_line", "qt_line")
+
+
+def _number_columns(pieces: list[dict[str, object]], stitch: _Stitch) -> dict[str, pl.Series]:
+    """entry (the file's entry numbers) and line, time_line, qt_line (1-based line numbers in the file;
+    null: no such line). One allocation for the four: numpy asks for huge pages past 4 MB."""
+    numbers = np.empty((1 + len(LINE_COLUMNS), stitch.rows), dtype=np.int64)
+    valid = np.empty((len(LINE_COLUMNS), stitch.rows), dtype=bool)
+    for piece, (kept, start, stop), entry_base, line_base in zip(pieces, stitch.spans(), stitch.entry_bases, stitch.line_bases):
+        numbers[0, start:stop] = np.arange(entry_base + kept, entry_base + piece["n_entries"])
+        for row, name in enumerate(LINE_COLUMNS):
+            position = piece["lines"][name][kept:]
+            np.add(position, line_base + 1, out=numbers[row + 1, start:stop])  # -1 (no line) is masked below
+            np.greater_equal(position, 0, out=valid[row, start:stop])
+    return {"entry": pl.Series("entry", numbers[0])} | {
+        name: _int64_column(name, numbers[row + 1], valid[row]) for row, name in enumerate(LINE_COLUMNS)
+    }
+
+
+def _qt_extra_columns(pieces: list[dict[str, object]], stitch: _Stitch, entry: pl.Series) -> dict[str, pl.Series]:
+    """The ``qt_*`` keys read after Rows_examined, for every entry kept; only the keys some line has."""
+    extras = [p["qt_extras"].with_columns(pl.col("entry") + int(b)) for p, b in zip(pieces, stitch.entry_bases)]
+    # one chunk: a gather from several copies the bytes of every string
+    extras = pl.concat([e for e in extras if e.width > 1] or extras[:1], how="diagonal_relaxed", rechunk=True)
+    if extras.width == 1:
+        return {}
+    if extras.height == entry.len() and extras["entry"].equals(entry, check_names=False):  # every entry has them
+        return {c: extras[c] for c in extras.columns if c != "entry"}
+    position = np.full(int(stitch.entry_bases[-1]), -1, dtype=np.int64)
+    position[extras["entry"].to_numpy()] = np.arange(extras.height)
+    index = _index(position[entry.to_numpy()])
+    return {c: extras[c].gather(index) for c in extras.columns if c != "entry"}
+
+
+def _entry_table(
+    pieces: list[dict[str, object]], stitch: _Stitch, header: dict[str, object],
+    plans: tuple[np.ndarray, np.ndarray, pl.DataFrame], tz: str,
+) -> tuple[pl.DataFrame, bool]:
+    """Every entry kept, numbered in the file (``entry``), with the values of its lines, its header
+    fields (``header``: the table of the log's distinct header texts, each piece's numbers in it,
+    the groups present) and plan (``plans``: the file's plan of each piece's plans, where each piece's
+    numbers start, the table of plans), flags and ids (``_typed``); and whether any entry has a
+    Full_scan line. Each column is made once for the whole file."""
+    table, remaps, groups = header["table"], header["remaps"], sorted(header["present"])
+    plan_of, plan_bases, per_plan = plans
+    # last row: no plan; one chunk (a gather from several copies the bytes of every string)
+    per_plan = pl.concat([per_plan, pl.DataFrame({"plan_full_scan": [False]})], how="diagonal", rechunk=True)
+    # for each group with lines and each entry, the row of its line's text in ``table`` (its last,
+    # empty row: none); last, the entry's row in ``per_plan``: one allocation (huge pages)
+    rows = np.empty((len(groups) + 1, stitch.rows), dtype=_index_dtype())
+    for piece, remap, plan_base, (kept, start, stop) in zip(pieces, remaps, plan_bases, stitch.spans()):
+        texts = np.append(remap, table.height - 1)  # a piece numbers "no line" as its number of texts
+        for row, group in enumerate(groups):
+            np.take(texts, piece["header"][2][group, kept:], out=rows[row, start:stop], mode="clip")
+        plan_rows = np.append(plan_of[plan_base : plan_base + piece["plans"][1]], per_plan.height - 1)
+        np.take(plan_rows, piece["plans"][0][kept:], out=rows[-1, start:stop], mode="wrap")  # -1 (no plan): the last
+    base = pl.concat([p["entries"] for p in pieces], how="vertical_relaxed", rechunk=True)
+    numbers = _number_columns(pieces, stitch)
+    times = _time_columns(pieces, stitch, tz)
+    header_columns = _header_columns(dict(zip(groups, rows[:-1])), table, header["groups"])
+    plans = per_plan.select(pl.all().gather(pl.Series(rows[-1]))) if per_plan.height > 1 else pl.DataFrame()
+    extras = _qt_extra_columns(pieces, stitch, numbers["entry"])
+    columns = {**numbers, **_by_name(base), **times, **header_columns, **_by_name(plans), **extras}
+    flags = list(LINE_GROUPS).index("flags")
+    flag_lines = flags in groups and bool(table["Full_scan"].is_not_null().to_numpy()[rows[groups.index(flags)]].any())
+    return _typed(pl.DataFrame(columns)), flag_lines
+
+
+def _time_texts(lines: pl.Series, position: np.ndarray) -> tuple[np.ndarray, pl.Series]:
+    """The entries with a ``# Time`` line (``position``: each entry's line, or -1) and its text."""
     present = np.flatnonzero(position >= 0)  # few: the server writes # Time once a second
     text = lines.gather(_index(position[present])).str.slice(len("# Time:"))
-    text = text.str.split_exact(" # User@Host:", 1).struct.field("field_0").str.strip_chars()
-    time_text = _nulls("time_text", pl.String, position.size).scatter(present, text)
-    return {"time_line": _line_numbers(position, first_line), "time_text": time_text}
+    return present, text.str.split_exact(" # User@Host:", 1).struct.field("field_0").str.strip_chars().alias("time_text")
+
+
+def _time_columns(pieces: list[dict[str, object]], stitch: _Stitch, tz: str) -> dict[str, pl.Series]:
+    """The entries' ``# Time`` texts read once per distinct text: ``time_text_utc`` (null without one),
+    ``time_text_zoned``, ``time_text_subsecond``; the texts themselves too when one is unreadable (its
+    warning shows it)."""
+    counts = np.cumsum([0] + [piece["times"][0].size for piece in pieces])
+    position = np.full(stitch.rows, counts[-1], dtype=_index_dtype())  # each entry's row in ``texts``; the last: none
+    for piece, (kept, start, _), count in zip(pieces, stitch.spans(), counts):
+        entries = piece["times"][0]  # an entry with a # Time line starts with it: never entry 0
+        position[entries - kept + start] = np.arange(count, count + entries.size)
+    texts = pl.concat([*(piece["times"][1] for piece in pieces), pl.Series("time_text", [None], dtype=pl.String)], rechunk=True)
+    read = pl.concat([texts.to_frame(), _by_distinct(texts, _parse_time_text("time_text", tz))], how="horizontal")
+    if read["time_text_utc"].null_count() == 1:  # only the last row's
+        read = read.drop("time_text")
+    return dict(zip(read.columns, read.select(pl.all().gather(pl.Series(position))).iter_columns()))
 
 
 def _query_time_layout(line: str) -> tuple[str, dict[str, int]] | None:
@@ -827,7 +933,7 @@ def _query_time(
     lines: pl.Series, position: np.ndarray, first_line: int, kernel: _Kernel | None
 ) -> tuple[dict[str, pl.Series], pl.DataFrame, list[tuple[int, str]]]:
     """Query_time, Lock_time, Rows_sent, Rows_examined as numbers (with a warning per unreadable
-    value), and qt_line; what follows them (Percona Rows_affected, MySQL 8 log_slow_extra) is read by
+    value); what follows them (Percona Rows_affected, MySQL 8 log_slow_extra) is read by
     key as text on the lines that have it: a frame of ``entry`` and the ``qt_*`` keys found.
     ``position``: each entry's Query_time line, or -1.
 
@@ -838,6 +944,7 @@ def _query_time(
     layout = _query_time_layout(lines[int(position[present[0]])]) if present.size else None
     if kernel is None:
         out, warnings, extras = _query_time_texts(lines, position, first_line, layout)
+        del out["qt_line"]  # the file's line numbers are made for all pieces at once (``_number_columns``)
         return out, extras, warnings
     plain, *numbers = kernel.query_times(position)
     rest = np.flatnonzero(~plain & (position >= 0))
@@ -849,7 +956,7 @@ def _query_time(
     for (_, _, column, dtype), values in zip(NUMBER_FIELDS, numbers):
         number = pl.Series(column, values, dtype=dtype).set(missing, None)
         out[column] = number.scatter(rest, out[column]) if rest.size else number
-    out["qt_line"] = _line_numbers(position, first_line)
+    out.pop("qt_line", None)
     return out, extras.with_columns(entry=pl.Series(rest[extras["entry"].to_numpy()], dtype=pl.Int64)), warnings
 
 
@@ -934,34 +1041,34 @@ def _numbers(out: dict[str, pl.Series]) -> tuple[dict[str, pl.Series], list[tupl
 def _header_table(texts: pl.Series) -> pl.DataFrame:
     """The fields of every distinct header line of the log and what ``HEADER_TYPED`` works out from
     them, and a last all-null row (for entries without a line of a group: a gather without null indices)."""
-    return pl.DataFrame({"t": texts.extend_constant(None, 1)}).with_columns(**HEADER_EXPRS).with_columns(**HEADER_TYPED)
+    # one chunk: a gather from several chunks copies the bytes of every string
+    return pl.DataFrame({"t": texts.extend_constant(None, 1).rechunk()}).with_columns(**HEADER_EXPRS).with_columns(**HEADER_TYPED)
 
 
-def _header_columns(codes: np.ndarray, table: pl.DataFrame, present: set[int]) -> pl.DataFrame:
+def _header_columns(codes: dict[int, np.ndarray], table: pl.DataFrame, group_of_text: np.ndarray) -> dict[str, pl.Series]:
     """What entries take from the header lines that repeat a lot (User@Host, Thread_id, Rows_affected,
-    flags, use, SET timestamp...), read once per distinct text (``table``): each entry takes
-    ``ENTRY_FIELDS`` from its first line of each group. ``codes``: per group and entry the row of that
-    line's text in ``table`` (its last, empty row: none), as polars row numbers; ``present``: the
-    groups that have lines in the log."""
+    flags, use, SET timestamp...), read once per distinct text (``table``; ``group_of_text``: the group
+    of each of its rows): each entry takes ``ENTRY_FIELDS`` from its first line of each group.
+    ``codes``: for each group that has lines in the log, per entry the row of that line's text in
+    ``table`` (its last, empty row: none), as polars row numbers. A field that no line of its group
+    has is left out (null), like the fields of groups without lines."""
+    names = list(LINE_GROUPS)
     gathers: list[tuple[str, pl.Expr]] = []
-    for code, columns in enumerate(ENTRY_FIELDS.values()):
-        if code not in present:
-            continue
-        index = pl.Series(codes[code])
-        gathers += [(column, pl.col(column).gather(index).alias(f"{column}#{code}")) for column in columns]
+    for group, index in codes.items():
+        index = pl.Series(index)
+        texts = table.filter(pl.Series(np.append(group_of_text == group, False)))
+        gathers += [
+            (column, pl.col(column).gather(index).alias(f"{column}#{group}"))
+            for column in ENTRY_FIELDS[names[group]] if texts[column].null_count() < texts.height
+        ]
     taken = table.select(expr for _, expr in gathers)
     found: dict[str, list[pl.Series]] = {}
     for (column, _), series in zip(gathers, taken.iter_columns()):
         found.setdefault(column, []).append(series)
-    out = {}
-    for column in ENTRY_COLUMNS:
-        series = found.get(column)
-        out[column] = (
-            _nulls(column, table.schema[column], codes.shape[1]) if not series
-            else series[0] if len(series) == 1
-            else pl.DataFrame({str(i): s for i, s in enumerate(series)}).select(pl.coalesce(pl.all()))[:, 0]
-        ).alias(column)
-    return pl.DataFrame(out)
+    return {
+        column: (series[0] if len(series) == 1 else pl.select(pl.coalesce(series)).to_series()).alias(column)
+        for column, series in found.items()
+    }
 
 
 def _header_codes(
@@ -1055,9 +1162,15 @@ class _ExplainTexts(NamedTuple):
     cells: list[pl.DataFrame]  # for each distinct header row, the cells of every text read under it
 
 
+def _explain_heads(texts: pl.Series) -> np.ndarray:
+    """Whether each ``# explain:`` text is a header row ("id select_type table ...")."""
+    body = texts.str.strip_prefix("# explain: ")
+    return (body.str.starts_with("id\t") | body.str.starts_with("id ")).to_numpy()
+
+
 def _explain_texts(distinct: pl.Series) -> _ExplainTexts:
     body = distinct.str.strip_prefix("# explain: ")
-    is_head = (body.str.starts_with("id\t") | body.str.starts_with("id ")).to_numpy()
+    is_head = _explain_heads(distinct)
     head_codes = np.flatnonzero(is_head)
     heads = body.gather(head_codes)
     header_of = np.full(distinct.len(), -1, dtype=np.int64)
@@ -1075,24 +1188,42 @@ NODE_SCHEMA = {
 }
 
 
-def _explain_nodes(owner: np.ndarray, code: np.ndarray, texts: _ExplainTexts) -> pl.DataFrame:
-    """MariaDB ``# explain:`` rows -> one row per data row: its number among the rows, its entry and
-    its cells, read through the entry's header row. The rows are given as their entries (``owner``,
-    in order) and the numbers (``code``) of their texts in ``texts``."""
-    is_head = texts.is_head[code]
-    # each data row belongs to the nearest header row above it in the same entry
-    header_row = np.maximum.accumulate(np.where(is_head, np.arange(owner.size), -1))
-    data = ~is_head & (header_row >= 0)
+def _explain_data(owner: np.ndarray, code: np.ndarray, is_head: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The data rows among ``# explain:`` rows given as their entries (``owner``, in order) and the
+    numbers (``code``) of their texts (``is_head``: whether each text is a header row): (the data rows,
+    the header row of each), a data row being read through the nearest header row above it in its entry."""
+    head = is_head[code]
+    header_row = np.maximum.accumulate(np.where(head, np.arange(owner.size), -1))
+    data = ~head & (header_row >= 0)
     data &= owner[np.maximum(header_row, 0)] == owner
-    header_of_row = texts.header_of[code[np.maximum(header_row, 0)]]
+    rows = np.flatnonzero(data)
+    return rows, header_row[rows]
+
+
+def _explain_cells(
+    owner: np.ndarray, code: np.ndarray, head: np.ndarray, texts: _ExplainTexts, columns: tuple[str, ...]
+) -> pl.DataFrame:
+    """One row per ``# explain:`` data row, given as its entry (``owner``), the number of its text and
+    of its header row's text in ``texts`` (``code``, ``head``): its number among the rows, its entry and
+    its cells (``columns`` of them)."""
+    header_of_row = texts.header_of[head]
     parts = []
     for number, cells in enumerate(texts.cells):
-        mine = np.flatnonzero(data & (header_of_row == number))
+        mine = np.flatnonzero(header_of_row == number) if len(texts.cells) > 1 else np.arange(owner.size)
         parts.append(pl.concat([
-            pl.DataFrame({"row": mine, "entry": owner[mine]}), cells.select(pl.all().gather(_index(code[mine])))
+            pl.DataFrame({"row": mine, "entry": owner[mine]}), cells.select(pl.col(columns).gather(_index(code[mine])))
         ], how="horizontal"))
-    nodes = pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame(schema=NODE_SCHEMA)
+    nodes = pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame(schema=NODE_SCHEMA).select("row", "entry", *columns)
     return nodes.sort("row") if len(parts) > 1 else nodes
+
+
+def _explain_nodes(
+    owner: np.ndarray, code: np.ndarray, texts: _ExplainTexts, columns: tuple[str, ...] = tuple(NODE_SCHEMA)[2:]
+) -> pl.DataFrame:
+    """MariaDB ``# explain:`` rows -> one row per data row (``_explain_cells``). The rows are given as
+    their entries (``owner``, in order) and the numbers (``code``) of their texts in ``texts``."""
+    rows, heads = _explain_data(owner, code, texts.is_head)
+    return _explain_cells(owner[rows], code[rows], code[heads], texts, columns)
 
 
 def _plan_table(owner: np.ndarray, code: np.ndarray, texts: _ExplainTexts, n_entries: int) -> tuple[np.ndarray, pl.DataFrame]:
@@ -1230,52 +1361,58 @@ def _parse_pieces(reads: list[Callable[[], Lines]], ctx: ParseContext, notes: li
     warnings: list[ParseWarning] = [tz_warning] if tz_warning else []
     jobs = [(read, index == 0) for index, read in enumerate(reads)]
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:  # polars, numpy and the kernel release the GIL
-        run = (lambda f, items: [f(*i) for i in items]) if len(jobs) == 1 else (lambda f, items: list(pool.map(lambda i: f(*i), items)))
-        pieces = run(_parse_chunk, jobs)
-        # the header and explain lines of all pieces, each distinct text read once
-        header_remaps, header_texts = _merged_texts([p["header"][0] for p in pieces])
-        header_groups = np.zeros(header_texts.len(), dtype=np.int8)
-        for remap, piece in zip(header_remaps, pieces):
-            header_groups[remap] = piece["header"][1]
-        header_table = _header_table(header_texts)
-        explain_remaps, explain_distinct = _merged_texts([p["explain"][2] for p in pieces])
-        explain_texts = _explain_texts(explain_distinct)
-        # pieces number their entries and lines from 0; shift them by what came before
-        entry_bases = np.cumsum([0] + [p["n_entries"] for p in pieces])
-        line_bases = np.cumsum([0] + [p["n_lines"] for p in pieces])
-        n_total = int(entry_bases[-1])
-        # the pieces' plans (numbered per piece) numbered again for the whole file
-        plan_bases = np.cumsum([0] + [p["plans"][1] for p in pieces])
-        plan_of, per_plan = _plan_table(
-            np.concatenate([p["plans"][2] + b for p, b in zip(pieces, plan_bases)]),
-            np.concatenate([remap[p["plans"][3]] for p, remap in zip(pieces, explain_remaps)]),
-            explain_texts, int(plan_bases[-1]),
-        )
-        present = set(np.unique(header_groups).tolist())
-        parts = run(
-            lambda piece, header_remap, explain_remap, plan_base: _finish_chunk(
-                piece, header_remap, explain_remap, np.append(plan_of[plan_base:], -1)[piece["plans"][0]],
-                header_table, present, explain_texts, per_plan,
-            ),
-            zip(pieces, header_remaps, explain_remaps, plan_bases),
-        )
-    line_columns = ("line", "qt_line", "time_line")
-    entries = pl.concat([
-        part["entries"].with_columns(pl.col("entry") + int(e), *[pl.col(c) + int(b) for c in line_columns])
-        for part, e, b in zip(parts, entry_bases, line_bases)
-    ], how="vertical_relaxed", rechunk=True)  # one chunk: later steps would each copy mixed chunks again
-    entries = pl.concat([entries, *_times_read(entries, tz)], how="horizontal").drop("qt_Start", "qt_End")
-    plan_nodes = pl.concat([part["plan_nodes"].with_columns(pl.col("entry") + int(e)) for part, e in zip(parts, entry_bases)])
+        pieces = [_parse_chunk(*jobs[0])] if len(jobs) == 1 else list(pool.map(lambda job: _parse_chunk(*job), jobs))
+        return _parse_whole(pieces, pool, tz, ctx.source, notes, warnings)
+
+
+def _parse_whole(
+    pieces: list[dict[str, object]], pool: ThreadPoolExecutor, tz: str, source: str, notes: list[str],
+    warnings: list[ParseWarning],
+) -> ParseResult:
+    """The tables of the log from its pieces (``_parse_chunk``); the plan nodes are read on ``pool``
+    while the entries are put together."""
+    # the header and explain lines of all pieces, each distinct text read once
+    header_remaps, header_texts = _merged_texts([p["header"][0] for p in pieces])
+    header_groups = np.zeros(header_texts.len(), dtype=np.int8)
+    for remap, piece in zip(header_remaps, pieces):
+        header_groups[remap] = piece["header"][1]
+    header_table = _header_table(header_texts)
+    explain_remaps, explain_distinct = _merged_texts([p["explain"][3] for p in pieces])
+    explain_texts = _explain_texts(explain_distinct)
+    # pieces number their entries and lines from 0; the file's numbers shift them by what came before
+    entry_bases = np.cumsum([0] + [p["n_entries"] for p in pieces])
+    n_total = int(entry_bases[-1])
+    stitch = _Stitch([p["kept"] for p in pieces], [p["n_entries"] for p in pieces], entry_bases,
+                     np.cumsum([0] + [p["n_lines"] for p in pieces]))
+    # the pieces' plans (numbered per piece) numbered again for the whole file
+    plan_bases = np.cumsum([0] + [p["plans"][1] for p in pieces])
+    plan_of, per_plan = _plan_table(
+        np.concatenate([p["plans"][2] + b for p, b in zip(pieces, plan_bases)]),
+        np.concatenate([remap[p["plans"][3]] for p, remap in zip(pieces, explain_remaps)]),
+        explain_texts, int(plan_bases[-1]),
+    )
+    header = {
+        "table": header_table, "groups": header_groups, "remaps": header_remaps,
+        "present": set(np.unique(header_groups).tolist()),
+    }
+    plan_nodes = pool.submit(
+        _explain_cells,
+        np.concatenate([p["explain"][0] + b for p, b in zip(pieces, entry_bases)]),
+        *[np.concatenate([remap[p["explain"][k]] for p, remap in zip(pieces, explain_remaps)]) for k in (1, 2)],
+        explain_texts, ("type", "table", "key", "est_rows", "actual_rows", "Extra"),
+    )
+    entries, flag_lines = _entry_table(pieces, stitch, header, (plan_of, plan_bases, per_plan), tz)
+    entries = pl.concat([entries, *_times_read(entries, tz)], how="horizontal")
     flavour = _flavour(header_table, header_groups, any(p["innodb_lines"] for p in pieces))
     markers = pl.DataFrame({
         "mariadb": [flavour["mariadb"] or any(p["explain_lines"] for p in pieces)],
         "percona": [flavour["percona"]],
-        "flag_lines": [any(part["flag_lines"] for part in parts)],
+        "flag_lines": [flag_lines],
     })
-    server = pl.concat([p["server"].with_columns(pl.col("line") + int(b)) for p, b in zip(pieces, line_bases)])
-    for piece, base in zip(pieces, line_bases):
+    server = pl.concat([p["server"].with_columns(pl.col("line") + int(b)) for p, b in zip(pieces, stitch.line_bases)])
+    for piece, base in zip(pieces, stitch.line_bases):
         warnings += [ParseWarning(None if line is None else line + int(base), reason) for line, reason in piece["warnings"]]
-    del pieces, parts, jobs  # the pieces' tables are copied into ``entries``: let them go before the next copies
+    pieces.clear()  # their tables are copied into ``entries`` (and the caller's list is this one): let them go
 
     if not (entries["entry"] > 0).any():
         raise ParseError("no slow-log entry found (no # Time, # User@Host or # Query_time header)")
@@ -1284,12 +1421,12 @@ def _parse_pieces(reads: list[Callable[[], Lines]], ctx: ParseContext, notes: li
     if not entries.height:
         raise ParseError(_nothing_reason(entry_warnings))
     engine = _engine(server, markers)
-    statement, time_warnings, time_notes = _statement(entries, engine, tz, ctx.source, _version(server), markers)
+    statement, time_warnings, time_notes = _statement(entries, engine, tz, source, _version(server), markers)
     warnings += time_warnings
     notes += time_notes
     notes += _server_notes(server)
     notes += _rate_notes(entries)
-    plan_node = _plan_node(plan_nodes, entries["entry"].to_numpy(), n_total, ctx.source)
+    plan_node = _plan_node(plan_nodes.result().drop("row"), entries["entry"].to_numpy(), n_total, source)
 
     starts = statement["start_ts"].drop_nulls()
     ends = statement["end_ts"].drop_nulls()
@@ -1306,10 +1443,14 @@ def _parse_pieces(reads: list[Callable[[], Lines]], ctx: ParseContext, notes: li
 def _keep_entries(entries: pl.DataFrame) -> tuple[pl.DataFrame, list[ParseWarning]]:
     """Drop what is not a statement (cut headers, empty head fragments), with a warning each."""
     last_entry = entries["entry"].max()
-    has_sql = pl.col("sql").is_not_null() & (pl.col("sql") != "")
-    has_qt = pl.col("qt_line").is_not_null()
-    is_head = pl.col("entry") == 0
-    is_last = pl.col("entry") == last_entry
+    masks = entries.select(  # each read once; the checks combine them
+        has_sql=pl.col("sql").is_not_null() & (pl.col("sql") != ""),
+        has_qt=pl.col("qt_line").is_not_null(),
+        is_head=pl.col("entry") == 0,
+        is_last=pl.col("entry") == last_entry,
+        unterminated=~pl.col("terminated").fill_null(True),
+    )
+    has_sql, has_qt, is_head, is_last = pl.col("has_sql"), pl.col("has_qt"), pl.col("is_head"), pl.col("is_last")
     warnings: list[ParseWarning] = []
     checks = [
         (is_head & has_sql, "the file starts inside an entry (no header above this line); kept without timings"),
@@ -1318,14 +1459,14 @@ def _keep_entries(entries: pl.DataFrame) -> tuple[pl.DataFrame, list[ParseWarnin
         (~is_head & ~has_qt & ~has_sql & ~is_last, "entry has neither # Query_time nor statement text; skipped"),
         (~is_head & has_qt & ~has_sql & ~is_last, "entry has no statement text; kept without sql"),
         (~is_head & ~has_qt & has_sql, "entry has no # Query_time line; kept without timings"),
-        (is_last & has_sql & ~pl.col("terminated").fill_null(True),
+        (is_last & has_sql & pl.col("unterminated"),
          "the last statement has no closing ';' (the server always writes one): the file may be cut; kept as is"),
     ]
-    found = entries.select(*[condition.any().alias(str(n)) for n, (condition, _) in enumerate(checks)]).row(0)
+    found = masks.select(*[condition.any().alias(str(n)) for n, (condition, _) in enumerate(checks)]).row(0)
     for (condition, reason), any_row in zip(checks, found):
         if any_row:  # rare: filter only then
-            warnings += _warn_rows(entries.filter(condition), reason)
-    keep = entries.select((is_head & has_sql) | (~is_head & (has_qt | has_sql) & ~(is_last & ~has_sql))).to_series()
+            warnings += _warn_rows(entries.filter(masks.select(condition).to_series()), reason)
+    keep = masks.select((is_head & has_sql) | (~is_head & (has_qt | has_sql) & ~(is_last & ~has_sql))).to_series()
     return (entries if keep.all(ignore_nulls=False) else entries.filter(keep)), warnings  # usually all: no copy
 
 
@@ -1357,37 +1498,57 @@ def _version(server: pl.DataFrame) -> str | None:
     return versions[-1] if versions.len() else None
 
 
-def _typed_exprs() -> dict[str, pl.Expr]:
-    error_code = pl.coalesce(pl.col("Last_errno"), pl.col("qt_Errno"))
-    qt_rows = pl.col("qt_Rows_affected")
-    qt_positive = lambda key: _number(pl.col(key), pl.Int64) > 0  # noqa: E731
-    return {
-        "rows_affected": pl.when(qt_rows.is_not_null()).then(_number(qt_rows, pl.Int64)).otherwise("rows_affected_number"),
-        "client_host": pl.coalesce(pl.col("client_host"), pl.col("client_host_of_client")),
+def _typed_exprs(have: frozenset[str]) -> dict[str, pl.Expr]:
+    """Flags and ids of an entry from its fields; the fields not in ``have`` are null (no line of the
+    log has them: no column was made), a value made of them only is left out."""
+
+    def first(*exprs: pl.Expr | None) -> pl.Expr | None:
+        exprs = [e for e in exprs if e is not None]
+        return pl.coalesce(exprs) if len(exprs) > 1 else exprs[0] if exprs else None
+
+    def col(name: str) -> pl.Expr | None:
+        return pl.col(name) if name in have else None
+
+    def positive(name: str) -> pl.Expr | None:
+        return _number(pl.col(name), pl.Int64) > 0 if name in have else None
+
+    error_code = first(col("Last_errno"), col("qt_Errno"))
+    rows_affected = col("rows_affected_number")
+    if "qt_Rows_affected" in have:
+        qt_rows = pl.col("qt_Rows_affected")
+        rows_affected = pl.when(qt_rows.is_not_null()).then(_number(qt_rows, pl.Int64)).otherwise(rows_affected)
+    full_scan = col("full_scan_flag")
+    if "plan_full_scan" in have:  # filled: False where the entry has no plan
+        full_scan = pl.when(pl.col("plan_full_scan")).then(True).otherwise(full_scan)
+    sorts = None
+    if {"qt_Sort_scan_count", "qt_Sort_range_count"} <= have:
+        sorts = (_number(pl.col("qt_Sort_scan_count"), pl.Int64) + _number(pl.col("qt_Sort_range_count"), pl.Int64)) > 0
+    exprs = {
+        "rows_affected": rows_affected,
+        "client_host": first(col("client_host"), col("client_host_of_client")),
         # "use" in this entry, else Schema ("" = no database); entries with neither carry the last one
-        "db_written": pl.coalesce(pl.col("use_db"), pl.col("Schema")),
-        "conn_id": pl.coalesce(pl.col("uh_id"), pl.col("Thread_id"), pl.col("qt_Thread_id")),
-        "txn_id": pl.col("txn_id"),
-        "full_scan": pl.when(pl.col("plan_full_scan").fill_null(False)).then(True).otherwise(pl.col("full_scan_flag")),
-        "full_join": pl.col("full_join_flag"),
-        "tmp_table": pl.coalesce("tmp_table_flag", "tmp_tables_positive", qt_positive("qt_Created_tmp_tables")),
-        "tmp_table_on_disk": pl.coalesce(
-            "tmp_table_on_disk_flag", "tmp_disk_tables_positive", qt_positive("qt_Created_tmp_disk_tables")
+        "db_written": first(col("use_db"), col("Schema")),
+        "conn_id": first(col("uh_id"), col("Thread_id"), col("qt_Thread_id")),
+        "txn_id": col("txn_id"),
+        "full_scan": full_scan,
+        "full_join": col("full_join_flag"),
+        "tmp_table": first(col("tmp_table_flag"), col("tmp_tables_positive"), positive("qt_Created_tmp_tables")),
+        "tmp_table_on_disk": first(
+            col("tmp_table_on_disk_flag"), col("tmp_disk_tables_positive"), positive("qt_Created_tmp_disk_tables")
         ),
-        "filesort": pl.coalesce(
-            "filesort_flag",
-            (_number(pl.col("qt_Sort_scan_count"), pl.Int64) + _number(pl.col("qt_Sort_range_count"), pl.Int64)) > 0,
-        ),
-        "success": error_code.is_null() | (error_code == "0"),
+        "filesort": first(col("filesort_flag"), sorts),
+        "success": pl.lit(True) if error_code is None else error_code.is_null() | (error_code == "0"),
         "error_code": error_code,
     }
+    return {name: expr for name, expr in exprs.items() if expr is not None}
 
 
 TYPED_KEPT = (
-    "entry", "line", "qt_line", "time_line", "time_text", "set_ts", "sql", "terminated", "plan", "plan_signature",
+    "entry", "line", "qt_line", "time_line", "time_text", "time_text_utc", "time_text_zoned", "time_text_subsecond",
+    "set_ts", "sql", "terminated", "plan", "plan_signature",
     "index_names", "Log_slow_rate_type", "Log_slow_rate_limit", "user", "qt_Start", "qt_End",
 )
-TYPED_EXPRS = _typed_exprs()
+FLAG_COLUMNS = ("full_scan", "full_join", "tmp_table", "tmp_table_on_disk", "filesort")
 
 
 NUMBER_FIELDS = (  # text column, label in warnings, typed column, type
@@ -1400,17 +1561,16 @@ NUMBER_FIELDS = (  # text column, label in warnings, typed column, type
 
 def _typed(entries: pl.DataFrame) -> pl.DataFrame:
     """Row-local work on the entries: flags and ids (times are read afterwards)."""
-    return entries.select(*TYPED_KEPT, *[parsed for _, _, parsed, _ in NUMBER_FIELDS], **TYPED_EXPRS)
+    kept = [c for c in (*TYPED_KEPT, *[parsed for _, _, parsed, _ in NUMBER_FIELDS]) if c in entries.columns]
+    return entries.select(*kept, **_typed_exprs(frozenset(entries.columns)))
 
 
 def _times_read(entries: pl.DataFrame, tz: str) -> list[pl.DataFrame]:
-    """``# Time``, ``Start:`` and ``End:`` texts read (``*_utc``; not yet inherited), once per distinct text."""
-    times = [_by_distinct(entries["time_text"], _parse_time_text("time_text", tz))]
+    """``Start:`` and ``End:`` texts read (``*_utc``), once per distinct text, when some line has them."""
+    times = []
     for column in ("qt_Start", "qt_End"):
-        if entries[column].null_count() < entries.height:
+        if column in entries.columns and entries[column].null_count() < entries.height:
             times.append(_by_distinct(entries[column], _parse_time_text(column, tz)).select(f"{column}_utc"))
-        else:
-            times.append(pl.DataFrame([_nulls(f"{column}_utc", T.UTC_TIME, entries.height)]))
     return times
 
 
@@ -1418,21 +1578,25 @@ def _statement(
     entries: pl.DataFrame, engine: str, tz: str, source: str, version: str | None, markers: pl.DataFrame
 ) -> tuple[pl.DataFrame, list[ParseWarning], list[str]]:
     """The statement table: times inherited and combined, the database carried over, flags completed."""
+    have = set(entries.columns)
     times, warnings, notes = _timestamps(
-        entries.select("time_line", "time_text", "time_text_utc", "time_text_zoned", "time_text_subsecond",
-                       "set_ts", "query_time_s", "qt_Start_utc", "qt_End_utc"), tz, version
+        entries.select(
+            "time_line", "time_text_utc", "time_text_zoned", "time_text_subsecond", "query_time_s",
+            *[c for c in ("time_text", "qt_Start_utc", "qt_End_utc") if c in have],
+            pl.col("set_ts") if "set_ts" in have else pl.lit(None, pl.Int64).alias("set_ts"),
+        ), tz, version
     )
-    db = pl.col("db_written").forward_fill()
     flags = []
     if engine == "mariadb" and bool(markers["flag_lines"].any()):
         # MariaDB (log_slow_verbosity=query_plan) writes the Full_scan/Filesort lines only when a flag is Yes
-        flags = [pl.col("full_scan", "full_join", "tmp_table", "tmp_table_on_disk", "filesort").fill_null(False)]
+        flags = [pl.col(c).fill_null(False) if c in have else pl.lit(False).alias(c) for c in FLAG_COLUMNS]
+    db = pl.col("db_written").forward_fill()
     statement = entries.with_columns(
         *flags,
         *times,
+        *([pl.when(db != "").then(db).alias("db")] if "db_written" in have else []),
         stmt_id=pl.int_range(pl.len(), dtype=pl.Int64),
         engine=pl.lit(engine),
-        db=pl.when(db != "").then(db),
         source=pl.lit(source),
     )
     return T.conform(T.STATEMENT, statement), warnings, notes
@@ -1468,13 +1632,14 @@ def _timestamps(frame: pl.DataFrame, tz: str, version: str | None) -> tuple[pl.D
     warnings: list[ParseWarning] = []
     notes: list[str] = []
     set_is_start = _set_timestamp_is_start(frame, version)
-    bad = frame.select("time_line", "time_text", "time_text_utc").filter(
-        pl.col("time_line").is_not_null() & pl.col("time_text_utc").is_null()
-    )
-    for line, value in bad.select("time_line", "time_text").head(MAX_WARNINGS).iter_rows():
-        warnings.append(ParseWarning(line, f"unreadable # Time {value!r}; entries up to the next # Time have no time from it"))
-    if bad.height > MAX_WARNINGS:
-        warnings.append(ParseWarning(None, f"{bad.height - MAX_WARNINGS} more unreadable # Time lines"))
+    if "time_text" in frame.columns:  # there when a # Time line is unreadable
+        bad = frame.select("time_line", "time_text", "time_text_utc").filter(
+            pl.col("time_line").is_not_null() & pl.col("time_text_utc").is_null()
+        )
+        for line, value in bad.select("time_line", "time_text").head(MAX_WARNINGS).iter_rows():
+            warnings.append(ParseWarning(line, f"unreadable # Time {value!r}; entries up to the next # Time have no time from it"))
+        if bad.height > MAX_WARNINGS:
+            warnings.append(ParseWarning(None, f"{bad.height - MAX_WARNINGS} more unreadable # Time lines"))
 
     has_time = pl.col("time_line").is_not_null()
     frame = _inherit_time(frame)
@@ -1490,13 +1655,14 @@ def _timestamps(frame: pl.DataFrame, tz: str, version: str | None) -> tuple[pl.D
     if agreement == "bogus":
         set_ts = pl.lit(None, T.UTC_TIME)
     own_time = pl.when(has_time).then(pl.col("written"))
-    set_start = pl.when(~pl.col("own_subsecond")).then(set_ts) if set_is_start else pl.lit(None, T.UTC_TIME)
+    set_start = [pl.when(~pl.col("own_subsecond")).then(set_ts)] if set_is_start else []
+    exact = lambda column: [pl.col(column)] if column in frame.columns else []  # noqa: E731  (Start:/End: read)
     frame = frame.with_columns(
         end_ts=pl.coalesce(
-            pl.col("qt_End_utc"), own_time, (set_ts + query_time) if set_is_start else set_ts, pl.col("written")
+            *exact("qt_End_utc"), own_time, (set_ts + query_time) if set_is_start else set_ts, pl.col("written")
         ).cast(T.UTC_TIME)
     ).with_columns(
-        start_ts=pl.coalesce(pl.col("qt_Start_utc"), set_start, pl.col("end_ts") - query_time).cast(T.UTC_TIME)
+        start_ts=pl.coalesce(*exact("qt_Start_utc"), *set_start, pl.col("end_ts") - query_time).cast(T.UTC_TIME)
     )
     zone_less, inherited, timeless = frame.select(
         a=(has_time & ~pl.col("time_text_zoned").fill_null(True)).sum(),
@@ -1537,10 +1703,10 @@ def _set_timestamp_is_start(frame: pl.DataFrame, version: str | None) -> bool:
 def _inherit_time(frame: pl.DataFrame) -> pl.DataFrame:
     """``written``: the entry's own # Time, else the last one above it (null when that one was unreadable)."""
     has_time = frame["time_line"].is_not_null().to_numpy()
-    last_time = np.maximum.accumulate(np.where(has_time, np.arange(has_time.size), -1))
-    index = pl.Series(last_time)
+    last_time = np.where(has_time, np.arange(has_time.size, dtype=np.int32), -1)  # int32: half the memory to touch
+    np.maximum.accumulate(last_time, out=last_time)
     return frame.with_columns(
-        written=frame["time_text_utc"].gather(index.set(index < 0, None)),
+        written=frame["time_text_utc"].gather(_index(last_time)),
         own_subsecond=pl.col("time_line").is_not_null() & pl.col("time_text_subsecond").fill_null(False),
     )
 
@@ -1591,6 +1757,8 @@ def _server_notes(server: pl.DataFrame) -> list[str]:
 
 
 def _rate_notes(entries: pl.DataFrame) -> list[str]:
+    if "Log_slow_rate_limit" not in entries.columns:
+        return []
     rated = entries.filter(pl.col("Log_slow_rate_limit").is_not_null())
     if not rated.height:
         return []
@@ -1606,16 +1774,17 @@ def _plan_node(nodes: pl.DataFrame, kept_entries: np.ndarray, n_entries: int, so
     stmt_of[kept_entries] = np.arange(kept_entries.size)
     stmt = stmt_of[nodes["entry"].to_numpy()]
     keep = stmt >= 0
-    stmt = stmt[keep]
+    if not keep.all():
+        stmt, nodes = stmt[keep], nodes.filter(pl.Series(keep))
     if not stmt.size:
         return T.empty(T.PLAN_NODE)
     first = np.ones(stmt.size, dtype=bool)
     first[1:] = stmt[1:] != stmt[:-1]
-    index = np.arange(stmt.size)
+    index = np.arange(stmt.size, dtype=np.int32)  # node_id's type
     node_id = index - np.maximum.accumulate(np.where(first, index, 0))
-    node = (nodes if keep.all() else nodes.filter(pl.Series(keep))).select(
+    node = nodes.select(
         stmt_id=pl.Series(stmt),
-        node_id=pl.Series(node_id, dtype=pl.Int32),
+        node_id=pl.Series(node_id),
         depth=pl.lit(0, pl.Int32),
         node_type="type",
         relation="table",
