@@ -266,6 +266,45 @@ def test_series_equals_scalar(dialect: str) -> None:
     assert not mismatches, mismatches[:5]
 
 
+# Texts whose variants with other digits may have another fingerprint (the series groups texts by
+# their digits zeroed, then reads such ones one by one).
+DIGIT_TRAPS = [
+    "SELECT a$1, \"c1\", 1e5, 1_000, 0x1F, 1x1F, $1 FROM t1 WHERE b = 'x1' AND c = 12",
+    "select t1.c2 from t1 where id = 12",
+    "CALL p1(1)",
+    "# administrator command: Binlog Dump 1",
+    "/*db.t:1/2*/ select 1",
+    "SELECT /*!40001 SQL_NO_CACHE */ * FROM `orders`",
+]
+
+
+def _digits_changed(rng: random.Random, text: str) -> str:
+    return "".join(rng.choice("0123456789") if char in "0123456789" else char for char in text)
+
+
+@pytest.mark.parametrize(
+    ("dialect", "path"),
+    [("mysql", "regex"), ("mysql", "bytes"), ("postgresql", "regex"), ("postgresql", "bytes"), ("postgresql", "keyed")],
+)
+def test_texts_differing_in_digits_only(dialect: str, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if path == "bytes":  # the byte translation big inputs take
+        monkeypatch.setattr(sqlnorm, "_BIG", 0)
+    # PostgreSQL texts most of which have digits in names are keyed one by one, others grouped first
+    monkeypatch.setattr(sqlnorm, "_DIGITS_IN_WORDS_SHARE", -1.0 if path == "keyed" else 2.0)
+    rng = random.Random(3)
+    fragments = PG_KEYED_FRAGMENTS + PG_FRAGMENTS if dialect == "postgresql" else MYSQL_FRAGMENTS
+    texts = [_random_sql(rng, fragments) for _ in range(1500)] + KEY_TRAPS + DIGIT_TRAPS
+    sample = [variant for text in texts for variant in (text, _digits_changed(rng, text), _digits_changed(rng, text))]
+    sample += [None, "", "7"]
+    got = fingerprint_series(pl.Series(sample, dtype=pl.String), dialect)
+    expected = [None if sql is None else fingerprint(sql, dialect) for sql in sample]
+    mismatches = [(sql, want, have) for sql, want, have in zip(sample, expected, got.to_list()) if want != have]
+    assert not mismatches, mismatches[:5]
+    # the grouping did merge texts, some of them with different fingerprints
+    assert sqlnorm._zeroed_groups(pl.Series(sample))[1].len() < len(set(sample)) / 2
+    assert len({fingerprint(variant, dialect) for variant in sample if variant and variant.startswith("CALL p")}) > 1
+
+
 @pytest.mark.parametrize("dialect", ["mysql", "postgresql"])
 def test_classes_are_numbered_in_first_seen_order(dialect: str) -> None:
     rng = random.Random(11)

@@ -41,7 +41,19 @@ def fingerprinted(statements: pl.DataFrame, options: SqlOptions) -> pl.DataFrame
     slowest execution with the same plan. Redacting a few hundred representatives instead of
     every row is what keeps a 200 MB log fast.
     """
-    engines = statements["engine"].unique(maintain_order=True)
+    return _fingerprinted(statements, options, _engines(statements)).drop(CLASS, PLAN)
+
+
+def _engines(statements: pl.DataFrame) -> pl.Series:
+    """The distinct engines, in first-seen order (by a comparison when all rows have the first one)."""
+    engine = statements["engine"]
+    if engine.len() and engine.null_count() == 0 and (engine == engine[0]).all():
+        return engine.head(1)
+    return engine.unique(maintain_order=True)
+
+
+def _fingerprinted(statements: pl.DataFrame, options: SqlOptions, engines: pl.Series) -> pl.DataFrame:
+    """:func:`fingerprinted` with the ``CLASS`` and ``PLAN`` columns kept (the metrics group by them)."""
     if engines.len() <= 1:
         groups = [(engines[0] if engines.len() else None, statements)]
     else:
@@ -58,13 +70,37 @@ def fingerprinted(statements: pl.DataFrame, options: SqlOptions) -> pl.DataFrame
     frame = pl.concat(parts, how="vertical_relaxed") if parts else statements
     if len(parts) > 1:  # dialects may share a fingerprint: number the classes by fp_id
         frame = frame.with_columns(pl.col("fp_id").rank("dense").cast(pl.Int64).sub(1).alias(CLASS))
-    frame = frame.with_columns(pl.coalesce(pl.col("plan_digest"), pl.col("plan_signature")).alias("plan_key"))
-    if options.show_literals or CLASS not in frame.columns:
-        return frame.with_columns(pl.col("sql").alias("sample_sql")).drop("dialect", CLASS, strict=False)
-    return _redacted(frame).drop("dialect", CLASS)
+    frame = _with_plans(frame.with_columns(pl.coalesce(pl.col("plan_digest"), pl.col("plan_signature")).alias("plan_key")))
+    if options.show_literals:
+        return frame.with_columns(pl.col("sql").alias("sample_sql")).drop("dialect")
+    return _redacted(frame).drop("dialect")
 
 
-CLASS = "_class"  # while fingerprinting: the row's fp_id as a number from 0
+# While deriving, groups are numbered: grouping by a number spares hashing the texts again.
+CLASS = "_class"  # the row's fp_id as a number from 0
+PLAN = "_plan"  # the row's (class, plan_key) pair as a number from 0; null for a row without plan and plan_key
+
+
+def _with_plans(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` (with ``CLASS``) and its ``PLAN`` column."""
+    rows = frame.select(pl.col("plan_key").is_not_null() | pl.col("plan").is_not_null()).to_series().arg_true()
+    numbers = _row_numbers(frame.select(CLASS, "plan_key")[rows])
+    return frame.with_columns(pl.repeat(None, frame.height, dtype=pl.Int64, eager=True).scatter(rows, numbers).alias(PLAN))
+
+
+def _row_numbers(frame: pl.DataFrame) -> pl.Series:
+    """Each row's number among the distinct rows, from 0 in first-seen order.
+
+    Matched by a 64-bit hash, checked (on a collision by the rows themselves).
+    """
+    rows = frame.select(pl.struct(pl.all())).to_series()
+    for keys in (frame.hash_rows(), rows):
+        first = keys.arg_unique()
+        numbering = pl.int_range(first.len(), dtype=pl.Int64, eager=True)
+        numbers = keys.replace_strict(keys.gather(first), numbering, return_dtype=pl.Int64)
+        if rows.gather(first).gather(numbers).equals(rows):
+            break
+    return numbers
 
 
 def _classes(texts: pl.Series, dialect: str) -> pl.DataFrame:
@@ -74,31 +110,17 @@ def _classes(texts: pl.Series, dialect: str) -> pl.DataFrame:
 
 
 def _class_codes(texts: pl.Series, dialect: str) -> tuple[pl.Series, pl.Series, pl.Series]:
-    """(each text's class number, each class's fingerprint, each class's fp_id), computed once per
-    distinct text.
+    """(each text's class number, each class's fingerprint, each class's fp_id).
 
-    Big logs repeat the same texts many times, and even distinct texts share a few classes:
-    the rows are matched to their distinct text by a 64-bit hash (checked: every row equals the
-    text it was matched to, else by the text itself), and the ids computed per class.
+    Big logs repeat the same few classes: ``fingerprint_classes`` gives each row its class number
+    without a fingerprint text per row, and the ids are computed once per class.
     """
     if texts.len() == 0:
         empty = pl.Series([], dtype=pl.String)
         return pl.Series([], dtype=pl.Int64), empty, empty
-    text_code, distinct = _distinct(texts.hash(), texts)
-    if not distinct.gather(text_code).equals(texts):  # a hash collision: match by text instead
-        text_code, distinct = _distinct(texts, texts)
-    class_of_text, names = sqlnorm.fingerprint_classes(distinct, dialect)
+    class_of_text, names = sqlnorm.fingerprint_classes(texts, dialect)
     ids = pl.Series([sqlnorm.fingerprint_id(name) for name in names.to_list()], dtype=pl.String)
-    return class_of_text.gather(text_code), names, ids
-
-
-def _distinct(keys: pl.Series, values: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """(for each row the number of its distinct key, in first-seen order; the value of each key's first row)."""
-    first = keys.is_first_distinct().arg_true()
-    numbered = pl.DataFrame({"key": keys.gather(first), "number": pl.int_range(first.len(), dtype=pl.Int64, eager=True)})
-    # a join finds each row's number faster than replace_strict (measured on 0.5 M rows)
-    numbers = keys.to_frame("key").join(numbered, on="key", how="left", maintain_order="left")["number"]
-    return numbers, values.gather(first)
+    return class_of_text, names, ids
 
 
 SLOWEST = pl.col("row").get(pl.col("query_time_s").fill_null(-1.0).arg_max())
@@ -128,17 +150,12 @@ def _redacted(frame: pl.DataFrame) -> pl.DataFrame:
         return frame
     # one group per (class, plan_key): the slowest row's plan, redacted, stands for the group's rows
     groups = (
-        frame.select(CLASS, "plan_key", "query_time_s")
-        .with_row_index("row")
-        .filter(has_plan)
-        .group_by(CLASS, "plan_key")
-        .agg(pl.col("row"), SLOWEST.alias("slowest"))
+        frame.select(PLAN, "query_time_s").with_row_index("row").filter(has_plan).group_by(PLAN).agg(SLOWEST.alias("slowest"))
     )
     plans = frame["plan"].gather(groups["slowest"])
     public = pl.Series([sqlnorm.redact_plan(plan) for plan in plans.to_list()], dtype=pl.String)
-    members = groups.select("row", group=pl.int_range(pl.len(), dtype=pl.Int64)).explode("row")
-    public_plan = public.gather(pl.zeros(frame.height, pl.Int64, eager=True).scatter(members["row"], members["group"]))
-    return frame.with_columns(pl.when(has_plan).then(public_plan).alias("plan"))
+    public_of_group = pl.repeat(None, frame[PLAN].max() + 1, dtype=pl.String, eager=True).scatter(groups[PLAN], public)
+    return frame.with_columns(pl.when(has_plan).then(public_of_group.gather(frame[PLAN])).alias("plan"))
 
 
 def public_plan_nodes(nodes: pl.DataFrame, options: SqlOptions) -> pl.DataFrame:
@@ -166,15 +183,32 @@ def _latency_aggregations() -> list[pl.Expr]:
     ]
 
 
+_LATENCY = [expr.meta.output_name() for expr in _latency_aggregations()]
+
+
 def sql_profile(statements: pl.DataFrame) -> list[dict[str, Any]]:
     """Per fingerprint, heaviest first (by total time), at most PROFILE_LIMIT entries."""
+    return _profile(_numbered(statements))[0]
+
+
+def _numbered(statements: pl.DataFrame) -> pl.DataFrame:
+    """The fingerprinted statements with ``CLASS`` (numbered by fp_id) and ``PLAN``, unless they have them."""
+    if CLASS in statements.columns:
+        return statements
+    return _with_plans(statements.with_columns(pl.col("fp_id").rank("dense").cast(pl.Int64).sub(1).alias(CLASS)))
+
+
+def _profile(statements: pl.DataFrame) -> tuple[list[dict[str, Any]], list[int]]:
+    """(:func:`sql_profile`, the class number of each of its entries)."""
     timed = _timed(statements)
     if timed.height == 0:
-        return []
+        return [], []
     db_time_s = float(timed["query_time_s"].sum()) or 1.0
     per_class = (
-        timed.group_by("fp_id")  # one fingerprint per fp_id: grouping by the long text too costs time
+        timed.with_row_index("row")
+        .group_by(CLASS)
         .agg(
+            pl.col("fp_id").first(),
             pl.col("fingerprint").first(),
             *_latency_aggregations(),
             pl.col("rows_examined").sum().alias("rows_examined"),
@@ -184,45 +218,60 @@ def sql_profile(statements: pl.DataFrame) -> list[dict[str, Any]]:
             pl.col("digest").drop_nulls().first().alias("engine_digest"),
             pl.col("full_scan").fill_null(False).sum().alias("full_scans"),
             (~pl.col("success").fill_null(True)).sum().alias("errors"),
+            SLOWEST.alias("worst_row"),
         )
         .with_columns((100.0 * pl.col("total_time_s") / db_time_s).alias("share_of_db_time_pct"))
-        .sort("total_time_s", descending=True)
-        .head(PROFILE_LIMIT)
+        .sort("total_time_s", "fp_id", descending=[True, False])  # fp_id: ties in a stable order
     )
+    n_classes, per_class = per_class.height, per_class.head(PROFILE_LIMIT)
+    top = timed.filter(pl.col(CLASS).is_in(per_class[CLASS].to_list())) if n_classes > per_class.height else timed
     columns = per_class.columns
     after = columns.index("lock_time_s") + 1
-    for names in (_names_per_class(timed, "engine", "engines"), _names_per_class(timed, "db", "dbs", 5), _names_per_class(timed, "user", "users", 5)):
-        per_class = per_class.join(names, on="fp_id", how="left", maintain_order="left")
+    for column, name, limit in (("engine", "engines", None), ("db", "dbs", 5), ("user", "users", 5)):
+        per_class = _with_names(per_class, top, column, name, limit)
     per_class = per_class.select(*columns[:after], "engines", "dbs", "users", *columns[after:])
-    worst = _slowest_per(timed, ["fp_id"], ["sample_sql", "query_time_s", "end_ts", "source", "line"])
+    worst = timed.select("sample_sql", "query_time_s", "end_ts", "source", "line")[per_class["worst_row"]]
     plans = (
-        timed.select("fp_id", "plan_key", "query_time_s", "end_ts", "plan")
+        top.select(CLASS, PLAN, "plan_key", "query_time_s", "end_ts", pl.col("plan").is_not_null().alias("has_plan"))
+        .with_row_index("row")
         .filter(pl.col("plan_key").is_not_null())
-        .group_by("fp_id", "plan_key")
-        .agg(*_latency_aggregations(), pl.col("plan").drop_nulls().first().alias("plan"))
-        .sort("fp_id", "first_seen", "plan_key")  # plan_key: ties in a stable order
+        .group_by(PLAN)
+        .agg(
+            pl.col(CLASS).first(),
+            pl.col("plan_key").first(),
+            *_latency_aggregations(),
+            pl.col("row").get(pl.col("has_plan").arg_max()).alias("plan_row"),  # the first with a plan, if any
+        )
+        .sort(CLASS, "first_seen", "plan_key")  # plan_key: ties in a stable order
     )
-    plans_by_class = {fp_id: group.drop("fp_id").to_dicts() for (fp_id,), group in plans.group_by("fp_id")}
-    worst_by_class = {row["fp_id"]: row for row in worst.to_dicts()}
+    plans = plans.select(CLASS, "plan_key", *_LATENCY, top["plan"].gather(plans["plan_row"]).alias("plan"))
+    plans_by_class: dict[int, list[dict[str, Any]]] = {}
+    for plan in plans.to_dicts():
+        plans_by_class.setdefault(plan.pop(CLASS), []).append(plan)
     profile = []
-    for row in per_class.to_dicts():
-        sample = worst_by_class.get(row["fp_id"], {})
+    for row, sample in zip(per_class.drop("worst_row").to_dicts(), worst.to_dicts()):
+        number = row.pop(CLASS)
         row["worst_sample"] = {
-            "sql": sample.get("sample_sql"),
-            "query_time_s": sample.get("query_time_s"),
-            "at": sample.get("end_ts"),
-            "where": f"{sample.get('source')}:{sample.get('line')}" if sample else None,
+            "sql": sample["sample_sql"],
+            "query_time_s": sample["query_time_s"],
+            "at": sample["end_ts"],
+            "where": f"{sample['source']}:{sample['line']}",
         }
-        row["plans"] = plans_by_class.get(row["fp_id"], [])
+        row["plans"] = plans_by_class.get(number, [])
         profile.append(row)
-    return profile
+    return profile, per_class[CLASS].to_list()
 
 
-def _names_per_class(timed: pl.DataFrame, column: str, name: str, limit: int | None = None) -> pl.DataFrame:
-    """fp_id and the sorted distinct non-null values of ``column`` (the first ``limit``), from the distinct
-    (fp_id, value) pairs: cheaper than a unique() in each group of the whole frame."""
-    values = pl.col(column).drop_nulls().sort()
-    return timed.group_by("fp_id", column).agg().group_by("fp_id").agg((values if limit is None else values.head(limit)).alias(name))
+def _with_names(per_class: pl.DataFrame, timed: pl.DataFrame, column: str, name: str, limit: int | None) -> pl.DataFrame:
+    """``per_class`` and, as ``name``, each class's sorted distinct non-null values of ``column`` (the first ``limit``)."""
+    values = timed[column]
+    if values.len() and values.null_count() == 0 and (values == values[0]).all():  # one engine, one user: no grouping
+        return per_class.with_columns(pl.Series(name, [[values[0]]] * per_class.height, dtype=pl.List(pl.String)))
+    # from the distinct (class, value) pairs: cheaper than a unique() in each group of the whole frame
+    distinct = pl.col(column).drop_nulls().sort()
+    distinct = distinct if limit is None else distinct.head(limit)
+    names = timed.group_by(CLASS, column).agg().group_by(CLASS).agg(distinct.alias(name))
+    return per_class.join(names, on=CLASS, how="left", maintain_order="left")
 
 
 def _timed(statements: pl.DataFrame) -> pl.DataFrame:
@@ -234,50 +283,71 @@ def _timed(statements: pl.DataFrame) -> pl.DataFrame:
 
 def latency_timeline(statements: pl.DataFrame, fp_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
     """p50/p99 and calls per time bucket for the given fingerprints (for the report's line charts)."""
-    timed = statements.select("fp_id", "end_ts", "query_time_s").filter(
-        pl.col("query_time_s").is_not_null(), pl.col("end_ts").is_not_null(), pl.col("fp_id").is_in(fp_ids)
+    frame = _numbered(statements)
+    classes = frame.filter(pl.col("fp_id").is_in(fp_ids)).group_by(CLASS).agg(pl.col("fp_id").first())
+    return _timeline(frame, dict(zip(classes[CLASS], classes["fp_id"])))
+
+
+def _timeline(statements: pl.DataFrame, fp_id_of_class: dict[int, str]) -> dict[str, list[dict[str, Any]]]:
+    timed = statements.select(CLASS, "end_ts", "query_time_s").filter(
+        pl.col("query_time_s").is_not_null(), pl.col("end_ts").is_not_null(), pl.col(CLASS).is_in(list(fp_id_of_class))
     )
     if timed.height == 0:
         return {}
-    start, end = timed["end_ts"].min(), timed["end_ts"].max()
-    span_s = max((end - start).total_seconds(), 1.0)
-    bucket_s = max(1, int(span_s // TIMELINE_BUCKETS) + 1)
+    at_us = timed["end_ts"].dt.epoch("us")
+    start_us, end_us = at_us.min(), at_us.max()
+    span_s = max((end_us - start_us) / 1e6, 1.0)
+    bucket_us = max(1, int(span_s // TIMELINE_BUCKETS) + 1) * 1_000_000
+    # Buckets start at multiples of their length since the epoch (dt.truncate's); one number per
+    # (class, bucket): grouping by it costs half what grouping by the pair does.
+    first, count = start_us // bucket_us, end_us // bucket_us - start_us // bucket_us + 1
+    key = pl.col(CLASS) * count + at_us // bucket_us - first
     bucketed = (
-        timed.with_columns(pl.col("end_ts").dt.truncate(f"{bucket_s}s").alias("bucket"))
-        .group_by("fp_id", "bucket")
+        timed.group_by(key.alias("key"))
         .agg(
             pl.len().alias("calls"),
             pl.col("query_time_s").quantile(0.5, "linear").alias("p50_s"),
             pl.col("query_time_s").quantile(0.99, "linear").alias("p99_s"),
         )
+        .select(
+            (pl.col("key") // count).replace_strict(fp_id_of_class, return_dtype=pl.String).alias("fp_id"),
+            ((pl.col("key") % count + first) * bucket_us).cast(timed["end_ts"].dtype).alias("bucket"),
+            "calls",
+            "p50_s",
+            "p99_s",
+        )
         .sort("fp_id", "bucket")
     )
-    return {fp_id: group.drop("fp_id").to_dicts() for (fp_id,), group in bucketed.group_by("fp_id", maintain_order=True)}
+    timeline: dict[str, list[dict[str, Any]]] = {}
+    for bucket in bucketed.to_dicts():
+        timeline.setdefault(bucket.pop("fp_id"), []).append(bucket)
+    return timeline
 
 
 def derive_sql(tables: dict[str, pl.DataFrame], options: SqlOptions) -> tuple[pl.DataFrame | None, dict[str, Any]]:
     statements = tables.get(t.STATEMENT)
     if statements is None or statements.height == 0:
         return None, {}
-    frame = fingerprinted(statements, options)
-    profile = sql_profile(frame)
-    top_ids = [row["fp_id"] for row in profile[:TIMELINE_TOP]]
+    engines = _engines(statements)
+    frame = _fingerprinted(statements, options, engines)
+    profile, classes = _profile(frame)
+    top = {number: row["fp_id"] for number, row in zip(classes[:TIMELINE_TOP], profile)}
     metrics = {
         "sql_profile": profile,
-        "sql_summary": _summary(frame, options),
-        "sql_timeline": latency_timeline(frame, top_ids),
+        "sql_summary": _summary(frame, options, engines),
+        "sql_timeline": _timeline(frame, top),
     }
-    return frame, metrics
+    return frame.drop(CLASS, PLAN), metrics
 
 
-def _summary(frame: pl.DataFrame, options: SqlOptions) -> dict[str, Any]:
+def _summary(frame: pl.DataFrame, options: SqlOptions, engines: pl.Series) -> dict[str, Any]:
     timed = _timed(frame)
     return {
         "statements": frame.height,
         "timed_statements": timed.height,
-        "fingerprints": frame["fp_id"].n_unique(),
+        "fingerprints": frame[CLASS].max() + 1,  # classes are numbered from 0 without gaps
         "db_time_s": float(timed["query_time_s"].sum()) if timed.height else 0.0,
-        "engines": sorted(e for e in frame["engine"].drop_nulls().unique().to_list()),
+        "engines": sorted(engines.drop_nulls().to_list()),
         "first_seen": frame["end_ts"].min(),
         "last_seen": frame["end_ts"].max(),
         "literals": "shown (--show-literals)" if options.show_literals else "replaced by placeholders",
