@@ -138,9 +138,10 @@ def _subjects(inp: RuleInput, width: float) -> tuple[list[Subject], list[str]]:
     if samples is not None:
         windows = sample_windows(samples, width)
         whole = sample_windows(samples, 1e12).drop("window_start")
+        sources = _sources(samples)
         for (label,), group in windows.group_by("label", maintain_order=True):
             total = partial(whole.filter, pl.col("label").eq_missing(label))
-            _add(subjects, unjudged, f"JMeter label {label!r}", "JMeter label", group, total, tuple(sorted(samples["source"].unique().to_list())))
+            _add(subjects, unjudged, f"JMeter label {label!r}", "JMeter label", group, total, sources)
     statements = inp.table(t.STATEMENT)
     if statements is not None:
         timed = statements.filter(pl.col("query_time_s").is_not_null()).select(
@@ -149,7 +150,7 @@ def _subjects(inp: RuleInput, width: float) -> tuple[list[Subject], list[str]]:
         if timed.height:  # one population: no label to group by (hashing a text per statement costs)
             windows = sample_windows(timed, width, by_label=False)
             total = partial(_whole_capture, timed)
-            _add(subjects, unjudged, "SQL statements (all)", "SQL statements", windows, total, tuple(sorted(statements["source"].unique().to_list())))
+            _add(subjects, unjudged, "SQL statements (all)", "SQL statements", windows, total, _sources(statements))
     host = non_database_runs(inp)
     histogram = inp.table(t.LATENCY_HISTOGRAM)
     if histogram is not None:
@@ -176,6 +177,15 @@ def _subjects(inp: RuleInput, width: float) -> tuple[list[Subject], list[str]]:
     if intervals is not None:
         subjects.extend(s for s in _interval_subjects(intervals) if s.run_key not in host)
     return subjects, unjudged
+
+
+def _sources(frame: pl.DataFrame) -> tuple[str, ...]:
+    """The frame's distinct sources, sorted: one comparison pass when all rows have the first one (the usual
+    case), cheaper than hashing the text of every row."""
+    column = frame["source"]
+    if column.len() and column.eq_missing(column[0]).all():
+        return (column[0],)
+    return tuple(sorted(column.unique().to_list()))
 
 
 def _window_schema(with_instance: bool = False) -> dict[str, pl.DataType]:

@@ -55,6 +55,23 @@ def _one_source(inp: RuleInput) -> bool:
     return _single_source(*frames)
 
 
+def statements_numbered(inp: RuleInput) -> bool:
+    """Whether the statements and plan nodes come from one source and each statement's ``stmt_id`` is its row
+    number in :func:`statements` (the parsers number the records of a log in order), computed once for all rules.
+
+    Then a statement is found by its position: pass it as ``numbered`` to :func:`has_statement` with
+    :func:`statements` as the frame, or ``gather`` a statement column by ``stmt_id``.
+    """
+    return inp.shared(_numbered)
+
+
+def _numbered(inp: RuleInput) -> bool:
+    frame = inp.derived.get("statements")
+    if frame is None or not from_one_source(inp):
+        return False
+    return bool(frame.select(pl.col("stmt_id").eq_missing(pl.int_range(pl.len(), dtype=pl.Int64)).all()).item())
+
+
 def _single_source(*frames: pl.DataFrame) -> bool:
     first = next((frame["source"][0] for frame in frames if frame.height), None)
     return first is not None and all(frame["source"].eq_missing(first).all() for frame in frames)
@@ -79,7 +96,12 @@ def statement_key(*frames: pl.DataFrame, one_source: bool = False) -> pl.Expr | 
 
 
 def join_statements(left: pl.DataFrame, right: pl.DataFrame, how: str = "left", one_source: bool = False) -> pl.DataFrame:
-    """``left`` joined with ``right`` on (source, stmt_id), in ``left``'s order (``one_source``: see :func:`statement_key`)."""
+    """``left`` joined with ``right`` on (source, stmt_id), in ``left``'s order (``one_source``: see :func:`statement_key`).
+
+    A semi join is ``left``'s rows that :func:`has_statement` finds in ``right``: no copy at all when every row is.
+    """
+    if how == "semi":
+        return rows_where(left, has_statement(left, right, one_source=one_source))
     key = statement_key(left, right, one_source=one_source)
     if key is None:
         return left.join(right, on=["source", "stmt_id"], how=how, maintain_order="left")
@@ -87,14 +109,31 @@ def join_statements(left: pl.DataFrame, right: pl.DataFrame, how: str = "left", 
     return joined.drop("_statement")
 
 
-def has_statement(frame: pl.DataFrame, others: pl.DataFrame, one_source: bool = False) -> pl.Series:
-    """Per row of ``frame``: whether ``others`` has a row with its (source, stmt_id) (``one_source``: see :func:`statement_key`)."""
+def has_statement(frame: pl.DataFrame, others: pl.DataFrame, one_source: bool = False, numbered: bool = False) -> pl.Series:
+    """Per row of ``frame``: whether ``others`` has a row with its (source, stmt_id) (``one_source``: see :func:`statement_key`).
+
+    ``numbered``: the caller knows that ``frame``'s stmt_id is its row number and that all rows have the same
+    source (see :func:`statements_numbered`): the rows of ``others`` are marked by position, nothing is hashed.
+    """
+    if others.height == 0:
+        return pl.repeat(False, frame.height, eager=True)
+    if numbered:
+        ids = others["stmt_id"]
+        return pl.repeat(False, frame.height, eager=True).scatter(ids.filter(ids.is_between(0, frame.height - 1)), True)
     key = statement_key(frame, others, one_source=one_source)
     if key is None:
         found = others.select("source", "stmt_id").unique().with_columns(pl.lit(True).alias("found"))
         joined = frame.select("source", "stmt_id").join(found, on=["source", "stmt_id"], how="left", maintain_order="left")
         return joined["found"].fill_null(False)
     return frame.select(key.is_in(others.select(key).to_series().implode()).fill_null(False)).to_series()
+
+
+def rows_where(frame: pl.DataFrame, keep: pl.Series) -> pl.DataFrame:
+    """``frame.filter(keep)`` (``keep`` without nulls) without its costs on wide frames: no copy when every row is
+    kept, else a gather of the kept rows (a filter of a few rows out of a frame of texts takes several times longer)."""
+    if keep.all():
+        return frame
+    return frame[keep.arg_true()]
 
 
 def short_sql(sql: str | None) -> str:

@@ -67,10 +67,12 @@ from dbdiag.rules.sql.common import (
     has_statement,
     join_statements,
     plan_nodes_of,
+    rows_where,
     seconds,
     short_plan,
     statement_evidence,
     statements,
+    statements_numbered,
 )
 
 if TYPE_CHECKING:  # sqlglot is imported when a statement is parsed: most runs never need it
@@ -140,50 +142,74 @@ def timed_full_scan_executions(inp: RuleInput) -> pl.DataFrame:
 def _timed_full_scan_executions(inp: RuleInput) -> pl.DataFrame:
     everything = statements(inp)
     if everything["query_time_s"].null_count() == 0:  # the usual case: no copy of the whole table
-        return full_scan_executions(inp, everything)
+        return full_scan_executions(inp, everything, numbered=statements_numbered(inp))
     return full_scan_executions(inp, everything.filter(pl.col("query_time_s").is_not_null()))
 
 
-def full_scan_executions(inp: RuleInput, frame: pl.DataFrame) -> pl.DataFrame:
-    """``frame`` plus scan_by_plan / scan_by_flag / scan_by_rows and the biggest full-scan node's table, type and rows.
+# The statement columns the full-scan rules read: the other texts of the statements are not copied.
+SCAN_COLUMNS = (
+    "source", "stmt_id", "line", "fp_id", "engine", "query_time_s", "rows_examined", "rows_sent", "rows_affected",
+    "sample_sql", "plan", "index_names",
+)
 
-    The joins run on the statement keys only and their results are put beside ``frame``: joining
-    the whole frame would copy its SQL and plan texts, row by row.
+
+def full_scan_executions(inp: RuleInput, frame: pl.DataFrame, numbered: bool = False) -> pl.DataFrame:
+    """The rows of ``frame`` that scanned a whole table by any signal (in ``frame``'s order), with the SCAN_COLUMNS
+    and scan_by_plan / scan_by_flag / scan_by_rows and the biggest full-scan node's table, type and rows.
+
+    The signals are computed on the statement keys and counts, the rows taken once the (usually few)
+    scanning ones are known: copying the whole frame would copy its SQL and plan texts, row by row.
+    ``numbered``: ``frame`` is :func:`statements` and :func:`statements_numbered` holds (rows found by position).
     """
-    per_statement = _full_scan_nodes(inp, frame)
+    one_source = from_one_source(inp)
+    per_statement = _full_scan_nodes(inp, frame, numbered)
     returned = (pl.col("rows_sent").fill_null(0) + pl.col("rows_affected").fill_null(0)).clip(lower_bound=1)
     examined = pl.col("rows_examined").fill_null(0)
-    keys = frame.select("source", "stmt_id")
-    if per_statement is None:
-        found = keys.with_columns(
-            pl.lit(False).alias("scan_by_plan"),
-            pl.lit(None, dtype=pl.String).alias("scan_table"),
-            pl.lit(None, dtype=pl.String).alias("scan_node"),
-            pl.lit(None, dtype=pl.Float64).alias("scan_rows"),
-        )
-    else:
-        found = join_statements(keys, per_statement.drop("small_scans_only"), one_source=from_one_source(inp))
     nodes = inp.table(t.PLAN_NODE)
     # A logged plan shows the access paths: the flag and the examined/returned ratio only stand in without one.
-    unplanned = pl.lit(~has_statement(keys, nodes, one_source=from_one_source(inp))) if nodes is not None else pl.lit(True)
-    return frame.hstack(found.select("scan_by_plan", "scan_table", "scan_node", "scan_rows")).with_columns(
-        pl.col("scan_by_plan").fill_null(False),
+    unplanned = pl.lit(~has_statement(frame, nodes, one_source, numbered)) if nodes is not None else pl.lit(True)
+    by_plan = pl.lit(False)
+    if per_statement is not None:
+        by_plan = pl.lit(has_statement(frame, per_statement.filter(pl.col("scan_by_plan")), one_source, numbered))
+    signals = frame.select(
+        by_plan.alias("scan_by_plan"),
         # The log's Full_scan flag stands in only without a plan: with one, the plan's nodes decide
         # (a flagged INSERT ... SELECT from a sequence generator reads no table worth an index).
         (pl.col("full_scan").fill_null(False) & unplanned).alias("scan_by_flag"),
         (unplanned & (examined >= MIN_SCANNED_ROWS) & (examined >= EXAMINED_PER_RETURNED * returned)).alias("scan_by_rows"),
     )
+    scanning = signals.select(pl.any_horizontal(pl.all())).to_series()
+    scans, signals = rows_where(frame.select(SCAN_COLUMNS), scanning), rows_where(signals, scanning)
+    if per_statement is None:
+        found = scans.select(
+            pl.repeat(None, scans.height, dtype=pl.String).alias("scan_table"),
+            pl.repeat(None, scans.height, dtype=pl.String).alias("scan_node"),
+            pl.repeat(None, scans.height, dtype=pl.Float64).alias("scan_rows"),
+        )
+    else:
+        found = join_statements(scans.select("source", "stmt_id"), per_statement.drop("small_scans_only"), one_source=one_source)
+    return pl.concat(
+        [scans, signals.select("scan_by_plan"), found.select("scan_table", "scan_node", "scan_rows"), signals.select("scan_by_flag", "scan_by_rows")],
+        how="horizontal",
+    )
 
 
-def _full_scan_nodes(inp: RuleInput, frame: pl.DataFrame) -> pl.DataFrame | None:
-    """Per statement with full-scan plan nodes: whether one is big, and the biggest one."""
+def _full_scan_nodes(inp: RuleInput, frame: pl.DataFrame, numbered: bool) -> pl.DataFrame | None:
+    """Per statement with full-scan plan nodes: whether one is big, and the biggest one (``numbered``: see :func:`full_scan_executions`)."""
     nodes = inp.table(t.PLAN_NODE)
     if nodes is None:
         return None
-    keyed = join_statements(
-        nodes.filter(pl.col("node_type").is_in(FULL_SCAN_NODE_TYPES)), frame.select("source", "stmt_id", "engine"), how="inner",
-        one_source=from_one_source(inp),
-    )
+    columns = ("source", "stmt_id", "node_type", "relation", "est_rows", "actual_rows", "loops", "rows_removed_by_filter")
+    scan_nodes = rows_where(nodes.select(columns), nodes["node_type"].is_in(FULL_SCAN_NODE_TYPES))
+    if numbered:  # each node's statement engine by position
+        keyed = rows_where(scan_nodes, scan_nodes["stmt_id"].is_between(0, frame.height - 1).fill_null(False))
+        keyed = keyed.with_columns(frame["engine"].gather(keyed["stmt_id"]))
+    else:
+        one_source = from_one_source(inp)
+        engines = frame.select("source", "stmt_id", "engine")
+        # The join builds on the statements with such nodes only, not on all of them.
+        engines = rows_where(engines, has_statement(engines, scan_nodes, one_source=one_source))
+        keyed = join_statements(scan_nodes, engines, how="inner", one_source=one_source)
     if keyed.height == 0:
         return None
     read = pl.coalesce(pl.col("actual_rows"), pl.col("est_rows"))
@@ -299,13 +325,11 @@ def index_ddl(engine: str | None, table: str, columns: tuple[str, ...]) -> str:
 
 def check(inp: RuleInput) -> Verdict:
     everything = statements(inp)
-    frame = everything.select("fp_id", "query_time_s").filter(pl.col("query_time_s").is_not_null())
     total_s = db_time_s(everything) or 1.0
-    executions = timed_full_scan_executions(inp)
-    scans = executions.filter(pl.col("scan_by_plan") | pl.col("scan_by_flag") | pl.col("scan_by_rows"))
+    scans = timed_full_scan_executions(inp)
     if scans.height == 0:
-        return Verdict(measured=f"no full scans among {frame.height:,} timed statement(s)")
-    calls = frame.group_by("fp_id").agg(pl.len().alias("all_calls"))
+        timed = everything.height - everything["query_time_s"].null_count()
+        return Verdict(measured=f"no full scans among {timed:,} timed statement(s)")
     per_class = (
         scans.group_by("fp_id")
         .agg(
@@ -321,7 +345,6 @@ def check(inp: RuleInput) -> Verdict:
             pl.col("scan_table").drop_nulls().mode().sort().first().alias("table"),
             pl.col("scan_rows").max().alias("max_scan_rows"),
         )
-        .join(calls, on="fp_id", how="left")
         .with_columns((100.0 * pl.col("total_s") / total_s).alias("share_pct"))
         .sort("total_s", descending=True)
     )
@@ -331,8 +354,16 @@ def check(inp: RuleInput) -> Verdict:
         f"{per_class.height} fingerprint(s) with full scans; heaviest {top['fp_id']}: {seconds(top['total_s'])}, "
         f"{top['share_pct']:.1f}% of statement time (fires from {MIN_TOTAL_S:.0f} s and {MIN_SHARE_PCT:.0f}%)"
     )
-    findings = [_finding(inp, scans, row) for row in heavy.iter_rows(named=True)]
+    findings = [_finding(inp, scans, _with_all_calls(everything, row)) for row in heavy.iter_rows(named=True)]
     return Verdict(findings=findings, measured=measured)
+
+
+def _with_all_calls(everything: pl.DataFrame, row: dict) -> dict:
+    """``row`` plus all_calls: the fingerprint's timed executions (counted for the few findings, not for every fingerprint)."""
+    if row["fp_id"] is None:
+        return {**row, "all_calls": None}
+    calls = everything.select(((pl.col("fp_id") == row["fp_id"]) & pl.col("query_time_s").is_not_null()).sum()).item()
+    return {**row, "all_calls": calls}
 
 
 def _finding(inp: RuleInput, scans: pl.DataFrame, row: dict) -> Finding:

@@ -61,9 +61,50 @@ _TIMED_WITH_PLAN = pl.col("plan_key").is_not_null() & pl.col("query_time_s").is_
 def check(inp: RuleInput) -> Verdict:
     everything = statements(inp)
     total_s = db_time_s(everything) or 1.0
-    # The columns the measures need: the SQL and plan texts are read only for a finding.
-    frame = everything.select("fp_id", "plan_key", "query_time_s", "end_ts", "instance").filter(_TIMED_WITH_PLAN)
+    # The columns the measures need; the other per-plan numbers are computed only for a finding.
+    frame = everything.select("fp_id", "plan_key", "query_time_s").filter(_TIMED_WITH_PLAN)
     per_plan = frame.group_by("fp_id", "plan_key").agg(
+        pl.len().alias("calls"),
+        pl.col("query_time_s").median().alias("median_s"),
+        pl.col("query_time_s").alias("runs"),  # in log order (the order within a group is kept): no second split
+    ).filter(pl.col("calls") >= MIN_PLAN_CALLS)
+    multi = per_plan.filter(pl.len().over("fp_id") >= 2)
+    if multi.height == 0:
+        return Verdict(measured=f"{frame['fp_id'].n_unique()} fingerprint(s) with a plan key; none ran with two plans")
+    # Per fingerprint its plans from fast to slow (plan_key: equal medians in a stable order).
+    per_class = (
+        multi.sort("median_s", "plan_key")
+        .group_by("fp_id", maintain_order=True)
+        .agg(
+            pl.len().alias("plans"),
+            pl.col("median_s").first().alias("fast_s"),
+            pl.col("median_s").last().alias("slow_s"),
+            pl.col("runs").last(),  # the slow plan's
+        )
+    )
+    flipped = []
+    measured = []
+    for index, (fp_id, plans, fast_s, slow_s) in enumerate(per_class.drop("runs").iter_rows()):
+        ratio = slow_s / fast_s if fast_s else float("inf")
+        lost_s = float((per_class["runs"][index] - fast_s).clip(lower_bound=0).sum())
+        lost_pct = 100.0 * lost_s / total_s
+        measured.append(f"{fp_id}: {plans} plans, slowest {ratio:,.0f}x the fastest, {seconds(lost_s)} lost")
+        if ratio >= SLOWDOWN_FACTOR and lost_s >= MIN_LOST_S and lost_pct >= MIN_LOST_SHARE_PCT:
+            flipped.append((fp_id, ratio, lost_s, lost_pct))
+    findings = []
+    if flipped:
+        timed = everything.filter(_TIMED_WITH_PLAN)
+        all_plans = _plans(timed)
+        for fp_id, ratio, lost_s, lost_pct in flipped:
+            plans = all_plans.filter(pl.col("fp_id").eq_missing(fp_id)).sort("median_s", "plan_key")
+            fast, slow = plans.row(0, named=True), plans.row(-1, named=True)
+            findings.append(_finding(inp, timed, fp_id, plans, fast, slow, ratio, lost_s, lost_pct))
+    return Verdict(findings=findings, measured="; ".join(sorted(measured)[:6]))
+
+
+def _plans(frame: pl.DataFrame) -> pl.DataFrame:
+    """Per (fingerprint, plan) of the timed statements with a plan key: calls, latencies, when and where seen."""
+    return frame.group_by("fp_id", "plan_key").agg(
         pl.len().alias("calls"),
         pl.col("query_time_s").median().alias("median_s"),
         pl.col("query_time_s").mean().alias("avg_s"),
@@ -72,25 +113,8 @@ def check(inp: RuleInput) -> Verdict:
         pl.col("end_ts").min().alias("first_seen"),
         pl.col("end_ts").max().alias("last_seen"),
         pl.col("instance").drop_nulls().n_unique().alias("instances"),
-        pl.col("query_time_s").alias("runs"),  # in log order (the order within a group is kept): no second split
-    ).filter(pl.col("calls") >= MIN_PLAN_CALLS)
-    multi = per_plan.filter(pl.len().over("fp_id") >= 2)
-    if multi.height == 0:
-        return Verdict(measured=f"{frame['fp_id'].n_unique()} fingerprint(s) with a plan key; none ran with two plans")
-    findings = []
-    measured = []
-    for (fp_id,), plans in multi.group_by("fp_id"):
-        plans = plans.sort("median_s", "plan_key")  # plan_key: equal medians in a stable order
-        slow_runs = plans["runs"][-1]
-        plans = plans.drop("runs")
-        fast, slow = plans.row(0, named=True), plans.row(-1, named=True)
-        ratio = slow["median_s"] / fast["median_s"] if fast["median_s"] else float("inf")
-        lost_s = float((slow_runs - fast["median_s"]).clip(lower_bound=0).sum())
-        lost_pct = 100.0 * lost_s / total_s
-        measured.append(f"{fp_id}: {plans.height} plans, slowest {ratio:,.0f}x the fastest, {seconds(lost_s)} lost")
-        if ratio >= SLOWDOWN_FACTOR and lost_s >= MIN_LOST_S and lost_pct >= MIN_LOST_SHARE_PCT:
-            findings.append(_finding(inp, everything.filter(_TIMED_WITH_PLAN), fp_id, plans, fast, slow, ratio, lost_s, lost_pct))
-    return Verdict(findings=findings, measured="; ".join(sorted(measured)[:6]))
+        pl.col("query_time_s").alias("runs"),  # as in check(): the same aggregation, the same numbers
+    ).filter(pl.col("calls") >= MIN_PLAN_CALLS).drop("runs")
 
 
 def _finding(inp: RuleInput, frame: pl.DataFrame, fp_id: str, plans: pl.DataFrame, fast: dict, slow: dict, ratio: float, lost_s: float, lost_pct: float) -> Finding:

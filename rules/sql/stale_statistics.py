@@ -62,7 +62,17 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
-from dbdiag.rules.sql.common import db_time_s, from_one_source, join_statements, seconds, short_sql, statements
+from dbdiag.rules.sql.common import (
+    db_time_s,
+    from_one_source,
+    has_statement,
+    join_statements,
+    rows_where,
+    seconds,
+    short_sql,
+    statements,
+    statements_numbered,
+)
 from dbdiag.rules.sql.full_table_scan import MYSQL_FAMILY, SQLGLOT_DIALECT, sqlnorm_dialect, suggest_index
 
 RULE_ID = "stale-statistics"
@@ -88,11 +98,17 @@ _STATS_ITEM = r"^([^:\[\]]+):(pseudo|\d+)(?:\[(-?\d+);(-?\d+)\])?"
 def check(inp: RuleInput) -> Verdict:
     everything = statements(inp)
     total_s = db_time_s(everything) or 1.0
-    frame = _user_statements(everything)
+    estimated = _estimated_nodes(inp)
+    suspects = estimated.filter(pl.col("could_be_off")) if estimated is not None else None
+    # Only the statements with a Stats line or a suspect plan node can show a signal: they alone are
+    # judged (internal? system schema?) and copied, as all later steps join on them.
+    frame = _user_statements(_candidates(inp, everything, suspects))
     stats = _stats_signals(frame)
-    misestimates = _misestimate_signals(inp, frame)
+    misestimates = None
+    if estimated is not None and _user_statement_among(inp, everything, estimated):
+        misestimates = _misestimate_signals(inp, frame, suspects)
     if stats is None and misestimates is None:
-        left_out = everything.height - frame.height
+        left_out = everything.height - _user_statements(everything).height
         note = f" ({left_out:,} internal or system-schema statement(s) left out)" if left_out else ""
         raise Skip(
             f"no TiDB Stats line and no plan with both estimated and actual rows on user statements{note} "
@@ -129,6 +145,50 @@ def check(inp: RuleInput) -> Verdict:
 
 # The statement columns this rule reads: filtering them is much cheaper than filtering the whole table.
 _READ = ("source", "stmt_id", "line", "fp_id", "query_time_s", "engine", "sample_sql", "stats_info")
+_JUDGED = ("db", "is_internal")  # read to leave internal and system-schema statements out
+
+
+def _estimated_nodes(inp: RuleInput) -> pl.DataFrame | None:
+    """source, stmt_id of the plan nodes with both estimated and actual rows, and ``could_be_off``: whether the
+    node's own numbers can make it a signal (by_rows / by_filter of :func:`_misestimate_signals`, less their
+    conditions on engine, node type and parent); None without plan nodes."""
+    nodes = inp.table(t.PLAN_NODE)
+    if nodes is None:
+        return None
+    est, act = pl.col("est_rows"), pl.col("actual_rows")
+    removed = pl.col("rows_removed_by_filter")
+    read_through_index = act + removed.fill_null(0.0)
+    factor = pl.max_horizontal(est, act) / pl.max_horizontal(pl.min_horizontal(est, act), pl.lit(1.0))
+    could_be_off = ((pl.max_horizontal(est, act) >= MIN_NODE_ROWS) & (factor >= MISESTIMATE_FACTOR)) | (
+        removed.is_not_null()
+        & (read_through_index >= MIN_NODE_ROWS)
+        & (read_through_index / pl.max_horizontal(est, pl.lit(1.0)) >= MISESTIMATE_FACTOR)
+    )
+    estimated = nodes.select("source", "stmt_id", "est_rows", "actual_rows", "rows_removed_by_filter").filter(
+        est.is_not_null(), act.is_not_null()
+    )
+    return estimated.select("source", "stmt_id", could_be_off.alias("could_be_off"))  # on these rows only: nulls make it slow
+
+
+def _candidates(inp: RuleInput, everything: pl.DataFrame, nodes: pl.DataFrame | None) -> pl.DataFrame:
+    """The statements with a TiDB Stats line or one of the plan ``nodes`` (the columns in _READ and _JUDGED)."""
+    possible = everything["stats_info"].is_not_null()
+    if nodes is not None and nodes.height:
+        possible = possible | has_statement(everything, nodes, from_one_source(inp), statements_numbered(inp))
+    return rows_where(everything.select(*_READ, *_JUDGED), possible)
+
+
+def _user_statement_among(inp: RuleInput, everything: pl.DataFrame, nodes: pl.DataFrame) -> bool:
+    """Whether a user statement has one of the plan ``nodes``: the statements of the first nodes are judged
+    first (one of them usually is one), all of them only when none is."""
+    for some in (nodes.head(100), nodes):
+        found = has_statement(everything, some, from_one_source(inp), statements_numbered(inp))
+        statements_of_nodes = rows_where(everything.select(*_READ, *_JUDGED), found)
+        if _user_statements(statements_of_nodes).height:
+            return True
+        if some.height == nodes.height:
+            break
+    return False
 
 
 def _user_statements(frame: pl.DataFrame) -> pl.DataFrame:
@@ -192,31 +252,21 @@ def _stats_signals(frame: pl.DataFrame) -> pl.DataFrame | None:
     )
 
 
-def _misestimate_signals(inp: RuleInput, frame: pl.DataFrame) -> pl.DataFrame | None:
-    """Plan nodes reading a table whose estimate is MISESTIMATE_FACTOR off; None when no node has both numbers."""
+def _misestimate_signals(inp: RuleInput, frame: pl.DataFrame, suspects: pl.DataFrame) -> pl.DataFrame:
+    """Plan nodes reading a table whose estimate is MISESTIMATE_FACTOR off, of the statements in ``frame``.
+
+    ``suspects``: the plan nodes whose own numbers can make them a signal (see :func:`_estimated_nodes`); the
+    parent lookups below are for their few plans only.
+    """
     nodes = inp.table(t.PLAN_NODE)
-    if nodes is None:
-        return None
     est, act = pl.col("est_rows"), pl.col("actual_rows")
     removed = pl.col("rows_removed_by_filter")
     read_through_index = act + removed.fill_null(0.0)
     factor = pl.max_horizontal(est, act) / pl.max_horizontal(pl.min_horizontal(est, act), pl.lit(1.0))
     one_source = from_one_source(inp)
-    estimated = join_statements(
-        nodes.filter(est.is_not_null(), act.is_not_null()), frame.select("source", "stmt_id"), how="semi", one_source=one_source
-    )
-    if estimated.height == 0:
-        return None
-    # The parent lookups below are for the few plans with a node whose own numbers can make it
-    # a signal (by_rows / by_filter below, less their conditions on engine, node type and parent).
-    could_be_off = ((pl.max_horizontal(est, act) >= MIN_NODE_ROWS) & (factor >= MISESTIMATE_FACTOR)) | (
-        removed.is_not_null()
-        & (read_through_index >= MIN_NODE_ROWS)
-        & (read_through_index / pl.max_horizontal(est, pl.lit(1.0)) >= MISESTIMATE_FACTOR)
-    )
-    suspects = estimated.filter(could_be_off).select("source", "stmt_id").unique()
+    plans = suspects.select("source", "stmt_id").unique()
     keyed = join_statements(
-        join_statements(nodes, suspects, how="semi", one_source=one_source), frame.select("source", "stmt_id", "engine"), how="inner",
+        join_statements(nodes, plans, how="semi", one_source=one_source), frame.select("source", "stmt_id", "engine"), how="inner",
         one_source=one_source,
     )
     keyed = _under_tidb_lookup_join(_with_parent(keyed)).filter(
