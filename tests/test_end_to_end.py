@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 import jsonschema
@@ -14,6 +16,7 @@ from tests.conftest import REPO
 
 SCHEMA = json.loads((REPO / "analyzer/schema/findings.schema.json").read_text(encoding="utf-8"))
 OS_RULES = {"softirq-concentration", "irq-affinity-skew"}
+Report = Callable[..., tuple[int, dict]]  # the ``report`` fixture: arguments -> (exit code, JSON report)
 
 
 def run_json(args: list[str], tmp_path: Path) -> tuple[int, dict]:
@@ -25,13 +28,25 @@ def run_json(args: list[str], tmp_path: Path) -> tuple[int, dict]:
     return result.exit_code, document
 
 
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    """``run_json`` of the same arguments run once per module: several tests read the same report
+    (and must not change it)."""
+
+    @cache
+    def run(*args: str) -> tuple[int, dict]:
+        return run_json(list(args), tmp_path_factory.mktemp("report"))
+
+    return run
+
+
 def statuses(document: dict) -> dict[str, str]:
     return {rule["id"]: rule["status"] for rule in document["rules"]}
 
 
 @pytest.mark.parametrize("name", ["mariadb-sysbench-debian12", "postgres-pgbench-debian12"])
-def test_healthy_one_node_captures_fire_no_os_rule(name: str, corpus: Path, tmp_path: Path):
-    code, document = run_json(["analyze", str(corpus / "captures" / f"{name}.tar.gz")], tmp_path)
+def test_healthy_one_node_captures_fire_no_os_rule(name: str, corpus: Path, report: Report):
+    code, document = report("analyze", str(corpus / "captures" / f"{name}.tar.gz"))
     assert code == 0
     for entry in document["inputs"]:
         assert entry["kind"] or entry["skipped"] or entry["status"] == "not recognised", entry["path"]
@@ -43,8 +58,8 @@ def test_healthy_one_node_captures_fire_no_os_rule(name: str, corpus: Path, tmp_
     assert not [f for f in document["findings"] if f["rule"] in OS_RULES]
 
 
-def test_numa2x2_guest_softirq_on_cpu3_node1(corpus: Path, tmp_path: Path):
-    code, document = run_json(["analyze", str(corpus / "captures/numa2x2-guest-iperf-debian12.tar.gz")], tmp_path)
+def test_numa2x2_guest_softirq_on_cpu3_node1(corpus: Path, report: Report):
+    code, document = report("analyze", str(corpus / "captures/numa2x2-guest-iperf-debian12.tar.gz"))
     assert code == 0
     softirq = [f for f in document["findings"] if f["rule"] == "softirq-concentration"]
     assert len(softirq) == 1
@@ -59,8 +74,8 @@ def test_numa2x2_guest_softirq_on_cpu3_node1(corpus: Path, tmp_path: Path):
     assert skew[0]["impact"]["nodes"] == [1]
 
 
-def test_numa2_guest_nic_on_node1_without_soft_column(corpus: Path, tmp_path: Path):
-    code, document = run_json(["analyze", str(corpus / "captures/numa2-guest-iperf-debian12.tar.gz")], tmp_path)
+def test_numa2_guest_nic_on_node1_without_soft_column(corpus: Path, report: Report):
+    code, document = report("analyze", str(corpus / "captures/numa2-guest-iperf-debian12.tar.gz"))
     assert code == 0
     by_rule = {f["rule"]: f for f in document["findings"]}
     assert by_rule["softirq-concentration"]["subject"] == "CPUs 5-6 (node 1)"
@@ -68,8 +83,8 @@ def test_numa2_guest_nic_on_node1_without_soft_column(corpus: Path, tmp_path: Pa
     assert by_rule["irq-affinity-skew"]["impact"]["serving_cpus"] == [5, 6]
 
 
-def test_demo_top_finding_is_softirq_on_node0(tmp_path: Path):
-    code, document = run_json(["demo"], tmp_path)
+def test_demo_top_finding_is_softirq_on_node0(report: Report):
+    code, document = report("demo")
     assert code == 0
     top = document["findings"][0]
     assert top["rule"] == "softirq-concentration"
@@ -91,8 +106,8 @@ SQL_RULES = {"plan-flip", "stale-statistics", "full-table-scan", "or-without-ind
     [("mariadb-sysbench-debian12", 5902, {"select c from sbtest? where id=?": 2950}),
      ("postgres-pgbench-debian12", 2254, {"select abalance from pgbench_accounts where aid = ?": 311})],
 )
-def test_healthy_captures_profile_their_workload_and_fire_no_sql_rule(name, statements, top_calls, corpus: Path, tmp_path: Path):
-    code, document = run_json(["analyze", str(corpus / "captures" / f"{name}.tar.gz")], tmp_path)
+def test_healthy_captures_profile_their_workload_and_fire_no_sql_rule(name, statements, top_calls, corpus: Path, report: Report):
+    code, document = report("analyze", str(corpus / "captures" / f"{name}.tar.gz"))
     assert code == 0
     assert document["metrics"]["sql_summary"]["statements"] == statements
     by_fingerprint = {row["fingerprint"]: row for row in document["metrics"]["sql_profile"]}
@@ -104,8 +119,8 @@ def test_healthy_captures_profile_their_workload_and_fire_no_sql_rule(name, stat
     assert not (fired & SQL_RULES - {"dominant-statement"})
 
 
-def test_demo_sql_findings_and_privacy(tmp_path: Path):
-    code, document = run_json(["demo"], tmp_path)
+def test_demo_sql_findings_and_privacy(tmp_path: Path, report: Report):
+    code, document = report("demo")
     assert code == 0
     by_rule = {f["rule"]: f for f in document["findings"]}
     assert SQL_RULES - {"dominant-statement"} <= set(by_rule)
@@ -132,8 +147,8 @@ CAPTURES = ["mariadb-sysbench-debian12", "postgres-pgbench-debian12", "numa2-gue
 
 
 @pytest.mark.parametrize("name", CAPTURES)
-def test_real_perf_data_give_a_cpu_profile_and_a_flame_graph(name: str, corpus: Path, tmp_path: Path):
-    _, document = run_json(["analyze", str(corpus / "captures" / f"{name}.tar.gz")], tmp_path)
+def test_real_perf_data_give_a_cpu_profile_and_a_flame_graph(name: str, corpus: Path, tmp_path: Path, report: Report):
+    _, document = report("analyze", str(corpus / "captures" / f"{name}.tar.gz"))
     profile = document["metrics"]["cpu_profile"]
     assert profile["samples"] > 0 and profile["top_symbols"] and profile["categories"]
     assert profile["source_kind"] == "perf script"
@@ -144,22 +159,22 @@ def test_real_perf_data_give_a_cpu_profile_and_a_flame_graph(name: str, corpus: 
 
 
 @pytest.mark.parametrize("name", ["mariadb-sysbench-debian12", "postgres-pgbench-debian12"])
-def test_no_numa_rule_fires_on_one_node(name: str, corpus: Path, tmp_path: Path):
-    _, document = run_json(["analyze", str(corpus / "captures" / f"{name}.tar.gz")], tmp_path)
+def test_no_numa_rule_fires_on_one_node(name: str, corpus: Path, report: Report):
+    _, document = report("analyze", str(corpus / "captures" / f"{name}.tar.gz"))
     assert not [f["rule"] for f in document["findings"] if f["rule"] in NUMA_RULES]
     assert statuses(document)["numa-balancing-enabled"] in {"passed", "skipped"}
 
 
-def test_numa2_guest_process_memory_on_the_other_node(corpus: Path, tmp_path: Path):
+def test_numa2_guest_process_memory_on_the_other_node(corpus: Path, report: Report):
     """python3 ran on node 0's CPUs with its memory bound to node 1 (numactl --cpunodebind=0 --membind=1)."""
-    _, document = run_json(["analyze", str(corpus / "captures/numa2-guest-iperf-debian12.tar.gz")], tmp_path)
+    _, document = report("analyze", str(corpus / "captures/numa2-guest-iperf-debian12.tar.gz"))
     cross = [f for f in document["findings"] if f["rule"] == "cross-numa-memory"]
     assert [f["subject"] for f in cross] == ["python3 183"]
     assert cross[0]["impact"]["share_pct"] == 100.0 and cross[0]["impact"]["cpu_nodes"] == [0]
 
 
-def test_demo_fires_the_issue_4_rules_with_evidence(tmp_path: Path):
-    _, document = run_json(["demo"], tmp_path)
+def test_demo_fires_the_issue_4_rules_with_evidence(report: Report):
+    _, document = report("demo")
     by_rule = {f["rule"]: f for f in document["findings"]}
     for rule_id in ("context-switch-overhead", "cross-numa-memory", "transparent-hugepages-enabled", "numa-balancing-enabled"):
         assert rule_id in by_rule and by_rule[rule_id]["evidence"], rule_id
@@ -174,8 +189,8 @@ def test_demo_fires_the_issue_4_rules_with_evidence(tmp_path: Path):
 # --- issue 5: where the time went --------------------------------------------------------------------
 
 
-def test_demo_time_accounting_idle_gaps_and_app_rules(tmp_path: Path):
-    _, document = run_json(["demo"], tmp_path)
+def test_demo_time_accounting_idle_gaps_and_app_rules(report: Report):
+    _, document = report("demo")
     accounting = document["metrics"]["time_accounting"]
     assert accounting["db_time_ratio"] == pytest.approx(0.13, abs=0.01)
     gaps = document["metrics"]["idle_gaps"]

@@ -23,6 +23,7 @@ import subprocess
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cache
 
 import pytest
 
@@ -108,21 +109,30 @@ def pt_reports() -> dict[str, PtReport]:
         return dict(zip(SLOWLOGS, pool.map(_run_pt, SLOWLOGS)))
 
 
-def _our_classes(name: str) -> Counter | None:
-    """Our fingerprint classes of the file, or None when the parser refuses it."""
+@cache
+def _our_fingerprints(name: str) -> tuple[str, ...] | None:
+    """Our parser's statements of the file through ``fingerprint_series`` (nulls dropped), or None
+    when the parser refuses it; once per session, as several tests compare them."""
     text = (SLOWLOG_DIR / name).read_bytes().decode("utf-8", "backslashreplace")
     try:
         result = MYSQL_SLOWLOG.parse(text, ParseContext(source=name))
     except ParseError:
         return None
-    sql = result.tables["statement"]["sql"]
-    return Counter(fp[:PT_MAX_FINGERPRINT] for fp in fingerprint_series(sql).drop_nulls().to_list())
+    return tuple(fingerprint_series(result.tables["statement"]["sql"]).drop_nulls().to_list())
+
+
+def _our_classes(name: str) -> Counter | None:
+    """Our fingerprint classes of the file, or None when the parser refuses it."""
+    fingerprints = _our_fingerprints(name)
+    if fingerprints is None:
+        return None
+    return Counter(fp[:PT_MAX_FINGERPRINT] for fp in fingerprints)
 
 
 def _full_fingerprints(name: str) -> set[str]:
-    text = (SLOWLOG_DIR / name).read_bytes().decode("utf-8", "backslashreplace")
-    sql = MYSQL_SLOWLOG.parse(text, ParseContext(source=name)).tables["statement"]["sql"]
-    return set(fingerprint_series(sql).drop_nulls().to_list())
+    fingerprints = _our_fingerprints(name)
+    assert fingerprints is not None, f"our parser refuses {name}"
+    return set(fingerprints)
 
 
 def _matches(ours: Counter | None, pt: PtReport) -> bool:

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import tarfile
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
@@ -57,6 +58,21 @@ def _statements(text: str, **kwargs: str) -> pl.DataFrame:
     return _parse(text, **kwargs).tables[T.STATEMENT]
 
 
+@cache
+def _corpus_result(name: str, source: str = "slow.log", tz: str = "UTC") -> ParseResult:
+    """A corpus file parsed once per session: several tests read the same result (never change it)."""
+    return _parse(_text(name), source=source, tz=tz)
+
+
+def _corpus_statements(name: str) -> pl.DataFrame:
+    return _corpus_result(name).tables[T.STATEMENT]
+
+
+@cache
+def _capture_result(source: str = CAPTURE_MEMBER) -> ParseResult:
+    return _parse(_capture_text(), source=source)
+
+
 # ---- goldens ----------------------------------------------------------------------------------
 
 
@@ -64,9 +80,9 @@ def _statements(text: str, **kwargs: str) -> pl.DataFrame:
 def test_corpus_golden(name: str, update_goldens: bool) -> None:
     if name in REFUSED:
         with pytest.raises(ParseError, match=re.escape(REFUSED[name])):
-            _parse(_text(name), source=f"slowlog-mysql/{name}")
+            _corpus_result(name, source=f"slowlog-mysql/{name}")
         return
-    result = _parse(_text(name), source=f"slowlog-mysql/{name}")
+    result = _corpus_result(name, source=f"slowlog-mysql/{name}")
     assert result.records > 0
     assert result.records == result.tables[T.STATEMENT].height
     assert result.tables[T.STATEMENT].schema == pl.Schema(T.STATEMENT_SCHEMA)
@@ -76,7 +92,7 @@ def test_corpus_golden(name: str, update_goldens: bool) -> None:
 
 def test_capture_golden(update_goldens: bool) -> None:
     """The first 40 statements and plan nodes of the real MariaDB 10.11 log (the whole file is 5902)."""
-    result = _parse(_capture_text(), source=CAPTURE_MEMBER)
+    result = _capture_result()
     head = ParseResult(
         tables={name: frame.head(40) for name, frame in result.tables.items()},
         records=result.records, warnings=result.warnings, notes=result.notes,
@@ -89,7 +105,7 @@ def test_capture_golden(update_goldens: bool) -> None:
 
 def test_capture_counts_match_an_independent_count() -> None:
     text = _capture_text()
-    result = _parse(text, source=CAPTURE_MEMBER)
+    result = _capture_result()
     statement, plan_node = result.tables[T.STATEMENT], result.tables[T.PLAN_NODE]
     # every entry of this log has exactly one User@Host and one Query_time line
     entries = len(re.findall(r"^# Query_time: ", text, re.M))
@@ -111,7 +127,7 @@ def test_capture_counts_match_an_independent_count() -> None:
 
 
 def test_capture_first_entries_read_by_eye() -> None:
-    statement = _statements(_capture_text(), source=CAPTURE_MEMBER)
+    statement = _capture_result().tables[T.STATEMENT]
     first = statement.row(0, named=True)
     # lines 7-14: # Time: 261129 19:12:14 / root[root] @ localhost / Thread_id: 8 Schema: sbtest /
     # Query_time: 0.000024 ... / use `sbtest`; / SET timestamp=1795979534; / BEGIN;
@@ -135,7 +151,7 @@ def test_capture_first_entries_read_by_eye() -> None:
 
 
 def test_capture_range_scans_have_actual_rows() -> None:
-    result = _parse(_capture_text(), source=CAPTURE_MEMBER)
+    result = _capture_result()
     plan_node = result.tables[T.PLAN_NODE]
     ranges = plan_node.filter(pl.col("node_type") == "range")
     assert ranges.height == 2065
@@ -151,7 +167,7 @@ def test_chunked_reading_gives_the_same_tables(monkeypatch: pytest.MonkeyPatch) 
     """Pieces of 60 kB (a few hundred entries each) must not change anything: line numbers, stmt_id,
     the # Time and database carried over from one entry to the next, plans."""
     text = _capture_text()
-    whole = _parse(text, source=CAPTURE_MEMBER)
+    whole = _capture_result()
     monkeypatch.setattr(mysql_slowlog, "CHUNK_CHARS", 60_000)
     assert len(mysql_slowlog._chunk_bounds(text, mysql_slowlog.CHUNK_CHARS)) > 40
     pieces = _parse(text, source=CAPTURE_MEMBER)
@@ -195,9 +211,22 @@ def _pt_count(path: str, data: bytes | None = None) -> int:
     return sum(c["query_count"] for c in json.loads(out)["classes"])
 
 
-def _our_count(text: str) -> int:
+@cache
+def _pt_counts() -> dict[str, int]:
+    """_pt_count of every corpus file and of the capture, a few runs side by side: each is mostly
+    pt-query-digest's start (about 0.3 s of CPU), run once per file as before."""
+
+    def count(name: str) -> int:
+        return _pt_count(name, _capture_bytes()) if name == CAPTURE_MEMBER else _pt_count(str(SLOWLOG_DIR / name))
+
+    names = [*CORPUS_FILES, CAPTURE_MEMBER]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(zip(names, pool.map(count, names)))
+
+
+def _our_count(name: str) -> int:
     try:
-        return _parse(text).records
+        return (_capture_result("slow.log") if name == CAPTURE_MEMBER else _corpus_result(name)).records
     except ParseError:
         return 0
 
@@ -205,10 +234,7 @@ def _our_count(text: str) -> int:
 @pytest.mark.skipif(PT_QUERY_DIGEST is None, reason="pt-query-digest (percona-toolkit) is not installed")
 @pytest.mark.parametrize("name", [*CORPUS_FILES, CAPTURE_MEMBER])
 def test_statement_count_matches_pt_query_digest(name: str) -> None:
-    if name == CAPTURE_MEMBER:
-        ours, theirs = _our_count(_capture_text()), _pt_count(name, _capture_bytes())
-    else:
-        ours, theirs = _our_count(_text(name)), _pt_count(str(SLOWLOG_DIR / name))
+    ours, theirs = _our_count(name), _pt_counts()[name]
     assert (ours, theirs) == PT_DIFFERENCES.get(name, (theirs, theirs))
 
 
@@ -262,7 +288,7 @@ def test_general_log_banner_is_not_a_slow_log() -> None:
 
 
 def test_mysql8_log_slow_extra_start_end() -> None:
-    statement = _statements(_text("beats__mysql-ubuntu-8.0.15.log"))
+    statement = _corpus_statements("beats__mysql-ubuntu-8.0.15.log")
     extra = statement.row(1, named=True)
     assert extra["start_ts"] == _utc(2019, 3, 24, 14, 4, 51, 82107)
     assert extra["end_ts"] == _utc(2019, 3, 24, 14, 4, 53, 713951)
@@ -276,7 +302,7 @@ def test_mysql8_log_slow_extra_start_end() -> None:
 
 
 def test_iso_time_with_offset() -> None:
-    statement = _statements(_text("beats__mysql-5.7.22.log"))
+    statement = _corpus_statements("beats__mysql-5.7.22.log")
     assert statement["end_ts"][0] == _utc(2018, 8, 7, 8, 27, 47, 169604)  # 16:27:47.169604+08:00
     assert statement["client_host"].to_list() == ["218.76.8.37", "localhost", "apphost", "apphost"]
     assert statement["conn_id"].to_list() == ["7234", None, "10997316", "10999834"]
@@ -284,23 +310,23 @@ def test_iso_time_with_offset() -> None:
 
 
 def test_percona_fields() -> None:
-    statement = _statements(_text("go-mysql__slow013.log"))
+    statement = _corpus_statements("go-mysql__slow013.log")
     failed = statement.filter(pl.col("error_code") == "1146").row(0, named=True)
     assert failed["success"] is False and failed["db"] is None  # "# Schema:   Last_errno: 1146"
     assert failed["sql"] == "select count(*) into @discard from `information_schema`.`PARTITIONS`"
     assert statement["engine"].unique().to_list() == ["percona"]
     assert statement.height == 5  # 25 server banners in between are not statements
     assert not statement["sql"].str.contains("mysqld|Tcp port").any()
-    full = _statements(_text("go-mysql__slow014.log"))
+    full = _corpus_statements("go-mysql__slow014.log")
     assert full["txn_id"].to_list() == ["2552F3B37", "2552F3B38", "2552F3B39", "2552F3B3A"]
     assert full["full_scan"].to_list() == [False, True, True, False]
     assert full["sql"][1].startswith("### Channels ###\n")  # a "#" line inside the statement stays in it
-    eight = _statements(_text("beats__percona-ubuntu-8.0.15.log"))
+    eight = _corpus_statements("beats__percona-ubuntu-8.0.15.log")
     assert eight["txn_id"].to_list() == [None, None]  # InnoDB_trx_id: 0 = no transaction
 
 
 def test_mariadb_explain_space_aligned() -> None:
-    result = _parse(_text("beats__mariadb-explain.log"))
+    result = _corpus_result("beats__mariadb-explain.log")
     statement = result.tables[T.STATEMENT]
     assert statement["plan_signature"][0] == "nation:ref(n_name)|customer:ref(i_c_nationkey)|orders:ref(i_o_custkey)"
     assert statement["index_names"][0] == "n_name,i_c_nationkey,i_o_custkey"
@@ -311,17 +337,17 @@ def test_mariadb_explain_space_aligned() -> None:
 
 
 def test_mariadb_explain_without_table() -> None:
-    result = _parse(_text("go-mysql__mariadb102-with-explain.log"))
+    result = _corpus_result("go-mysql__mariadb102-with-explain.log")
     assert result.tables[T.STATEMENT]["plan_signature"][0] is None  # "No tables used"
     assert result.tables[T.PLAN_NODE]["filter"].to_list() == ["No tables used"]
     assert result.tables[T.STATEMENT]["engine"][0] == "mariadb"
 
 
 def test_entries_without_time_inherit_it_and_db_carries_over() -> None:
-    result = _parse(_text("percona-toolkit__slow006.txt"))
+    result = _corpus_result("percona-toolkit__slow006.txt")
     statement = result.tables[T.STATEMENT]
     assert statement["db"].to_list() == ["foo", "foo", "bar", "bar", "bar", "foo"]
-    slow013 = _parse(_text("percona-toolkit__slow013.txt"))
+    slow013 = _corpus_result("percona-toolkit__slow013.txt")
     ends = slow013.tables[T.STATEMENT]["end_ts"].to_list()
     # entry 1 precedes any # Time; entries 4 and 5 follow "# Time: 081127  8:51:21"
     assert ends == [None, _utc(2008, 11, 27, 8, 51, 20), _utc(2008, 11, 27, 8, 51, 21), _utc(2008, 11, 27, 8, 51, 21), _utc(2008, 11, 27, 8, 51, 21)]
@@ -329,41 +355,41 @@ def test_entries_without_time_inherit_it_and_db_carries_over() -> None:
 
 
 def test_time_formats() -> None:
-    assert _statements(_text("percona-toolkit__slow056.txt"))["end_ts"][0] == _utc(2012, 11, 23, 19, 56, 6, 0)  # .0000001967
-    assert _statements(_text("percona-toolkit__bug_957442_sample.log"))["end_ts"][1] == _utc(2012, 3, 15, 18, 1, 58, 480646)
-    assert _statements(_text("percona-toolkit__slow045.txt"))["end_ts"][0] == _utc(2010, 5, 18, 5, 11, 1)  # "100518 5:11:01"
+    assert _corpus_statements("percona-toolkit__slow056.txt")["end_ts"][0] == _utc(2012, 11, 23, 19, 56, 6, 0)  # .0000001967
+    assert _corpus_statements("percona-toolkit__bug_957442_sample.log")["end_ts"][1] == _utc(2012, 3, 15, 18, 1, 58, 480646)
+    assert _corpus_statements("percona-toolkit__slow045.txt")["end_ts"][0] == _utc(2010, 5, 18, 5, 11, 1)  # "100518 5:11:01"
 
 
 def test_zone_less_time_in_tz() -> None:
-    result = _parse(_text("percona-toolkit__slow001.txt"), tz="America/New_York")
+    result = _corpus_result("percona-toolkit__slow001.txt", tz="America/New_York")
     assert result.tables[T.STATEMENT]["end_ts"].to_list() == [_utc(2007, 10, 16, 1, 43, 52), _utc(2007, 10, 16, 1, 45, 10)]
     assert "times have no zone; read as America/New_York (--tz)" in result.notes
 
 
 def test_wrong_zone_is_caught_by_set_timestamp() -> None:
-    result = _parse(_text("percona-toolkit__slow060.txt"))
+    result = _corpus_result("percona-toolkit__slow060.txt")
     # "# Time: 140714 14:16:52" with SET timestamp=1405358212 (17:16:52 UTC): the server ran at UTC-3
     assert result.tables[T.STATEMENT]["end_ts"][0] == _utc(2014, 7, 14, 17, 16, 52)
     assert any("UTC-03:00" in w.reason for w in result.warnings)
-    right = _parse(_text("percona-toolkit__slow060.txt"), tz="America/Sao_Paulo")
+    right = _corpus_result("percona-toolkit__slow060.txt", tz="America/Sao_Paulo")
     assert right.tables[T.STATEMENT]["end_ts"][0] == _utc(2014, 7, 14, 17, 16, 52) and not right.warnings
 
 
 def test_bogus_set_timestamp_is_ignored() -> None:
-    result = _parse(_text("percona-toolkit__slow056.txt"))  # SET timestamp=1111111111 and 2222222222
+    result = _corpus_result("percona-toolkit__slow056.txt")  # SET timestamp=1111111111 and 2222222222
     assert any("more than a time zone explains" in w.reason for w in result.warnings)
     assert result.tables[T.STATEMENT]["end_ts"].to_list() == [_utc(2012, 11, 23, 19, 56, 6)] * 2
 
 
 def test_use_after_set_timestamp_is_the_statement() -> None:
-    statement = _statements(_text("percona-toolkit__slow056.txt"))
+    statement = _corpus_statements("percona-toolkit__slow056.txt")
     assert statement["sql"].to_list() == ["use test_db", "update t set b = b + 30 where user_id=1"]
-    slow023 = _statements(_text("go-mysql__slow023.log"))
+    slow023 = _corpus_statements("go-mysql__slow023.log")
     assert slow023["sql"][5] == "use `dbnameb`"
 
 
 def test_admin_commands_and_file_starting_mid_entry() -> None:
-    result = _parse(_text("percona-toolkit__slow041.txt"))
+    result = _corpus_result("percona-toolkit__slow041.txt")
     statement = result.tables[T.STATEMENT]
     assert statement["sql"].to_list() == ["administrator command: Quit", "show /*!50002 GLOBAL */ status", "administrator command: Quit"]
     assert statement["query_time_s"][0] is None and statement["line"].to_list() == [1, 2, 8]
@@ -371,25 +397,25 @@ def test_admin_commands_and_file_starting_mid_entry() -> None:
 
 
 def test_broken_corpus_files_read_what_they_can() -> None:
-    overflow = _parse(_text("percona-toolkit__slow017.txt"))
+    overflow = _corpus_result("percona-toolkit__slow017.txt")
     assert overflow.tables[T.STATEMENT]["query_time_s"][0] is None
     assert overflow.tables[T.STATEMENT]["rows_examined"][0] == 127
     assert "18446744073708.796870.000036" in overflow.warnings[0].reason
-    bad_date = _parse(_text("percona-toolkit__slow022.txt"))
+    bad_date = _corpus_result("percona-toolkit__slow022.txt")
     assert bad_date.records == 6 and bad_date.tables[T.STATEMENT]["end_ts"].null_count() == 6
     assert sum("unreadable # Time 'margdl" in w.reason for w in bad_date.warnings) == 6
-    garbage = _statements(_text("percona-toolkit__cannot-distill.log"))
+    garbage = _corpus_statements("percona-toolkit__cannot-distill.log")
     assert garbage["sql"].to_list() == ["non sql statement", "***GARBLE*** \\#garble ``````````````````````bork~!"]
     assert garbage["user"].to_list() == ["bob", "jill"]
 
 
 def test_blank_lines_inside_statement() -> None:
-    statement = _statements(_text("percona-toolkit__slow020.txt"))
+    statement = _corpus_statements("percona-toolkit__slow020.txt")
     assert statement["sql"][1] == "INSERT INTO tbl\n\n\nVALUES\n\n               (1), (2),\n\n\n      (3)"
 
 
 def test_rate_limited_log_is_noted() -> None:
-    notes = _parse(_text("percona-toolkit__slow059.txt")).notes
+    notes = _corpus_result("percona-toolkit__slow059.txt").notes
     assert any("log_slow_rate_limit=2" in n for n in notes)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tarfile
+from functools import cache
 from pathlib import Path
 
 import polars as pl
@@ -67,6 +68,30 @@ def _parse(text: str, source: str = "perf-script.txt") -> ParseResult:
     return perf_script.SPEC.parse(text, ParseContext(source=source))
 
 
+@cache
+def _input_text(name: str) -> str:
+    return _member(name, "perf-script.txt") if name in CAPTURES else _corpus_text(name)
+
+
+@cache
+def _read(name: str, kernel: bool = True) -> tuple[ParseResult, bool]:
+    """``_parse`` of a corpus file or capture's perf script, once per session (never change the result),
+    with or without the C kernel; and whether the kernel reading read any piece line by line."""
+    fell_back = []
+    with pytest.MonkeyPatch.context() as patched:
+        if kernel:
+            fold_chunk = perf_script._fold_chunk
+            patched.setattr(perf_script, "_fold_chunk", lambda *args: fell_back.append(1) or fold_chunk(*args))
+        else:
+            patched.setattr(perf_script, "_kernel", lambda: None)
+        return _parse(_input_text(name)), bool(fell_back)
+
+
+@cache
+def _chunked(name: str, chunk: int) -> ParseResult:
+    return perf_script.parse_chunked(_input_text(name), ParseContext(source="x"), chunk)
+
+
 def _golden_view(result: ParseResult) -> ParseResult:
     """The result as is, or, when its golden would pass GOLDEN_MAX_BYTES, its top rows by samples plus totals.
 
@@ -114,8 +139,7 @@ def test_capture_golden(capture: str, update_goldens: bool) -> None:
 
 @pytest.mark.parametrize("name", [*SCRIPT_FILES, *CAPTURES])
 def test_totals_match_stackcollapse_perf(name: str) -> None:
-    text = _member(name, "perf-script.txt") if name in CAPTURES else _corpus_text(name)
-    result = _parse(text)
+    result, _ = _read(name)
     assert result.records == SAMPLES[name]
     expected = {event: total for (file, event), total in PERL_TOTALS.items() if file == name}
     weights = _weight_by_event(result)
@@ -132,7 +156,7 @@ def test_report_text_is_not_perf_script() -> None:
 
 
 def test_folded_stack_strings() -> None:
-    js = _parse(_corpus_text("flamegraph__perf-js-stacks-01.txt")).tables["perf_stack"]
+    js = _read("flamegraph__perf-js-stacks-01.txt")[0].tables["perf_stack"]
     # Same string as stackcollapse-perf.pl's line for this sample (minus its leading "node-v011;").
     expected = (
         "__libc_start_main;node::Start;uv_run;uv__io_poll;uv__async_io;uv__async_event;uv__work_done;node::After;"
@@ -145,7 +169,7 @@ def test_folded_stack_strings() -> None:
     assert row.select("comm", "tid", "leaf", "leaf_kernel", "samples", "period").rows() == [
         ("node-v011", 31912, "RegExp:[&<>\\\\]", False, 1, None)
     ]
-    dd = _parse(_corpus_text("flamegraph__perf-dd-stacks-01.txt")).tables["perf_stack"]
+    dd = _read("flamegraph__perf-dd-stacks-01.txt")[0].tables["perf_stack"]
     # "[unknown] ([unknown])" stays "[unknown]"; kernel frames from vmlinux count as kernel.
     first = dd.row(0, named=True)
     assert first["stack"] == "[unknown];write;system_call;sys_write;vfs_write;fsnotify;__srcu_read_unlock"
@@ -153,7 +177,7 @@ def test_folded_stack_strings() -> None:
 
 
 def test_notes_and_ids() -> None:
-    result = _parse(_corpus_text("flamegraph__perf-cycles-instructions-01.txt"))
+    result, _ = _read("flamegraph__perf-cycles-instructions-01.txt")
     assert result.notes[:5] == [
         "captured on: Thu Aug 17 14:14:43 2017",
         "hostname: bgregg-lgud2",
@@ -195,9 +219,8 @@ def test_chunking_gives_the_same_result(name: str) -> None:
 
 
 def test_chunking_capture_gives_the_same_result() -> None:
-    text = _member("numa2x2-guest-iperf-debian12.tar.gz", "perf-script.txt")
-    whole = perf_script.parse_chunked(text, ParseContext(source="x"), 10**9)
-    pieces = perf_script.parse_chunked(text, ParseContext(source="x"), 50_000)
+    whole = _chunked("numa2x2-guest-iperf-debian12.tar.gz", 10**9)
+    pieces = _chunked("numa2x2-guest-iperf-debian12.tar.gz", 50_000)
     assert pieces.tables["perf_stack"].equals(whole.tables["perf_stack"])
     assert (pieces.records, pieces.notes, pieces.warnings) == (whole.records, whole.notes, whole.warnings)
 
@@ -261,19 +284,16 @@ def _parse_general_only(text: str, monkeypatch: pytest.MonkeyPatch) -> ParseResu
 
 
 @pytest.mark.parametrize("name", [*SCRIPT_FILES, *CAPTURES])
-def test_regular_reading_gives_the_general_result(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    text = _member(name, "perf-script.txt") if name in CAPTURES else _corpus_text(name)
-    assert result_as_json(_parse(text)) == result_as_json(_parse_general_only(text, monkeypatch))
+def test_regular_reading_gives_the_general_result(name: str) -> None:
+    assert result_as_json(_read(name)[0]) == result_as_json(_read(name, kernel=False)[0])
 
 
 @pytest.mark.parametrize("capture", CAPTURES)
-def test_real_captures_take_the_regular_reading(capture: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_real_captures_take_the_regular_reading(capture: str) -> None:
     # The fast path is what keeps a 200 MB perf script within seconds: real perf output must not fall back.
-    def refuse(*args: object) -> None:
-        raise AssertionError("fell back to the line-by-line reading")
-
-    monkeypatch.setattr(perf_script, "_fold_chunk", refuse)
-    assert _parse(_member(capture, "perf-script.txt")).records == SAMPLES[capture]
+    result, fell_back = _read(capture)
+    assert not fell_back, "fell back to the line-by-line reading"
+    assert result.records == SAMPLES[capture]
 
 
 DD_TEXT_VARIANTS = {
@@ -311,7 +331,7 @@ def test_stacks_met_in_earlier_pieces_are_not_added_again() -> None:
 def test_repeated_text_in_many_pieces_counts_every_sample() -> None:
     # Pieces scanned side by side do not know each other's stacks: a stack must still count once per sample.
     text = _member("numa2x2-guest-iperf-debian12.tar.gz", "perf-script.txt")
-    once = perf_script.parse_chunked(text, ParseContext(source="x"), 10**9).tables["perf_stack"]
+    once = _chunked("numa2x2-guest-iperf-debian12.tar.gz", 10**9).tables["perf_stack"]
     twice = perf_script.parse_chunked(text + text, ParseContext(source="x"), 20_000)
     assert twice.records == 2 * SAMPLES["numa2x2-guest-iperf-debian12.tar.gz"]
     doubled = once.with_columns(pl.col("samples") * 2, pl.col("period") * 2)
@@ -320,7 +340,7 @@ def test_repeated_text_in_many_pieces_counts_every_sample() -> None:
 
 def test_pieces_the_kernel_refuses_are_read_line_by_line(monkeypatch: pytest.MonkeyPatch) -> None:
     text = _member("numa2x2-guest-iperf-debian12.tar.gz", "perf-script.txt")
-    expected = perf_script.parse_chunked(text, ParseContext(source="x"), 50_000)
+    expected = _chunked("numa2x2-guest-iperf-debian12.tar.gz", 50_000)
     kernel = perf_script._kernel()
     refused: list[int] = []
 
