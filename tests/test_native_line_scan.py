@@ -13,13 +13,13 @@ from __future__ import annotations
 import random
 import tarfile
 from functools import cache
-from typing import NamedTuple
 
 import numpy as np
 import polars as pl
 import pytest
 from conftest import CORPUS
 from golden import result_as_json
+from kernel_readings import Readings, assert_read_alike
 
 from dbdiag.parsers import mysql_slowlog
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult
@@ -104,17 +104,7 @@ def _text_parse(raw: bytes, ctx: ParseContext) -> ParseResult:
 POLARS_READING = ("_read_lines", "_header_codes", "_distinct_codes")
 
 
-class _Readings(NamedTuple):
-    """The four readings of one input: text and bytes, without and with the kernel."""
-
-    text_without_kernel: dict | str
-    text: dict | str
-    bytes: dict | str
-    bytes_without_kernel: dict | str
-    fell_back: tuple[str, ...]  # POLARS_READING functions the two kernel readings called
-
-
-def _readings(data: bytes, chunk: int | None = None) -> _Readings:
+def _readings(data: bytes, chunk: int | None = None) -> Readings:
     """Decoded text and raw bytes, with and without the kernel (pieces of ``chunk`` characters)."""
     decoded = _decode(data)
     with pytest.MonkeyPatch.context() as patched:
@@ -136,7 +126,7 @@ def _readings(data: bytes, chunk: int | None = None) -> _Readings:
         text, raw = _outcome(_text_parse, data), _outcome(mysql_slowlog.parse_bytes, data)
     # one copy of what reads alike: the capture's tables are kept for the whole session
     outcomes = [text_without_kernel if o == text_without_kernel else o for o in (text, raw, bytes_without_kernel)]
-    return _Readings(text_without_kernel, *outcomes, tuple(fell_back))
+    return Readings(text_without_kernel, *outcomes, tuple(fell_back))
 
 
 def _result(parsed: ParseResult | ParseError) -> ParseResult:
@@ -155,22 +145,14 @@ def _watched(function, calls: list[str]):
 
 
 @cache
-def _corpus_readings(name: str, chunk: int | None = None) -> _Readings:
+def _corpus_readings(name: str, chunk: int | None = None) -> Readings:
     """A corpus file read each way once per session: several tests compare the same readings."""
     return _readings(_corpus_bytes(name), chunk)
 
 
 def _check_all_readings(data: bytes, chunk: int | None = None) -> dict | str:
     """Decoded text and raw bytes, with and without the kernel: one outcome."""
-    return _assert_read_alike(_readings(data, chunk))
-
-
-def _assert_read_alike(readings: _Readings) -> dict | str:
-    expected = readings.text_without_kernel
-    assert readings.text == expected
-    assert readings.bytes == expected
-    assert readings.bytes_without_kernel == expected
-    return expected
+    return assert_read_alike(_readings(data, chunk))
 
 
 def test_kernel_is_built() -> None:
@@ -208,13 +190,13 @@ def test_statements_kernel_checks_its_arguments() -> None:
 
 @pytest.mark.parametrize("name", [*CORPUS_FILES, CAPTURE_MEMBER])
 def test_kernel_and_polars_give_the_same_tables(name: str) -> None:
-    outcome = _assert_read_alike(_corpus_readings(name))
+    outcome = assert_read_alike(_corpus_readings(name))
     assert isinstance(outcome, dict) or name == "percona-toolkit__slow015.txt"
 
 
 @pytest.mark.parametrize("name", ["percona-toolkit__slow006.txt", "go-mysql__mariadb102-with-explain.log", CAPTURE_HEAD])
 def test_small_pieces_read_alike(name: str) -> None:
-    outcome = _assert_read_alike(_corpus_readings(name, chunk=300))
+    outcome = assert_read_alike(_corpus_readings(name, chunk=300))
     assert outcome["records"] > 0
 
 

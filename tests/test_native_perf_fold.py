@@ -12,7 +12,6 @@ import random
 import re
 import tarfile
 from functools import cache
-from typing import NamedTuple
 
 import pytest
 
@@ -20,6 +19,7 @@ from dbdiag.parsers import perf_script
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult
 from tests.conftest import CORPUS
 from tests.golden import result_as_json
+from tests.kernel_readings import Readings, assert_read_alike
 
 SCRIPT_FILES = sorted(p.name for p in (CORPUS / "perf").glob("flamegraph__*"))
 CAPTURES = sorted(p.name for p in (CORPUS / "captures").glob("*.tar.gz"))
@@ -80,18 +80,8 @@ def _check_all_readings(data: bytes, monkeypatch: pytest.MonkeyPatch, chunk: int
     return expected
 
 
-class _Readings(NamedTuple):
-    """The four readings of one input: text and bytes, without and with the kernel."""
-
-    text_without_kernel: dict | str
-    text: dict | str
-    bytes: dict | str
-    bytes_without_kernel: dict | str
-    fell_back: tuple[str, ...]  # the kernel readings ("text", "bytes") that read a piece line by line
-
-
 @cache
-def _corpus_readings(name: str) -> _Readings:
+def _corpus_readings(name: str) -> Readings:
     """A corpus file or capture read each way once per session: several tests compare the same readings."""
     data = _raw(name)
     text_parse, bytes_parse = _parsers(perf_script.CHUNK_CHARS)
@@ -106,15 +96,7 @@ def _corpus_readings(name: str) -> _Readings:
         reading[0] = "bytes"
         raw = _outcome(bytes_parse, data)
     outcomes = [text_without_kernel if o == text_without_kernel else o for o in (text, raw, bytes_without_kernel)]
-    return _Readings(text_without_kernel, *outcomes, tuple(dict.fromkeys(fell_back)))
-
-
-def _assert_read_alike(readings: _Readings) -> dict | str:
-    expected = readings.text_without_kernel
-    assert readings.text == expected
-    assert readings.bytes == expected
-    assert readings.bytes_without_kernel == expected
-    return expected
+    return Readings(text_without_kernel, *outcomes, tuple(dict.fromkeys(fell_back)))
 
 
 def test_kernel_is_built() -> None:
@@ -128,7 +110,7 @@ def test_kernel_is_built() -> None:
 
 @pytest.mark.parametrize("name", [*SCRIPT_FILES, *CAPTURES])
 def test_kernel_and_line_reading_give_the_same_tables(name: str) -> None:
-    outcome = _assert_read_alike(_corpus_readings(name))
+    outcome = assert_read_alike(_corpus_readings(name))
     assert isinstance(outcome, dict) and outcome["records"] > 0
 
 
