@@ -174,12 +174,14 @@ def _stats(values_ms: pl.Series, raw_ms: pl.Series | None = None) -> dict[str, A
 def _from_statements(statements: pl.DataFrame | None, tables: dict[str, pl.DataFrame]) -> dict[str, Any] | None:
     if statements is None:
         return None
-    frame = statements.filter(
+    # the columns first: a filter of the whole table would copy every column (plans, SQL texts...)
+    frame = statements.lazy().filter(
         pl.col("conn_id").is_not_null() & pl.col("start_ts").is_not_null() & ~pl.col("is_internal").fill_null(False)
-    ).with_columns(
+    ).select(
+        "stmt_id", "source", pl.col("instance").fill_null("").alias("_instance"), "conn_id", "start_ts",
         pl.coalesce("end_ts", pl.col("start_ts") + pl.duration(microseconds=(pl.col("query_time_s") * 1e6).round().cast(pl.Int64))).alias("end_ts"),
-        pl.col("instance").fill_null("").alias("_instance"),
-    ).select("stmt_id", "source", "_instance", "conn_id", "start_ts", "end_ts", "query_time_s", "txn_id", "sql")
+        "query_time_s", "txn_id", "sql",
+    ).collect()
     if not frame.height:
         return None
     sources = frame["source"].unique(maintain_order=True).to_list()
