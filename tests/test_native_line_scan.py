@@ -403,3 +403,51 @@ def test_distinct_numbers_texts_in_first_seen_order() -> None:
     expected = [numbers.setdefault(lines[i], len(numbers)) for i in at]
     assert list(np.frombuffer(code, dtype=np.int64)) == expected
     assert [lines[at[r]] for r in np.frombuffer(first, dtype=np.int64)] == list(numbers)
+
+
+def test_distinct_reads_a_view_past_the_piece_as_the_empty_line() -> None:
+    # Views of long lines over a piece cut before them point outside it: each reads as the empty
+    # line (one text, never the bytes past the piece or past the empty text).
+    data = b"\n" + b"x" * 20 + b"\n" + b"y" * 30 + b"\n"
+    kernel = mysql_slowlog._line_scan()
+    views, _ = kernel.lines(data, 0, len(data), 1)
+    code, first = kernel.distinct(data, 0, 5, views, np.arange(3, dtype=np.int64).tobytes())
+    assert list(np.frombuffer(code, dtype=np.int64)) == [0, 0, 0]
+    assert list(np.frombuffer(first, dtype=np.int64)) == [0]
+
+
+def test_kernel_refuses_sizes_and_groups_that_would_wrap() -> None:
+    kernel = mysql_slowlog._line_scan()
+    data = b"# User@Host: app[app] @ web1 [10.0.0.5]\n"
+    views, kinds = kernel.lines(data, 0, len(data), 1)
+    role = kernel.mark(kinds, views)["role"]
+    heads, groups = mysql_slowlog._group_starts()
+    for special in [(2**31 - 1, 10, 11), (9, 2**31 - 1, 11), (9, 10, 127)]:  # group + 1 must not wrap
+        with pytest.raises(ValueError):
+            kernel.header_codes(data, 0, len(data), views, kinds, role, 2, heads, groups, special)
+    for n_entries in [2**62, 2**61 + 1]:  # n_groups * n_entries * 4 bytes must not wrap
+        with pytest.raises(ValueError):
+            kernel.header_codes(data, 0, len(data), views, kinds, role, n_entries, heads, groups, (9, 10, 11))
+    with pytest.raises(ValueError):  # n_entries * 8 bytes must not wrap
+        kernel.sequences(b"", b"", 2**61)
+    first, _, _ = kernel.header_codes(data, 0, len(data), views, kinds, role, 2, heads, groups, (9, 10, 126))
+    assert len(first) == 127 * 2 * 4
+
+
+def test_distinct_hashes_a_text_of_almost_4_gib() -> None:
+    # A view of 2**32 - 1 bytes over a 4 GiB piece (a read-only private mapping: the zero page, no
+    # memory): the hash's 32-bit position wrapped past 2**32 - 8 and looped for ever. In a child
+    # process, so that a loop that does not end fails the test instead of hanging it.
+    import subprocess
+    import sys
+
+    script = (
+        "import mmap, numpy as np\n"
+        "from dbdiag import _line_scan as k\n"
+        "piece = mmap.mmap(-1, 2**32, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)\n"
+        "view = np.array([2**32 - 1, 0, 0, 0], dtype='<u4').tobytes()\n"
+        "code, first = k.distinct(piece, 0, 2**32, view, np.zeros(2, dtype=np.int64).tobytes())\n"
+        "print(np.frombuffer(code, dtype=np.int64).tolist(), np.frombuffer(first, dtype=np.int64).tolist())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.stdout == "[0, 0] [0]\n", done.stderr

@@ -355,23 +355,27 @@ static int get_lines(PyObject *args, Lines *lines) {
     return 0;
 }
 
-/* The bytes of line number i; 0 when there is no such line (or its view points outside the piece). */
+/* The bytes of line number i; 0 when there is no such line (or its view points outside the piece),
+   and then *text and *length are left as they were (callers keep their empty text). The view is
+   read once: the bounds checked are the bounds used, even if the views change meanwhile. */
 static int line_bytes(const Lines *lines, int64_t i, const char **text, uint32_t *length) {
     if (i < 0 || i >= lines->n_lines) return 0;
     const uint32_t *v = lines->view + 4 * i;
-    *length = v[0];
-    if (v[0] <= 12) {
+    uint32_t size = v[0], offset = v[3];
+    if (size <= 12) {
         *text = (const char *)(v + 1);
+        *length = size;
         return 1;
     }
-    if ((Py_ssize_t)v[3] + (Py_ssize_t)v[0] > lines->piece_length) return 0;
-    *text = lines->piece + v[3];
+    if ((Py_ssize_t)offset + (Py_ssize_t)size > lines->piece_length) return 0;
+    *text = lines->piece + offset;
+    *length = size;
     return 1;
 }
 
 static uint64_t hash_bytes(const char *text, uint32_t length) {
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ length;
-    uint32_t i = 0;
+    uint64_t i = 0;  /* 64-bit: i + 8 would wrap to 0 in 32 bits past 2**32 - 8 bytes (a loop that never ends) */
     for (; i + 8 <= length; i += 8) {
         uint64_t word;
         memcpy(&word, text + i, 8);
@@ -543,11 +547,14 @@ static PyObject *header_codes(PyObject *self, PyObject *args) {
     Py_ssize_t n = kinds.len, n_heads = heads.len / 4, n_groups = 0;
     for (Py_ssize_t i = 0; i < groups.len; i++)
         if (((const int8_t *)groups.buf)[i] + 1 > n_groups) n_groups = ((const int8_t *)groups.buf)[i] + 1;
-    if (user_host_group + 1 > n_groups) n_groups = user_host_group + 1;
-    if (use_group + 1 > n_groups) n_groups = use_group + 1;
-    if (set_group + 1 > n_groups) n_groups = set_group + 1;
+    int special[3] = {user_host_group, use_group, set_group}, special_ok = 1;
+    for (int s = 0; s < 3; s++) {  /* each checked before any sum: INT_MAX + 1 would wrap */
+        special_ok &= special[s] >= 0 && special[s] <= 126;
+        if (special_ok && special[s] + 1 > n_groups) n_groups = special[s] + 1;
+    }
+    /* first has n_groups * n_entries int32 (n_groups <= 127): a bigger n_entries would wrap that size */
     if (start < 0 || end < start || end > data.len || views.len != 16 * n || roles.len != n
-        || heads.len != 4 * groups.len || n_entries < 0 || user_host_group < 0 || use_group < 0 || set_group < 0
+        || heads.len != 4 * groups.len || n_entries < 0 || n_entries > PY_SSIZE_T_MAX / (4 * 128) || !special_ok
         || n_groups > 127) {
         PyErr_SetString(PyExc_ValueError, "header_codes: inconsistent arguments");
         goto done;
@@ -604,7 +611,8 @@ static PyObject *header_codes(PyObject *self, PyObject *args) {
         } else if (role[i] & 4) {
             group = set_group;
         }
-        if (group < 0 || !line_bytes(&lines, i, &text, &length)) continue;
+        /* group and entry within bounds even if groups or roles change while being read */
+        if (group < 0 || group >= n_groups || entry >= n_entries || !line_bytes(&lines, i, &text, &length)) continue;
         int64_t code = last[group];  /* most lines repeat the group's line of the entry before */
         if (code < 0 || texts.length[code] != length || memcmp(texts.text[code], text, length) != 0) {
             unsigned slot = recent_slot(text, length);
@@ -658,7 +666,8 @@ static PyObject *sequences(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     Py_ssize_t n = owners.len / 8;
     const int64_t *owner = owners.buf, *code = codes.buf;
-    int ordered = owners.len % 8 == 0 && codes.len == owners.len && n_entries >= 0;
+    int ordered = owners.len % 8 == 0 && codes.len == owners.len && n_entries >= 0
+                  && n_entries <= PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(int64_t);  /* the size of plan must not wrap */
     for (Py_ssize_t r = 0; ordered && r < n; r++)
         ordered = owner[r] >= 0 && owner[r] < n_entries && (r == 0 || owner[r] >= owner[r - 1]);
     if (!ordered) {
@@ -675,28 +684,34 @@ static PyObject *sequences(PyObject *self, PyObject *args) {
         goto done;
     }
     int64_t *plan = (int64_t *)PyBytes_AS_STRING(plans);
-    int too_long = 0;
+    int too_long = 0, changed = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t e = 0; e < n_entries; e++) plan[e] = -1;
     for (Py_ssize_t r = 0; r < n;) {
         Py_ssize_t stop = r;
-        while (stop < n && owner[stop] == owner[r]) stop++;
+        int64_t entry = owner[r];  /* read once: checked again, the owners may have changed since */
+        while (stop < n && owner[stop] == entry) stop++;
         if (stop - r > (Py_ssize_t)(UINT32_MAX / 8)) {  /* compared as one byte string of 32-bit length */
             too_long = 1;
+            break;
+        }
+        if (entry < 0 || entry >= n_entries || texts.n >= n_entries) {  /* texts.n: first has n_entries slots */
+            changed = 1;
             break;
         }
         /* a sequence of codes is compared as the bytes of its int64 values */
         int added;
         int64_t number = texts_code(&texts, (const char *)(code + r), (uint32_t)((stop - r) * 8), &added);
         if (number < 0) break;
-        if (added) first[number] = owner[r];
-        plan[owner[r]] = number;
+        if (added) first[number] = entry;
+        plan[entry] = number;
         r = stop;
     }
     Py_END_ALLOW_THREADS
-    if (texts.failed || too_long) {
+    if (texts.failed || too_long || changed) {
         Py_DECREF(plans);
         if (too_long) PyErr_SetString(PyExc_ValueError, "sequences: more than 2**29 rows in one entry");
+        else if (changed) PyErr_SetString(PyExc_ValueError, "sequences: the owners changed while being read");
         else PyErr_NoMemory();
     } else {
         result = Py_BuildValue("(NN)", plans, int64_bytes(first, texts.n));
@@ -850,16 +865,16 @@ static PyObject *statements(PyObject *self, PyObject *args) {
     Py_ssize_t total = 0;
     int too_long = 0, changed = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t r = 0; r < n;) {
+    for (Py_ssize_t r = 0; r < n && !too_long;) {
         Py_ssize_t stop = r, length = 0;
-        for (; stop < n && owner[stop] == owner[r]; stop++) {
+        for (; stop < n && owner[stop] == owner[r] && length <= INT32_MAX; stop++) {  /* no sum can wrap */
             const char *line;
             uint32_t size;
             statement_line(&lines, lines.index[stop], kind, &line, &size);
             length += size + (stop > r);
         }
         if (length > 12) total += length;
-        too_long |= length > INT32_MAX || total > INT32_MAX;
+        too_long = length > INT32_MAX || total > INT32_MAX;
         r = stop;
     }
     Py_END_ALLOW_THREADS
@@ -881,8 +896,9 @@ static PyObject *statements(PyObject *self, PyObject *args) {
     for (Py_ssize_t r = 0; r < n;) {
         char inline_bytes[13];
         Py_ssize_t stop = r, length = 0;
+        int64_t entry = owner[r];  /* read once: checked below, the owners may have changed since */
         char *at = out + used;
-        for (; stop < n && owner[stop] == owner[r]; stop++) {  /* the joined text: into out, or inline_bytes while short */
+        for (; stop < n && owner[stop] == entry; stop++) {  /* the joined text: into out, or inline_bytes while short */
             const char *line;
             uint32_t size;
             statement_line(&lines, lines.index[stop], kind, &line, &size);
@@ -897,10 +913,13 @@ static PyObject *statements(PyObject *self, PyObject *args) {
             memcpy(to + length, line, size);
             length += size;
         }
-        if (changed) break;
+        if (changed || entry < 0 || entry >= n_entries) {
+            changed = 1;
+            break;
+        }
         const char *joined = length > 12 ? at : inline_bytes;
         int terminated = length > 0 && joined[length - 1] == ';';
-        uint32_t *v = view + 16 / 4 * owner[r];
+        uint32_t *v = view + 16 / 4 * entry;
         uint32_t shown = (uint32_t)(length - terminated);
         v[0] = shown;
         if (shown > 12) {
@@ -910,7 +929,7 @@ static PyObject *statements(PyObject *self, PyObject *args) {
             memcpy(v + 1, joined, shown);
         }
         if (length > 12) used += length;
-        state[owner[r]] = terminated ? 1 : 2;
+        state[entry] = terminated ? 1 : 2;
         r = stop;
     }
     Py_END_ALLOW_THREADS
