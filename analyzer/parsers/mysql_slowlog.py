@@ -200,7 +200,7 @@ def _chunk_bounds(text: str | bytes, size: int, begin: int = 0) -> list[tuple[in
     bounds, start = [], begin
     while len(text) - start > size + size // 2:
         cut = _next_entry_start(text, start + size)
-        if cut is None:
+        if cut is None or cut <= start:  # <=: a "# Time:" line longer than ``size`` opens the piece itself
             break
         bounds.append((start, cut))
         start = cut
@@ -1762,7 +1762,9 @@ def _rate_notes(entries: pl.DataFrame) -> list[str]:
     rated = entries.filter(pl.col("Log_slow_rate_limit").is_not_null())
     if not rated.height:
         return []
-    limits = rated.select("Log_slow_rate_type", "Log_slow_rate_limit").unique().rows()
+    # a log_slow_rate_limit line without log_slow_rate_type (Percona 5.5) has no such column
+    kind = pl.col("Log_slow_rate_type") if "Log_slow_rate_type" in rated.columns else pl.lit(None, pl.String)
+    limits = rated.select(kind, "Log_slow_rate_limit").unique().rows()
     described = ", ".join(f"log_slow_rate_limit={limit} per {kind}" for kind, limit in sorted(limits, key=str))
     return [f"the log is sampled ({described}): only about 1 in N statements is written, so counts and totals "
             "are a sample of the workload"]

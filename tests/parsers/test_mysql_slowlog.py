@@ -419,6 +419,25 @@ def test_rate_limited_log_is_noted() -> None:
     assert any("log_slow_rate_limit=2" in n for n in notes)
 
 
+def test_rate_limit_without_rate_type_is_noted() -> None:
+    # Percona 5.5 writes Log_slow_rate_limit alone; the parse once failed looking for the type column
+    text = ENTRY.replace("use shop;\n", "# Log_slow_rate_limit: 2\nuse shop;\n")
+    for parse in (lambda: _parse(text), lambda: mysql_slowlog.parse_bytes(text.encode(), ParseContext(source="slow.log"))):
+        result = parse()
+        assert result.records == 1
+        assert any("log_slow_rate_limit=2 per None" in n for n in result.notes)
+
+
+def test_time_line_longer_than_a_piece_ends_the_cutting() -> None:
+    # a "# Time:" line longer than a piece, then User@Host: the next entry start found was the piece's own
+    # start, and the cutting looped for ever
+    text = "# Time: 240101 10:00:00 " + "x" * 5000 + "\n# User@Host: a[a] @ b []\nSELECT 1;\n" + "y" * 3000
+    for data in (text, text.encode()):
+        bounds = mysql_slowlog._chunk_bounds(data, 1000)
+        assert bounds[0][0] == 0 and bounds[-1][1] == len(data)
+        assert all(start < end for start, end in bounds)
+
+
 # ---- hostile input --------------------------------------------------------------------------------
 
 ENTRY = (
