@@ -5,14 +5,16 @@ from __future__ import annotations
 import re
 import statistics
 import tarfile
+import types
 from datetime import datetime, timedelta, timezone
 
 import polars as pl
 import pytest
 
 from dbdiag import tables as t
+from dbdiag.derive import idle_gaps as idle_gaps_module
 from dbdiag.derive.histogram import histogram_quantile
-from dbdiag.derive.idle_gaps import idle_gaps
+from dbdiag.derive.idle_gaps import idle_gaps, resolution_us, sql_flags
 from dbdiag.parsers import PARSERS
 from dbdiag.parsers.base import ParseContext
 from tests.conftest import CORPUS
@@ -134,6 +136,73 @@ def test_negative_gaps_within_resolution_are_clamped_others_dropped() -> None:
     metric = idle_gaps({t.STATEMENT: frame})
     assert metric["not_in_txn"]["count"] == 1 and metric["not_in_txn"]["p50_ms"] == 0.0
     assert any("1 gaps dropped" in note for note in metric["notes"])
+
+
+def test_statements_logged_out_of_end_order_are_put_in_order() -> None:
+    # the log holds BEGIN after the SELECT that followed it (a log written out of order): the gaps follow the ends
+    frame = statements([
+        ("1", 10, 1, "SELECT 2"), ("1", 0, 0.5, "BEGIN"), ("1", 20, 1, "COMMIT"), ("1", 30, 1, "SELECT 3"),
+    ])
+    metric = idle_gaps({t.STATEMENT: frame})
+    # BEGIN -> SELECT 2 (9.5 ms) and SELECT 2 -> COMMIT (9 ms) in the transaction, COMMIT -> SELECT 3 (9 ms) not
+    assert metric["in_txn"]["count"] == 2 and metric["in_txn"]["mean_ms"] == pytest.approx(9.25)
+    assert metric["not_in_txn"]["count"] == 1 and metric["not_in_txn"]["p50_ms"] == pytest.approx(9.0)
+    assert not any("dropped" in note for note in metric["notes"])
+
+
+def test_same_connection_id_in_two_sources_is_two_connections() -> None:
+    # two servers' logs, each numbering its statements from 0, and each with a connection 1; the second's logged
+    # out of end order. One connection of both would give the gaps BEGIN -> SELECT (1.5 ms) -> COMMIT...
+    first = statements([("1", 0, 0.5, "BEGIN"), ("1", 5, 1, "COMMIT")], source="db1/slow.log")
+    second = statements([("1", 10, 1, "SELECT 2"), ("1", 2, 1, "SELECT 1")], source="db2/slow.log")
+    metric = idle_gaps({t.STATEMENT: pl.concat([first, second])})
+    assert metric["source"] == ["db1/slow.log", "db2/slow.log"]
+    assert metric["in_txn"]["count"] == 1 and metric["in_txn"]["p50_ms"] == pytest.approx(4.5)  # BEGIN -> COMMIT
+    assert metric["not_in_txn"]["count"] == 1 and metric["not_in_txn"]["p50_ms"] == pytest.approx(7.0)  # SELECT 1 -> 2
+    assert "(2 connections, 4 statements)" in metric["method_detail"]
+
+
+def test_statements_ending_in_the_same_second_follow_their_ids() -> None:
+    # whole-second ends (a slow log): BEGIN (id 0) and SELECT 1 (id 1) both end at second 1, the table holds them in
+    # the other order; the order of execution is the ids': BEGIN, SELECT 1, COMMIT (in, in), then SELECT 2 (out)
+    rows = [("1", 1000.0, 0.05, "SELECT 1"), ("1", 1000.0, 0.05, "BEGIN"), ("1", 2000.0, 0.05, "COMMIT"),
+            ("1", 3000.0, 0.05, "SELECT 2")]
+    frame = statements(rows).with_columns(pl.Series("stmt_id", [1, 0, 2, 3]), pl.col("end_ts").dt.truncate("1s"))
+    frame = frame.with_columns((pl.col("end_ts") - pl.duration(microseconds=50)).alias("start_ts"))
+    metric = idle_gaps({t.STATEMENT: frame})
+    assert metric["resolution_ms"] == 1000.0
+    assert (metric["in_txn"]["count"], metric["not_in_txn"]["count"]) == (2, 1)  # in the rows' order: (1, 2)
+
+
+def test_repeated_and_distinct_marker_texts_give_the_same_flags() -> None:
+    texts = ["BEGIN", "/* app */ begin", "COMMIT AND CHAIN", "ROLLBACK TO SAVEPOINT a", "END;", "abort",
+             "START TRANSACTION READ ONLY", "SET autocommit=0", "set @@session.autocommit = ON", "SET x=1",
+             "SELECT 1", None]
+    once = sql_flags(pl.Series(texts))  # every candidate text distinct: each one read
+    assert once.sum().row(0) == (3, 2, 1, 1)  # BEGIN x3; END, abort; autocommit=0; autocommit = ON
+    thrice = sql_flags(pl.Series(texts * 3))  # each text three times: the distinct ones are read, then mapped
+    assert thrice.equals(pl.concat([once] * 3))
+
+
+def test_statistics_are_the_same_with_numpy_loaded_or_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy  # noqa: F401  (loaded: its sort is used)
+
+    sql = ["BEGIN", "SELECT 1", "COMMIT", "SELECT 2"]
+    rows = [(str(i % 3), i * 1.7, 0.3 + (i * 7919 % 13) / 10, sql[i % 4]) for i in range(400)]
+    frame = statements(rows)
+    with_numpy = idle_gaps({t.STATEMENT: frame})
+    monkeypatch.setattr(idle_gaps_module, "sys", types.SimpleNamespace(modules={}))  # numpy not loaded: polars sorts
+    assert idle_gaps({t.STATEMENT: frame}) == with_numpy
+    assert with_numpy["in_txn"]["count"] > 50 and with_numpy["not_in_txn"]["count"] > 50
+
+
+def test_resolution_reads_every_value_and_the_coarser_of_two_columns() -> None:
+    whole_seconds = [T0 + timedelta(seconds=i) for i in range(1500)]
+    assert resolution_us(pl.Series(whole_seconds)) == 1_000_000
+    assert resolution_us(pl.Series(whole_seconds + [T0 + timedelta(milliseconds=250)])) == 1_000  # after the first 1000
+    micro = pl.Series([T0 + timedelta(microseconds=7)])
+    assert resolution_us(micro) == 1 and resolution_us(micro, 1_000) == 1_000
+    assert resolution_us(pl.Series(whole_seconds), 1_000) == 1_000_000
 
 
 def test_no_statements_and_no_metrics() -> None:

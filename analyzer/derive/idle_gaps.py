@@ -42,6 +42,7 @@ Percentiles of statements are linear-interpolated (``quantile(..., "linear")``).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -68,11 +69,10 @@ AUTOCOMMIT_ON_RE = _AUTOCOMMIT + r"(?:1|ON|TRUE)\b"
 
 # What every marker starts with (a superset: the regexes above decide).
 CANDIDATE_RE = r"(?i)^\s*(?:/\*|BEGIN|START|SET|COMMIT|ROLLBACK|END|ABORT)"
-_FLAGS = ("_begin", "_end", "_ac_off", "_ac_on")
+_FLAG_BITS = {"_begin": 1, "_end": 2, "_ac_off": 4, "_ac_on": 8}
 
-# Up to this many connections, sorting each one's rows on its own is 2-3x cheaper than one sort of all rows on the
-# connection hash; with many more it is several times dearer (measured on 0.6 M statements).
-FEW_CONNECTIONS = 1_000
+_BEFORE_ALL = -(2**63)  # where a sort puts nulls (first), as an Int64
+_CONNECTION_HASH = pl.struct("source", pl.col("instance").fill_null("").alias("_instance"), "conn_id").hash()
 
 _RESOLUTIONS_US = (1_000_000, 1_000, 1)
 CONNECTION_KEY = ("source", "_instance", "conn_id")
@@ -103,8 +103,11 @@ def transaction_state(statements: pl.DataFrame, by: str | tuple[str, ...] = CONN
     >>> transaction_state(frame)["in_txn_after"].to_list()
     [False, True, True, True, False, False, False, True, True, False, False, False]
     """
-    flagged = statements.with_columns(sql_flags(statements["sql"]))
-    return _with_state(flagged, lambda name: pl.col(name).forward_fill().over(by)).drop(_FLAGS)
+    def last_is_one(value: pl.Expr) -> pl.Expr:
+        return (value.forward_fill().over(by) == 1).fill_null(False)
+
+    flagged = statements.with_columns(_flag_code(statements["sql"]).alias("_code"))
+    return flagged.with_columns(_state_after(pl.col("_code"), last_is_one)).drop("_code")
 
 
 def sql_flags(sql: pl.Series) -> pl.DataFrame:
@@ -114,33 +117,60 @@ def sql_flags(sql: pl.Series) -> pl.DataFrame:
     [(True, False, False, False), (False, False, False, False), (False, False, True, False),
      (False, False, False, False), (False, False, False, False)]
     """
-    # Every marker starts with a comment or one of these words: the regexes run only on the (few) statements that do,
-    # on their first 200 characters (which hold any leading comment and the keyword: cheap on long SQL).
+    return _flag_code(sql).to_frame("_code").select(_flags(pl.col("_code")))
+
+
+def _flag_code(sql: pl.Series) -> pl.Series:
+    """:func:`sql_flags` as the bits of one Int8 per statement (:data:`_FLAG_BITS`): one column to build and move."""
+    # Every marker starts as CANDIDATE_RE says: the regexes run only on the (few) statements that do
     sql = sql.cast(pl.String)
     candidates = sql.str.contains(CANDIDATE_RE).fill_null(False).arg_true()
-    text = sql.gather(candidates).fill_null("").str.slice(0, 200).to_frame("sql")
-    flags = text.select(
-        pl.col("sql").str.contains(BEGIN_RE).alias("_begin"),
-        (pl.col("sql").str.contains(END_RE) & ~pl.col("sql").str.contains(NOT_END_RE)).alias("_end"),
-        pl.col("sql").str.contains(AUTOCOMMIT_OFF_RE).alias("_ac_off"),
-        pl.col("sql").str.contains(AUTOCOMMIT_ON_RE).alias("_ac_on"),
+    texts = sql.gather(candidates)
+    distinct = texts.unique()
+    if 2 * distinct.len() < texts.len():  # mostly the same few texts (BEGIN, COMMIT...): the regexes run once per text
+        bits = texts.replace_strict(distinct, _marker_bits(distinct), return_dtype=pl.Int8)
+    else:
+        bits = _marker_bits(texts)
+    return pl.zeros(sql.len(), pl.Int8, eager=True).scatter(candidates, bits)
+
+
+def _marker_bits(texts: pl.Series) -> pl.Series:
+    """The flag bits of non-null SQL texts, read on their first 200 characters (which hold any leading comment and the
+    keyword: cheap on long SQL)."""
+    text = pl.col("sql").str.slice(0, 200)
+    flags = (
+        text.str.contains(BEGIN_RE),
+        text.str.contains(END_RE) & ~text.str.contains(NOT_END_RE),
+        text.str.contains(AUTOCOMMIT_OFF_RE),
+        text.str.contains(AUTOCOMMIT_ON_RE),
     )
-    return pl.DataFrame([pl.repeat(False, sql.len(), eager=True).alias(name).scatter(candidates, flags[name]) for name in _FLAGS])
+    bits = pl.sum_horizontal(flag.cast(pl.Int8) * bit for flag, bit in zip(flags, _FLAG_BITS.values())).cast(pl.Int8)
+    return texts.to_frame("sql").select(bits).to_series()
 
 
-def _with_state(flagged: pl.DataFrame, fill: Callable[[str], pl.Expr]) -> pl.DataFrame:
-    """``in_txn_after`` from the flag columns; ``fill(name)`` forward-fills a column within each connection."""
-    begin, end, ac_off, ac_on = (pl.col(name) for name in _FLAGS)
-    opened = pl.when(begin).then(pl.lit(True)).when(end | ac_on).then(pl.lit(False)).otherwise(None).alias("_explicit")
-    manual = pl.when(ac_off).then(pl.lit(True)).when(ac_on).then(pl.lit(False)).otherwise(None).alias("_manual")
-    state = flagged.with_columns(opened, manual)
-    state = state.with_columns(fill("_explicit"), fill("_manual"))
-    explicit, manual_on = pl.col("_explicit").fill_null(False), pl.col("_manual").fill_null(False)
-    return state.with_columns((explicit | (manual_on & ~end & ~ac_off)).alias("in_txn_after")).drop("_explicit", "_manual")
+def _flags(code: pl.Expr) -> list[pl.Expr]:
+    """The flags of :func:`sql_flags` from the bits of ``code``."""
+    return [((code & bit) != 0).alias(name) for name, bit in _FLAG_BITS.items()]
 
 
-def resolution_us(column: pl.Series) -> int:
-    """The coarsest unit (1 s, 1 ms, 1 µs) every non-null timestamp is a whole multiple of, in µs.
+def _state_after(code: pl.Expr, fill: Callable[[pl.Expr], pl.Expr], autocommit_off: bool = True) -> pl.Expr:
+    """``in_txn_after`` from the flag bits ``code``.
+
+    ``fill(value)``: whether the last non-null ``value`` (1 / 0 / null as a when/then chain) so far in each connection
+    is 1. ``autocommit_off``: whether any statement may set autocommit off (without one, BEGIN...COMMIT decide alone).
+    """
+    begin, end, ac_off, ac_on = _flags(code)
+    one, zero = pl.lit(1, pl.Int8), pl.lit(0, pl.Int8)
+    explicit = fill(pl.when(begin).then(one).when(end | ac_on).then(zero))
+    if not autocommit_off:
+        return explicit.alias("in_txn_after")
+    manual = fill(pl.when(ac_off).then(one).when(ac_on).then(zero))
+    return (explicit | (manual & ~end & ~ac_off)).alias("in_txn_after")
+
+
+def resolution_us(column: pl.Series, finest_us: int = 1) -> int:
+    """The coarsest unit (1 s, 1 ms, 1 µs) every non-null timestamp is a whole multiple of, in µs; ``finest_us`` when
+    no unit coarser than it is (``resolution_us(a, resolution_us(b))`` is the coarser of two columns' resolutions).
 
     >>> from datetime import datetime, timezone
     >>> resolution_us(pl.Series([datetime(2024, 1, 1, 0, 0, 1, 250_000, tzinfo=timezone.utc)]))
@@ -148,9 +178,12 @@ def resolution_us(column: pl.Series) -> int:
     """
     epoch = column.drop_nulls().dt.epoch("us")
     for unit in _RESOLUTIONS_US:
-        if (epoch % unit == 0).all():
+        if unit <= finest_us:
+            return finest_us
+        # the first values first: a finer column mostly fails there, without a pass over all of them
+        if (epoch.head(1000) % unit == 0).all() and (epoch % unit == 0).all():
             return unit
-    return 1
+    return finest_us
 
 
 def _empty_stats(count: int = 0) -> dict[str, Any]:
@@ -163,7 +196,14 @@ def _stats(values_ms: pl.Series, raw_ms: pl.Series | None = None) -> dict[str, A
     if not values.len():
         return _empty_stats()
     mean = (raw_ms if raw_ms is not None else values).mean()
-    ordered = values.sort()  # sorted once: each quantile is then a lookup, not a selection over the whole series
+    # sorted once: each quantile is then a lookup, not a selection over the whole series. numpy's (vectorised) sort
+    # is 3-4x faster than polars' (2 ms for 0.6 M values), but not worth loading numpy for (~0.1 s)
+    if "numpy" in sys.modules:
+        import numpy as np
+
+        ordered = pl.Series(np.sort(values.to_numpy())).set_sorted()
+    else:
+        ordered = values.sort()
     return {
         "count": values.len(),
         **{name: round(float(ordered.quantile(q, "linear")), 4) for name, q in QUANTILES.items()},
@@ -174,18 +214,22 @@ def _stats(values_ms: pl.Series, raw_ms: pl.Series | None = None) -> dict[str, A
 def _from_statements(statements: pl.DataFrame | None, tables: dict[str, pl.DataFrame]) -> dict[str, Any] | None:
     if statements is None:
         return None
+    end_ts = pl.col("end_ts")
+    if statements["end_ts"].has_nulls():  # computed for every row: only when some row needs it
+        duration = pl.duration(microseconds=(pl.col("query_time_s") * 1e6).round().cast(pl.Int64))
+        end_ts = pl.coalesce(end_ts, pl.col("start_ts") + duration)
     # the columns first: a filter of the whole table would copy every column (plans, SQL texts...)
     frame = statements.lazy().filter(
         pl.col("conn_id").is_not_null() & pl.col("start_ts").is_not_null() & ~pl.col("is_internal").fill_null(False)
     ).select(
-        "stmt_id", "source", pl.col("instance").fill_null("").alias("_instance"), "conn_id", "start_ts",
-        pl.coalesce("end_ts", pl.col("start_ts") + pl.duration(microseconds=(pl.col("query_time_s") * 1e6).round().cast(pl.Int64))).alias("end_ts"),
-        "query_time_s", "txn_id", "sql",
+        "stmt_id", "source", "instance", "conn_id", "start_ts", end_ts.alias("end_ts"), "query_time_s", "txn_id", "sql",
     ).collect()
     if not frame.height:
         return None
-    sources = frame["source"].unique(maintain_order=True).to_list()
-    resolution = max(resolution_us(frame["start_ts"]), resolution_us(frame["end_ts"]))
+    # read in the frame, not as a Series: a column a parser filled with one value stays that value (it is then O(1)),
+    # where frame["source"] would write it out on every row
+    sources = frame.select(pl.col("source").unique(maintain_order=True)).to_series().to_list()
+    resolution = resolution_us(frame["start_ts"], resolution_us(frame["end_ts"]))
     metric: dict[str, Any] = {
         "in_txn": _empty_stats(), "not_in_txn": _empty_stats(),
         "sql_latency": _stats(frame["query_time_s"] * 1000.0),
@@ -198,38 +242,39 @@ def _from_statements(statements: pl.DataFrame | None, tables: dict[str, pl.DataF
         metric["unavailable_reason"] = why
         metric["method_detail"] = "statements per connection; the log does not hold every statement"
         return metric
-    ordered = _in_execution_order(frame)
-    txn = pl.col("txn_id")
+    with_txn_ids = frame.height - frame["txn_id"].null_count()
+    one_instance = len(sources) == 1 and frame.select(pl.col("instance").n_unique()).item() == 1
+    ordered, connections = _in_execution_order(frame, one_instance, with_txn_ids > 0)
     same_conn = pl.col("_conn").shift(-1) == pl.col("_conn")  # rows of a connection are contiguous once ordered
-    next_start, next_txn = pl.when(same_conn).then(pl.col("start_ts").shift(-1)), pl.when(same_conn).then(txn.shift(-1))
-    # only the two columns the statistics read go through the filters
-    gaps = ordered.select(
-        ((next_start - pl.col("end_ts")).dt.total_microseconds() / 1000.0).alias("gap_ms"),
-        (pl.col("in_txn_after") | (txn.is_not_null() & (txn == next_txn)).fill_null(False)).alias("in_txn"),
-        next_start.is_not_null().alias("_followed"),
-    ).filter("_followed").drop("_followed")
-    overlapping = gaps.filter(pl.col("gap_ms") < -resolution / 1000.0).height
-    gaps = gaps.filter(pl.col("gap_ms") >= -resolution / 1000.0).with_columns(
-        pl.col("gap_ms").alias("raw_gap_ms"), pl.col("gap_ms").clip(lower_bound=0.0)
-    )
+    in_txn = pl.col("in_txn_after")
+    if with_txn_ids:
+        txn = pl.col("txn_id")
+        in_txn = in_txn | (txn.is_not_null() & (txn == pl.when(same_conn).then(txn.shift(-1)))).fill_null(False)
+    # null after the last statement of a connection
+    gap_ms = (pl.when(same_conn).then(pl.col("start_ts").shift(-1)) - pl.col("end_ts")).dt.total_microseconds() / 1000.0
+    gaps = ordered.select(gap_ms.alias("gap_ms"), in_txn.alias("in_txn"))
+    tolerance_ms = resolution / 1000.0
+    kept = gaps["gap_ms"] >= -tolerance_ms  # null or false: no gap, or an overlap
+    rows = {"in_txn": kept & gaps["in_txn"], "not_in_txn": kept & ~gaps["in_txn"]}
+    overlapping = (gaps["gap_ms"] < -tolerance_ms).sum()
     if overlapping:
         metric["notes"].append(f"{overlapping:,} gaps dropped: the next statement started more than the resolution before the previous ended")
-    with_txn_ids = frame["txn_id"].drop_nulls().len()
     metric["method_detail"] = (
-        f"statements per connection ({frame['conn_id'].n_unique():,} connections, {frame.height:,} statements): "
+        f"statements per connection ({connections:,} connections, {frame.height:,} statements): "
         "gap = next start - previous end; in a transaction from BEGIN/COMMIT/autocommit in the SQL text"
         + (f" and shared transaction ids ({with_txn_ids:,} statements carry one)" if with_txn_ids else "")
     )
-    in_txn, not_in_txn = gaps.filter(pl.col("in_txn")), gaps.filter(~pl.col("in_txn"))
     if resolution / 1000.0 > MAX_RESOLUTION_MS:
-        metric["in_txn"], metric["not_in_txn"] = _empty_stats(in_txn.height), _empty_stats(not_in_txn.height)
+        metric["in_txn"], metric["not_in_txn"] = (_empty_stats(rows[key].sum()) for key in ("in_txn", "not_in_txn"))
         metric["unavailable_reason"] = (
             f"statement times in {', '.join(sources)} have a resolution of {resolution / 1e6:g} s (the log's times "
             "fall on whole seconds: a slow log without microsecond # Time lines), too coarse for gaps between statements; "
             "gaps are counted but their percentiles not reported"
         )
         return metric
-    metric["in_txn"], metric["not_in_txn"] = (_stats(g["gap_ms"], g["raw_gap_ms"]) for g in (in_txn, not_in_txn))
+    for key in ("in_txn", "not_in_txn"):
+        raw_ms = gaps["gap_ms"].filter(rows[key])
+        metric[key] = _stats(raw_ms.clip(lower_bound=0.0), raw_ms)
     if resolution >= 1000:
         metric["notes"].append(
             f"timestamps have {resolution / 1000:g} ms resolution: each gap carries up to ±{resolution / 1000:g} ms of "
@@ -239,31 +284,52 @@ def _from_statements(statements: pl.DataFrame | None, tables: dict[str, pl.DataF
     return metric
 
 
-def _in_execution_order(frame: pl.DataFrame) -> pl.DataFrame:
-    """``_conn``, ``start_ts``, ``end_ts``, ``txn_id``, ``in_txn_after``, sorted by connection, ``end_ts`` and ``stmt_id``.
+def _in_execution_order(frame: pl.DataFrame, one_instance: bool, with_txn_ids: bool) -> tuple[pl.DataFrame, int]:
+    """(``_conn``, ``start_ts``, ``end_ts``, ``in_txn_after`` (and ``txn_id`` when ``with_txn_ids``) sorted by
+    connection, ``end_ts`` and ``stmt_id``; the number of connections). ``one_instance``: whether ``source`` and
+    ``instance`` are the same on every row.
 
-    The SQL text is read for its flags before the sort and is not carried through it (moving it is most of the
-    cost); (source, stmt_id) is unique, so the order is the one the three keys define, however it is sorted.
+    The SQL text is read for its flags before the rows are moved and is not carried (moving it is most of the cost).
+    A log is written as statements end, so each connection's rows are mostly in that order already: the rows are
+    grouped by connection keeping the log order (cheap), and sorted on the keys only when a connection's are not in
+    order (a sort of rows already grouped is several times cheaper than one of rows in log order).
     """
-    # one 64-bit key per connection: sorting and comparing it is much cheaper than three strings
-    keyed = frame.select(pl.struct(CONNECTION_KEY).hash().alias("_conn"), "end_ts", "stmt_id").with_row_index("_row")
-    if keyed["_conn"].n_unique() <= FEW_CONNECTIONS:
-        per_conn = keyed.group_by("_conn").agg(pl.col("_row").sort_by("end_ts", "stmt_id", maintain_order=True))
-        ordered_rows = per_conn.sort("_conn").explode("_row")
-    else:
-        by_key = keyed.sort("stmt_id", maintain_order=True).sort("end_ts", maintain_order=True)
-        ordered_rows = by_key.sort("_conn", maintain_order=True)
-    flagged = pl.concat([frame.select("start_ts", "end_ts", "txn_id"), sql_flags(frame["sql"])], how="horizontal")
-    ordered = flagged[ordered_rows["_row"]].with_columns(ordered_rows["_conn"])
-    first = pl.col("_conn") != pl.col("_conn").shift(1)
+    # one 64-bit key per connection: grouping on it is much cheaper than on strings, and on conn_id alone (when it is
+    # enough) cheaper than on (source, instance, conn_id): hashing one string is ~10x cheaper than a struct of three
+    key = pl.col("conn_id").hash() if one_instance else _CONNECTION_HASH
+    per_conn = frame.select(key.alias("_key")).with_row_index("_row").group_by("_key").agg("_row")
+    # connections in the order of their (source, instance, conn_id) hash (taken on a row of each): the order in
+    # which the statistics sum the gaps, which the last digit of a mean can depend on
+    first_rows = frame.select("source", "instance", "conn_id")[per_conn["_row"].list.first()]
+    per_conn = per_conn.with_columns(first_rows.select(_CONNECTION_HASH.alias("_conn"))).sort("_conn")
+    rows = per_conn.explode("_row")
+    # stmt_id numbers a source's statements in log order: when it never decreases over the frame (one source), the
+    # log order of a connection's rows is their stmt_id order, and stmt_id need not be moved nor looked at
+    keys = ["end_ts"] if frame["stmt_id"].is_sorted() else ["end_ts", "stmt_id"]
+    columns = ["start_ts", *keys[1:]] + (["txn_id"] if with_txn_ids else [])
+    ordered = frame.select("end_ts", *columns).with_columns(_flag_code(frame["sql"]).alias("_code"))[rows["_row"]]
+    ordered = ordered.with_columns(rows["_conn"])
+    if not _in_order(ordered, keys):
+        ordered = ordered.sort("_conn", *keys, maintain_order=True)
+    first = (pl.col("_conn") != pl.col("_conn").shift(1)).fill_null(True)
 
-    def fill(name: str) -> pl.Expr:
-        # 1 / 0 / null, with -1 at a connection's first row when null: one forward fill over the frame stays per connection
-        code = pl.when(pl.col(name)).then(pl.lit(1, pl.Int8)).when(pl.col(name).is_not_null()).then(pl.lit(0, pl.Int8))
-        code = code.when(first.fill_null(True)).then(pl.lit(-1, pl.Int8))
-        return code.otherwise(None).forward_fill().eq(1).alias(name)
+    def last_is_one(value: pl.Expr) -> pl.Expr:
+        # -1 at a connection's first row when ``value`` is null there: one forward fill over the whole frame then
+        # stays within each connection
+        return value.when(first).then(pl.lit(-1, pl.Int8)).forward_fill() == 1
 
-    return _with_state(ordered, fill).drop(_FLAGS)
+    autocommit_off = bool(((ordered["_code"] & _FLAG_BITS["_ac_off"]) != 0).any())
+    state = _state_after(pl.col("_code"), last_is_one, autocommit_off)
+    return ordered.with_columns(state).drop("_code", *keys[1:]), per_conn.height
+
+
+def _in_order(rows: pl.DataFrame, keys: list[str]) -> bool:
+    """Whether ``keys`` (compared in turn, nulls first) never decrease within a connection (``_conn``) of ``rows``."""
+    earlier, tied = pl.lit(False), pl.lit(True)
+    for key in keys:
+        value = pl.col(key).to_physical().fill_null(_BEFORE_ALL)
+        earlier, tied = earlier | (tied & (value < value.shift(1))), tied & (value == value.shift(1))
+    return not rows.select((earlier & (pl.col("_conn") == pl.col("_conn").shift(1))).any()).item()
 
 
 def _from_metrics(metrics: pl.DataFrame | None) -> dict[str, Any] | None:
