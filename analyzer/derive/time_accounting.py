@@ -407,7 +407,8 @@ def log_completeness(statements: pl.DataFrame, settings: dict[str, str] | None =
     ``log_slow_rate_limit`` or ``log_statement_sample_rate`` drops statements at any duration).
     """
     smallest = statements["query_time_s"].min()
-    sources = ", ".join(statements["source"].unique(maintain_order=True).to_list())
+    # an expression: statements["source"] would write out the column polars keeps as one repeated value
+    sources = ", ".join(statements.select(pl.col("source").unique(maintain_order=True)).to_series().to_list())
     told = "".join(f"; {name} = {value}" for name, value in (settings or {}).items())
     if smallest is None:
         return False, f"{sources}: no statement durations"

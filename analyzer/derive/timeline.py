@@ -175,7 +175,7 @@ def _timed_inputs(tables: dict[str, pl.DataFrame], accounting: dict[str, Any] | 
         statements = statements.select("start_ts", "end_ts", "query_time_s", "source", "is_internal").filter(
             ~pl.col("is_internal").fill_null(False)
         )
-        coarse = max(resolution_us(statements["start_ts"]), resolution_us(statements["end_ts"]))
+        coarse = resolution_us(statements["start_ts"], resolution_us(statements["end_ts"]))
         if coarse >= 1_000_000:
             notes.append(
                 f"statement times have a resolution of {coarse / 1e6:g} s (start = logged end - duration): a statement can "
@@ -294,7 +294,7 @@ def _series(inputs: dict[str, pl.DataFrame], width_us: int, window_s: float, not
         out += _intervals(inputs["load-test-intervals"], width_us, window_s)
     if "statement-log" in inputs:
         statements = inputs["statement-log"]
-        names = statements["source"].unique(maintain_order=True).to_list()
+        names = statements.select(pl.col("source").unique(maintain_order=True)).to_series().to_list()  # see time_accounting
         timed = statements.filter(pl.col("query_time_s").is_not_null())
         complete, why = log_completeness(timed) if timed.height else (False, "no statement durations")
         prefix = "" if complete else "logged_"
