@@ -75,7 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mariadb", type=Path, help="a big MySQL/MariaDB slow log")
     parser.add_argument("--postgres", type=Path, help="a big PostgreSQL stderr log (prefix '%%m [%%p] %%q%%u@%%d ')")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per tool; the best is kept")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds (each runs every tool once); each tool's best run is kept")
     args = parser.parse_args()
     runs: list[Run] = []
     with tempfile.TemporaryDirectory() as scratch:
@@ -91,10 +91,15 @@ def main() -> None:
                 command = ["pgbadger", "--prefix", PG_PREFIX, "-q", "-o", str(out / "pgbadger.html"), str(args.postgres)]
                 plans.append(("pgbadger", command, args.postgres))
         env = compiled_env(out)
-        for tool, command, log in plans:
-            tool_env = env if tool == "dbdiag" else None
-            best = min((measure(tool, command, log, tool_env) for _ in range(args.repeat)), key=lambda run: run.seconds)
-            runs.append(best)
+        measured: list[list[Run]] = [[] for _ in plans]
+        # round after round, every tool once: a slow spell of a shared machine falls on all of them
+        for _ in range(args.repeat):
+            for (tool, command, log), runs_of_plan in zip(plans, measured):
+                runs_of_plan.append(measure(tool, command, log, env if tool == "dbdiag" else None))
+        for runs_of_plan in measured:
+            runs.append(min(runs_of_plan, key=lambda run: run.seconds))
+            spread = sorted(f"{run.seconds:.2f}" for run in runs_of_plan)
+            print(f"{runs_of_plan[0].tool} {runs_of_plan[0].log}: wall s of each run, sorted: {' '.join(spread)}")
     print(
         f"{'tool':<16} {'log':<22} {'MB':>7} {'seconds':>8} {'CPU s':>7} {'MB/s':>7} {'peak RSS MB':>11} "
         f"{'x dbdiag':>9} {'x CPU':>6}"
