@@ -80,6 +80,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from dbdiag.arrow_capsule import series as arrow_series
+from dbdiag.distinct import numbered
 
 if TYPE_CHECKING:  # sqlglot is imported on first use: most runs never need it
     from sqlglot import exp
@@ -311,23 +312,7 @@ def _zeroed_groups(sql: pl.Series) -> tuple[pl.Series, pl.Series]:
     """
     # Zeroing every text first costs about as much as finding the distinct texts first where a text
     # repeats 4.5 times on average (sysbench), and less where it repeats 1.6 times (pgbench)
-    return _groups(_zero_digits(sql))
-
-
-def _groups(values: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """(each element's number among the distinct values, from 0 in first-seen order; the distinct values).
-
-    Matched by a 64-bit hash, checked (on a collision by the values themselves).
-    """
-    for keys in (values.hash(), values):
-        first = keys.arg_unique()
-        numbered = keys.gather(first).to_frame("key").with_row_index("number")
-        # a join finds each element's number faster than replace_strict (measured on 0.5 M rows)
-        numbers = keys.to_frame("key").join(numbered, on="key", how="left", maintain_order="left")["number"]
-        distinct = values.gather(first)
-        if distinct.gather(numbers).equals(values):
-            break
-    return numbers, distinct
+    return numbered(_zero_digits(sql))
 
 
 def _classes_of(group: pl.Series, fp_of_group: pl.Series, rows: pl.Series, fp_of_rows: pl.Series) -> tuple[pl.Series, pl.Series]:
@@ -526,7 +511,7 @@ def _postgresql_classes(sql: pl.Series) -> tuple[pl.Series, pl.Series]:
     sample = sql.gather_every(max(1, sql.len() // _PROBE))
     if (sample.str.contains(_PG_DIGITS_IN_WORDS).mean() or 0.0) > _DIGITS_IN_WORDS_SHARE:
         # names with digits (sysbench's sbtest1, partitions) everywhere: zeroing would merge few texts
-        text, distinct = _groups(sql)
+        text, distinct = numbered(sql)
         return _classes_of(text, _pg_fingerprints(distinct), pl.Series([], dtype=pl.Int64), pl.Series([], dtype=pl.String))
     group, texts = _zeroed_groups(sql)
     raw = pl.col("raw")
@@ -538,7 +523,7 @@ def _postgresql_classes(sql: pl.Series) -> tuple[pl.Series, pl.Series]:
     fp_of_group = pl.repeat(None, texts.len(), dtype=pl.String, eager=True)
     fp_of_group.scatter(blind.arg_true(), _pg_fingerprints(texts.filter(blind)))
     rows = own.gather(group).arg_true()
-    text_of_row, distinct = _groups(sql.gather(rows))
+    text_of_row, distinct = numbered(sql.gather(rows))
     return _classes_of(group, fp_of_group, rows, _pg_fingerprints(distinct).gather(text_of_row))
 
 

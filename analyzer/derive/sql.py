@@ -20,6 +20,7 @@ import polars as pl
 
 from dbdiag import sqlnorm
 from dbdiag import tables as t
+from dbdiag.distinct import numbered
 
 DIALECT_OF_ENGINE = {"mysql": "mysql", "mariadb": "mysql", "percona": "mysql", "tidb": "tidb", "postgresql": "postgresql"}
 PROFILE_LIMIT = 50
@@ -84,23 +85,8 @@ PLAN = "_plan"  # the row's (class, plan_key) pair as a number from 0; null for 
 def _with_plans(frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` (with ``CLASS``) and its ``PLAN`` column."""
     rows = frame.select(pl.col("plan_key").is_not_null() | pl.col("plan").is_not_null()).to_series().arg_true()
-    numbers = _row_numbers(frame.select(CLASS, "plan_key")[rows])
+    numbers, _ = numbered(frame.select(CLASS, "plan_key")[rows].select(pl.struct(pl.all())).to_series())
     return frame.with_columns(pl.repeat(None, frame.height, dtype=pl.Int64, eager=True).scatter(rows, numbers).alias(PLAN))
-
-
-def _row_numbers(frame: pl.DataFrame) -> pl.Series:
-    """Each row's number among the distinct rows, from 0 in first-seen order.
-
-    Matched by a 64-bit hash, checked (on a collision by the rows themselves).
-    """
-    rows = frame.select(pl.struct(pl.all())).to_series()
-    for keys in (frame.hash_rows(), rows):
-        first = keys.arg_unique()
-        numbering = pl.int_range(first.len(), dtype=pl.Int64, eager=True)
-        numbers = keys.replace_strict(keys.gather(first), numbering, return_dtype=pl.Int64)
-        if rows.gather(first).gather(numbers).equals(rows):
-            break
-    return numbers
 
 
 def _classes(texts: pl.Series, dialect: str) -> pl.DataFrame:

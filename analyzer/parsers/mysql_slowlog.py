@@ -88,6 +88,7 @@ import polars as pl
 
 from dbdiag import tables as T
 from dbdiag.arrow_capsule import series as arrow_series
+from dbdiag.distinct import numbered
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.mpstat_text import cap_warnings, check_tz, local_to_utc, zone_note
 
@@ -673,13 +674,9 @@ def _join_lines(frame: pl.DataFrame, column: str, separator: str, distinct: bool
 
 
 def _distinct_codes(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
-    """(for each row the number of its distinct value, the distinct values in first-seen order);
-    values are matched by their 64-bit hash."""
-    keyed = pl.DataFrame({"_h": values.hash()})
-    firsts = keyed.with_row_index("_r").unique(subset="_h", keep="first", maintain_order=True)
-    numbered = firsts.select("_h", _d=pl.int_range(pl.len(), dtype=pl.Int64))
-    code = keyed.join(numbered, on="_h", how="left", maintain_order="left")["_d"].to_numpy()
-    return code, values.gather(firsts["_r"])
+    """(for each row the number of its distinct value, the distinct values in first-seen order)."""
+    code, distinct = numbered(values)
+    return code.to_numpy(), distinct
 
 
 def _line_codes(lines: pl.Series, at: np.ndarray, kernel: _Kernel | None) -> tuple[np.ndarray, pl.Series]:
