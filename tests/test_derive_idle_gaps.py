@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import statistics
 import tarfile
-import types
 from datetime import datetime, timedelta, timezone
 
 import polars as pl
@@ -184,16 +183,19 @@ def test_repeated_and_distinct_marker_texts_give_the_same_flags() -> None:
     assert thrice.equals(pl.concat([once] * 3))
 
 
-def test_statistics_are_the_same_with_numpy_loaded_or_not(monkeypatch: pytest.MonkeyPatch) -> None:
-    import numpy  # noqa: F401  (loaded: its sort is used)
+def test_statistics_are_linear_quantiles_and_repeatable() -> None:
+    import numpy as np
 
     sql = ["BEGIN", "SELECT 1", "COMMIT", "SELECT 2"]
     rows = [(str(i % 3), i * 1.7, 0.3 + (i * 7919 % 13) / 10, sql[i % 4]) for i in range(400)]
     frame = statements(rows)
-    with_numpy = idle_gaps({t.STATEMENT: frame})
-    monkeypatch.setattr(idle_gaps_module, "sys", types.SimpleNamespace(modules={}))  # numpy not loaded: polars sorts
-    assert idle_gaps({t.STATEMENT: frame}) == with_numpy
-    assert with_numpy["in_txn"]["count"] > 50 and with_numpy["not_in_txn"]["count"] > 50
+    first = idle_gaps({t.STATEMENT: frame})
+    assert idle_gaps({t.STATEMENT: frame}) == first
+    assert first["in_txn"]["count"] > 50 and first["not_in_txn"]["count"] > 50
+    values = pl.Series([(i * 7919 % 1009) / 7 for i in range(999)] + [None])
+    stats = idle_gaps_module._stats(values)
+    for name, q in idle_gaps_module.QUANTILES.items():
+        assert stats[name] == round(float(np.quantile(values.drop_nulls().to_numpy(), q)), 4)
 
 
 def test_resolution_reads_every_value_and_the_coarser_of_two_columns() -> None:
