@@ -14,7 +14,7 @@ from typing import Any, Callable
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive import cpu, cpu_profile, host, host_config, idle_gaps, numa, sql, time_accounting, timeline
+from dbdiag.derive import cpu, cpu_profile, host, host_config, idle_gaps, numa, public_text, sql, time_accounting, timeline
 from dbdiag.derive.sql import SqlOptions
 
 
@@ -22,11 +22,14 @@ from dbdiag.derive.sql import SqlOptions
 class Derived:
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
+    public: dict[str, pl.DataFrame] = field(default_factory=dict)  # parsed tables in the form safe to show
 
 
 def derive_all(
     tables: dict[str, pl.DataFrame], sql_options: SqlOptions = SqlOptions(), window_s: float = 10.0
 ) -> Derived:
+    public = public_text.public_text_tables(tables, sql_options.show_literals)
+    tables = {**tables, **public}  # every step below sees log lines and labels with their literals replaced
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="dbdiag-derive") as pool:
         sql_branch = pool.submit(sql.derive_sql, tables, sql_options)
         gaps_branch = pool.submit(idle_gaps.idle_gaps, tables)
@@ -39,7 +42,7 @@ def derive_all(
         if public_nodes is not None:
             derived_tables["plan_nodes"] = public_nodes.result()
         metrics.update(sql_metrics)
-    return Derived(tables=derived_tables, metrics=metrics)
+    return Derived(tables=derived_tables, metrics=metrics, public=public)
 
 
 def _host_and_time(
