@@ -131,6 +131,7 @@ def _run(
     show_literals: bool,
     window_s: float,
     default_stem: str,
+    pseudonymize: bool = False,
 ) -> int:
     formats = list(dict.fromkeys(formats or [Format.html]))
     targets = _output_paths(output, formats, default_stem)
@@ -142,7 +143,7 @@ def _run(
 
         try:
             with _progress() as progress:
-                options = Options(tz=tz, show_literals=show_literals, window_s=window_s, limits=limits)
+                options = Options(tz=tz, show_literals=show_literals, window_s=window_s, limits=limits, pseudonymize=pseudonymize)
                 analysis = analyze_read(reading.result(), options, progress=progress)
         except (CaptureError, UnknownTimeZone) as error:
             _fail(str(error))
@@ -187,6 +188,9 @@ TzOption = Annotated[
 LiteralsOption = Annotated[
     bool, typer.Option("--show-literals", help="Keep literals in SQL samples (default: replaced by placeholders, for privacy).")
 ]
+PseudonymizeOption = Annotated[
+    bool, typer.Option("--pseudonymize", help="Replace host names, IP addresses, user and database names by stable pseudonyms.")
+]
 WindowOption = Annotated[
     float,
     typer.Option(
@@ -206,9 +210,10 @@ def analyze(
     tz: TzOption = None,
     show_literals: LiteralsOption = False,
     window: WindowOption = 10.0,
+    pseudonymize: PseudonymizeOption = False,
 ) -> None:
     """Analyze a capture and write the report."""
-    raise typer.Exit(_run(capture, output, format, fail_on, tz, show_literals, window, DEFAULT_REPORT_STEM))
+    raise typer.Exit(_run(capture, output, format, fail_on, tz, show_literals, window, DEFAULT_REPORT_STEM, pseudonymize))
 
 
 @app.command()
@@ -219,13 +224,14 @@ def demo(
     tz: TzOption = None,
     show_literals: LiteralsOption = False,
     window: WindowOption = 10.0,
+    pseudonymize: PseudonymizeOption = False,
 ) -> None:
     """Analyze the bundled demo capture (a 128-CPU, 16-node bank core server) and write dbdiag-demo-report.html."""
     archive = resources.files("dbdiag.demo_capture").joinpath(DEMO_ARCHIVE)
     with resources.as_file(archive) as path:
         if not path.is_file():
             _fail(f"{path}: the demo capture is missing from this installation")
-        raise typer.Exit(_run(path, output, format, fail_on, tz, show_literals, window, DEMO_REPORT_STEM))
+        raise typer.Exit(_run(path, output, format, fail_on, tz, show_literals, window, DEMO_REPORT_STEM, pseudonymize))
 
 
 @app.command("rules")

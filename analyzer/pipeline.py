@@ -36,6 +36,7 @@ class Options:
     show_literals: bool = False  # SQL samples keep their literals (default: placeholders)
     limits: Limits = field(default_factory=Limits)
     window_s: float = 10.0  # width of the time windows of time accounting and the timeline
+    pseudonymize: bool = False  # host names, IP addresses, users and databases replaced by stable pseudonyms
 
 
 @dataclass
@@ -70,6 +71,7 @@ class Analysis:
     outcomes: list[RuleOutcome]
     tz: str
     tz_origin: str
+    options: Options = field(default_factory=Options)  # how it was run: the report states the privacy modes
 
     @property
     def recognised(self) -> list[InputRecord]:
@@ -204,8 +206,8 @@ def merge_tables(results: list[ParseResult]) -> dict[str, pl.DataFrame]:
 
 
 def _public_tables(tables: dict[str, pl.DataFrame], derived: Derived) -> dict[str, pl.DataFrame]:
-    """What rules see: SQL and plan tables in the form derive made safe to show (literals replaced)."""
-    public = dict(tables)
+    """What rules see: SQL, plan and log tables in the form derive made safe to show (literals replaced)."""
+    public = {**tables, **derived.public}
     if "statements" in derived.tables:
         public[t.STATEMENT] = derived.tables["statements"]
     if "plan_nodes" in derived.tables:
@@ -301,4 +303,4 @@ def _analyze(
     tables = merge_tables(results)
     derived = derive_all(tables, SqlOptions(show_literals=options.show_literals), options.window_s)
     outcomes = run_rules(rules, RuleInput(tables=_public_tables(tables, derived), derived=derived.tables, metrics=derived.metrics))
-    return Analysis(capture, inputs, tables, derived, outcomes, zone, zone_origin)
+    return Analysis(capture, inputs, tables, derived, outcomes, zone, zone_origin, options)

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import dbdiag
-from dbdiag import flamegraph
+from dbdiag import flamegraph, pseudonymize, redact_text
 from dbdiag.charts import time_panels
 from dbdiag.findings import Finding, Severity, Status, sort_findings
 from dbdiag.pipeline import Analysis
@@ -91,6 +91,7 @@ def build_document(analysis: Analysis, generated_at: datetime | None = None) -> 
             "partial_reasons": analysis.partial_reasons,
             "tz": analysis.tz,
             "tz_origin": analysis.tz_origin,
+            "privacy": _privacy(analysis),
         },
         "verdict": _verdict(analysis, findings),
         "inputs": [
@@ -100,8 +101,8 @@ def build_document(analysis: Analysis, generated_at: datetime | None = None) -> 
                 "status": r.status,
                 "size_bytes": r.size_bytes,
                 "records": r.records,
-                "warnings": r.warnings,
-                "notes": r.notes,
+                "warnings": _inventory_text(r.warnings, analysis),
+                "notes": _inventory_text(r.notes, analysis),
                 "skipped": r.skipped,
                 "error": r.error,
                 "time_range": [str(v) for v in r.time_range] if r.time_range else None,
@@ -112,7 +113,36 @@ def build_document(analysis: Analysis, generated_at: datetime | None = None) -> 
         "findings": [f.to_json() for f in findings],
         "metrics": _metrics(analysis),
     }
-    return _json_safe(document)
+    document = _json_safe(document)
+    if not analysis.options.pseudonymize:
+        return document
+    # the last step, on the whole document: every format rendered from it shows the same pseudonyms
+    paths = [capture.source] + [r.path for r in analysis.inputs]
+    names = pseudonymize.collect_names(analysis.tables, paths)
+    document, counts = pseudonymize.pseudonymize_document(document, names, paths)
+    document["capture"]["privacy"]["pseudonyms"] = dict(vars(counts))
+    return document
+
+
+def _privacy(analysis: Analysis) -> dict[str, Any]:
+    """The two privacy modes of this report, in words for the reader and as fields for machines."""
+    shown, pseudonymized = analysis.options.show_literals, analysis.options.pseudonymize
+    return {
+        "literals": "shown" if shown else "replaced",
+        "literals_detail": ("SQL literals shown as captured (--show-literals)" if shown else
+                            "SQL literals replaced by ? in statements, plans, log lines and load-test labels"),
+        "names": "pseudonymized" if pseudonymized else "kept",
+        "names_detail": ("host names, IP addresses, user and database names replaced by pseudonyms (--pseudonymize)"
+                         if pseudonymized else "host names, IP addresses, user and database names as captured (--pseudonymize replaces them)"),
+        "pseudonyms": None,
+    }
+
+
+def _inventory_text(texts: list[str], analysis: Analysis) -> list[str]:
+    """Parse warnings and notes quote bits of lines: their SQL redacted like log lines'."""
+    if analysis.options.show_literals:
+        return texts
+    return [redact_text.redact_log_line(text) for text in texts]
 
 
 def _metrics(analysis: Analysis) -> dict[str, Any]:
