@@ -19,8 +19,10 @@ The replacement runs once, on the finished report document (every string and key
 and Markdown, rendered from it, all show the same pseudonym for the same name. A member path keeps
 its folders and file name but for host names and addresses in it (``capture/app/jmeter.jtl`` stays,
 ``db/tidb-10.20.1.11/slow.log`` becomes ``db/tidb-10.0.0.11/slow.log``). Names are matched as whole
-words (a letter, digit or ``_`` on either side is no match: ``bank`` is not replaced in ``bank_audit``);
-one pass of one pattern, so a pseudonym is never replaced again.
+words, with their case (a letter, digit or ``_`` on either side is no match: ``bank`` is not replaced in
+``bank_audit``; a host name followed by a dot and a letter is no match either: host ``vm`` is not
+replaced in ``vm.swappiness``, database ``bank`` is in ``bank.acct``); one pass of one pattern, so a
+pseudonym is never replaced again.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ DEFAULT_NAMES = frozenset({
     "root", "admin", "postgres", "mysql", "mariadb", "mysql.sys", "mariadb.sys", "mysql.session", "mysql.infoschema",
     "information_schema", "performance_schema", "sys", "metrics_schema", "template0", "template1", "localhost",
     "localhost.localdomain", "unconnected", "unauthenticated", "unknown", "none", "null", "default",
-    "tidb", "tikv", "pd", "tiflash", "haproxy", "frontend", "backend", "system user", "event_scheduler",
+    "tidb", "tikv", "pd", "tiflash", "haproxy", "frontend", "backend", "system user", "event_scheduler", "auto", "any",
+    "test", "sbtest", "sysbench", "pgbench", "jmeter", "mysqld", "mariadbd", "postgresql", "*", "my_wsrep_cluster",
 })
 MIN_NAME_CHARS = 2
 MAX_NAME_CHARS = 255
@@ -49,10 +52,18 @@ _IPV4 = r"(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4
 _IPV6 = r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?![\w:])"
 _IPV4_RE = re.compile(_IPV4)
 _IPV6_RE = re.compile(_IPV6)
-_BOUNDARY_BEFORE, _BOUNDARY_AFTER = r"(?<![A-Za-z0-9_])", r"(?![A-Za-z0-9_])"
+# A name is a whole word: no letter, digit or _ beside it. A host name also takes a dot and a letter
+# after it as part of the word (vm.swappiness is no host "vm"); a database name does not (bank.acct is "bank").
+_WORD_BEFORE, _WORD_AFTER = r"(?<![A-Za-z0-9_])", r"(?![A-Za-z0-9_])"
+_HOST_BEFORE, _HOST_AFTER = r"(?<![A-Za-z0-9_])(?<![A-Za-z0-9_]\.)", r"(?![A-Za-z0-9_]|\.[A-Za-z0-9_])"
 
 HOST_FACT_KEYS = ("hostname", "host", "nodename", "fqdn")
-SETTING_HOST_NAMES = re.compile(r"(?i)(?:^|[._-])(?:host|hostname|report_host|node_name|node_address|address|addr|endpoints|advertise-addr)$")
+# settings naming this server or its peers (MySQL/MariaDB variables, PostgreSQL, TiDB/TiKV/PD TOML keys)
+SETTING_HOST_NAMES = (
+    r"^(?:hostname|report_host|wsrep_node_name|wsrep_node_address|wsrep_cluster_address|bind_address|listen_addresses"
+    r"|cluster_name|wsrep_cluster_name)$|(?:^|\.)(?:host|status-host|advertise-address|advertise-addr|advertise-status-addr"
+    r"|advertise-client-urls|advertise-peer-urls|endpoints|initial-cluster)$"
+)
 # names in log lines: MySQL aborted connections and access denials, PostgreSQL auth lines, TiDB fields
 MESSAGE_NAMES = (
     re.compile(r"\bdb: '(?P<db>[^']*)' user: '(?P<user>[^']*)' host: '(?P<host>[^']*)'"),
@@ -102,8 +113,8 @@ def collect_names(tables: dict[str, pl.DataFrame], paths: Iterable[str] = ()) ->
         hosts |= _values(metrics, "instance")
     settings = tables.get(t.DB_SETTING)
     if settings is not None:
-        named = settings.filter(pl.col("name").str.contains(SETTING_HOST_NAMES.pattern))
-        hosts |= {part for value in _values(named, "value") for part in re.split(r"[,\s]+", value)}
+        named = settings.filter(pl.col("name").str.contains(SETTING_HOST_NAMES))
+        hosts |= {part.rsplit("=", 1)[-1] for value in _values(named, "value") for part in re.split(r"[,\s]+", value)}
     events = tables.get(t.EVENT)
     if events is not None:
         hosts |= _values(events, "host")
@@ -136,7 +147,7 @@ def _strip(value: str) -> str:
 
 def _host_part(value: str) -> str:
     """``http://db-1.corp:4000/x`` -> ``db-1.corp``; ``[2001:db8::1]:4000`` and bare addresses -> '' (the patterns take them)."""
-    value = re.sub(r"^\w+://", "", _strip(value)).split("/", 1)[0]
+    value = re.sub(r"\(\d+\)$", "", re.sub(r"^\w+://", "", _strip(value)).split("/", 1)[0])
     if value.startswith("["):
         return ""
     if value.count(":") == 1:
@@ -200,11 +211,6 @@ def _ipv6_map(addresses: set[ipaddress.IPv6Address]) -> dict[ipaddress.IPv6Addre
     return {a: next(p for p in fresh if p not in taken) for a in sorted(addresses)}
 
 
-def _lower_unique(names: tuple[str, ...], seen: set[str]) -> tuple[str, ...]:
-    """Names compared without case (``DB01`` is ``db01``), in order, less those ``seen`` as another kind."""
-    return tuple(dict.fromkeys(n.lower() for n in names if n.lower() not in seen))
-
-
 def _numbered(names: tuple[str, ...], prefix: str, taken: set[str]) -> dict[str, str]:
     fresh = (f"{prefix}-{i}" for i in range(1, 1 << 32))
     return {name: next(p for p in fresh if p not in taken) for name in names}
@@ -255,10 +261,10 @@ def pseudonymizer(names: Names, texts: Iterable[str], paths: Iterable[str] = ())
         ipv6 |= {ipaddress.IPv6Address(a) for a in _IPV6_RE.findall(text) if _is_ipv6(a)}
     ipv6 -= {ipaddress.IPv6Address("::1"), ipaddress.IPv6Address("::")}
     ipv4_map, ipv6_map = _ipv4_map(ipv4), _ipv6_map(ipv6)
-    real = {n.lower() for n in names.hosts + names.users + names.dbs}
-    hosts = _numbered(_lower_unique(names.hosts, set()), "host", real)
-    users = _numbered(_lower_unique(names.users, set(hosts)), "user", real)
-    dbs = _numbered(_lower_unique(names.dbs, set(hosts) | set(users)), "db", real)
+    real = set(names.hosts) | set(names.users) | set(names.dbs)
+    hosts = _numbered(names.hosts, "host", real)
+    users = _numbered(tuple(n for n in names.users if n not in hosts), "user", real)
+    dbs = _numbered(tuple(n for n in names.dbs if n not in hosts and n not in users), "db", real)
 
     def address(text: str) -> str:
         if "." in text and ":" not in text:
@@ -267,28 +273,31 @@ def pseudonymizer(names: Names, texts: Iterable[str], paths: Iterable[str] = ())
             return ipv6_map.get(ipaddress.IPv6Address(text), text)
         return text
 
-    in_paths = _replacer(hosts, address, {})
+    in_paths = _replacer(hosts, {}, address, {})
     path_map = {p: in_paths(p) for p in set(paths) if len(p) <= MAX_PATH_CHARS}
-    replace = _replacer(hosts | users | dbs, address, path_map)
+    replace = _replacer(hosts, users | dbs, address, path_map)
     counts = Pseudonyms(len(hosts), len(users), len(dbs), len(ipv4_map), len(ipv6_map))
     return replace, counts
 
 
-def _replacer(named: dict[str, str], address: Callable[[str], str], path_map: dict[str, str]) -> Callable[[str], str]:
+def _replacer(hosts: dict[str, str], others: dict[str, str], address: Callable[[str], str], path_map: dict[str, str]) -> Callable[[str], str]:
     parts = []
     if path_map:
         parts.append(f"(?P<path>{trie_pattern(path_map)})")
     parts += [f"(?P<ip6>{_IPV6})", f"(?P<ip4>{_IPV4})"]
-    if named:
-        parts.append(f"(?P<name>{_BOUNDARY_BEFORE}(?i:{trie_pattern(named)}){_BOUNDARY_AFTER})")
+    if hosts:
+        parts.append(f"(?P<host>{_HOST_BEFORE}{trie_pattern(hosts)}{_HOST_AFTER})")
+    if others:
+        parts.append(f"(?P<name>{_WORD_BEFORE}{trie_pattern(others)}{_WORD_AFTER})")
     pattern = re.compile("|".join(parts))
+    names = hosts | others
 
     def one(match: re.Match[str]) -> str:
         text = match.group(0)
         if match.lastgroup == "path":
             return path_map[text]
-        if match.lastgroup == "name":
-            return named[text.lower()]
+        if match.lastgroup in ("host", "name"):
+            return names[text]
         return address(text)
 
     return lambda text: pattern.sub(one, text)

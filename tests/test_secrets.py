@@ -268,14 +268,15 @@ def test_demo_pseudonyms_are_the_same_in_every_format(demo_runs):
 
 
 def test_ipv4_pseudonyms_keep_subnets_and_never_equal_a_real_address():
-    names = pseudonymize.Names(hosts=("DB01.corp",))
-    text = "10.0.0.5 and 10.0.0.6, 192.168.7.5 talk to db01.corp (not db01.corpus, not mydb01.corp_x); 127.0.0.1, kernel 5.10.0-136.12.0.86.oe"
+    names = pseudonymize.Names(hosts=("db01.corp", "vm"), dbs=("bank",))
+    text = ("10.0.0.5 and 10.0.0.6, 192.168.7.5 talk to db01.corp (not db01.corpus, not mydb01.corp_x); 127.0.0.1, "
+            "kernel 5.10.0-136.12.0.86.oe; vm.swappiness on vm; bank.acct, bank_audit")
     replace, counts = pseudonymize.pseudonymizer(names, [text])
-    out = replace(text)
-    assert out == ("10.0.1.5 and 10.0.1.6, 10.0.2.5 talk to host-1 (not db01.corpus, not mydb01.corp_x); 127.0.0.1, "
-                   "kernel 5.10.0-136.12.0.86.oe")
-    assert (counts.hosts, counts.ipv4) == (1, 3)
-    assert replace("DB01.CORP at 192.168.7.5") == "host-1 at 10.0.2.5"  # the same pseudonym everywhere, any case
+    assert replace(text) == (
+        "10.0.1.5 and 10.0.1.6, 10.0.2.5 talk to host-1 (not db01.corpus, not mydb01.corp_x); 127.0.0.1, "
+        "kernel 5.10.0-136.12.0.86.oe; vm.swappiness on host-2; db-1.acct, bank_audit")
+    assert (counts.hosts, counts.dbs, counts.ipv4) == (2, 1, 3)
+    assert replace("db01.corp at 192.168.7.5") == "host-1 at 10.0.2.5"  # the same pseudonym everywhere
 
 
 def test_ipv6_addresses_are_replaced_and_code_symbols_kept():
