@@ -3,6 +3,7 @@
 Log lines carry statements and row values in a few well-known shapes::
 
     [2024/05/14 10:09:00.000 +08:00] [FATAL] [conn.go:1046] ["panic"] [sql="SELECT * FROM t WHERE card = '4111'"]
+    [2024/05/14 10:09:00.000 +08:00] [FATAL] [lib.rs:465] ["key is locked"] [key=7480000000000000FF3F5F698000000000000001]
     ERROR:  duplicate key value violates unique constraint "users_email_key"
     DETAIL:  Key (email)=(ann@example.com) already exists.
     DETAIL:  Failing row contains (7, ann, 1200.00).
@@ -13,7 +14,7 @@ Log lines carry statements and row values in a few well-known shapes::
     [ERROR] mysqld: Table './bank/acct' is marked as crashed; query: SELECT * FROM acct WHERE ssn = '078-05-1120'
 
 Each shape is one pattern below; the SQL it finds goes through ``sqlnorm.redact_literals`` and row
-values (a key, a failing row, bind parameters, a duplicate entry) become ``?``. A last pattern
+values (a key, a failing row, bind parameters, a duplicate entry, an encoded TiKV key) become ``?``. A last pattern
 catches a statement anywhere else in the line (an upper-case ``SELECT ... FROM``, ``INSERT INTO``,
 ``UPDATE ... SET``, ``DELETE FROM``): from there to the end of the line is redacted. Every pattern
 scans the line once from each place it may start; event messages are at most 400 characters and any
@@ -38,6 +39,8 @@ _KV_SQL = re.compile(
     r'\[(?P<key>[\w.-]*?(?:sql|stmt|query|statement)s?)=(?:"(?P<quoted>(?:[^"\\]|\\.)*)(?P<close>"?)|(?P<bare>[^\]"]*))',
     re.IGNORECASE,
 )
+# TiKV/TiDB row and index keys encode column values: [key=7480000000000000FF3F5F72...] [start_key="t\200..."]
+_KV_KEY = re.compile(r'\[(?P<key>[\w.-]*?(?:key|keys|lock)s?)=(?:"(?:[^"\\]|\\.)*"?|[^\]"]*)', re.IGNORECASE)
 _PG_SQL = re.compile(r"(?P<head>\b(?:STATEMENT|QUERY):\s+|\b(?:statement|(?:execute|parse|bind) [^\s:]+):\s+)(?P<sql>.+)", re.DOTALL)
 _PG_KEY = re.compile(r"(?P<head>\bKey \((?:[^()]|\([^()]*\))*\)=\().*\)")
 _PG_ROW = re.compile(r"(?P<head>\bFailing row contains \().*\)")
@@ -52,7 +55,7 @@ _ANY_CLAUSE = re.compile(r"\b(?:FROM|INTO|SET)\b")
 MAX_LINE_CHARS = 16_384  # event lines are 400 at most; a longer text is cut (with "…") before it is read
 # Rust-regex prefilter: a line with none of these words goes through untouched (most lines of a log)
 _TRIGGER = (
-    r"(?i)sql|stmt|query|statement|key \(|failing row|parameters:|invalid input|duplicate entry|incorrect|"
+    r"(?i)sql|stmt|query|statement|key|lock|failing row|parameters:|invalid input|duplicate entry|incorrect|"
     r"execute |parse |bind |select|insert|update|delete|replace"
 )
 
@@ -77,6 +80,7 @@ def redact_log_line(text: str, dialect: str = "mysql") -> str:
         text = text[: MAX_LINE_CHARS - 1] + "…"
     original = text
     text = _KV_SQL.sub(lambda m: _kv_field(m, redact), text)
+    text = _KV_KEY.sub(lambda m: f"[{m['key']}=?", text)
     text = _PG_KEY.sub(r"\g<head>?)", text)
     text = _PG_ROW.sub(r"\g<head>?)", text)
     text = _PG_INPUT.sub(r'\g<head>"?"', text)

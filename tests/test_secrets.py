@@ -147,6 +147,8 @@ def test_redacted_log_lines_and_labels_keep_their_shape(outputs):
          "[WARN] [x.go:9] [prev_stmt=\"UPDATE t SET a = ? WHERE id = ?\"] [txn_sql=DELETE FROM t WHERE id=?]"),
         ('[FATAL] [x.go:1] [sql="SELECT * FROM t WHERE card = \'S3CRET cut at 400 characters', "mysql",
          '[FATAL] [x.go:1] [sql="SELECT * FROM t WHERE card = ?'),
+        ("[FATAL] [lib.rs:465] [\"key is locked\"] [key=7480000000000000FF3F5F698000000000000001] [primary_lock=\"t\\200\\000S\"] [region_id=8]",
+         "mysql", "[FATAL] [lib.rs:465] [\"key is locked\"] [key=?] [primary_lock=?] [region_id=8]"),
         ("DETAIL:  Key (email)=(s@example.com) already exists.", "postgresql", "DETAIL:  Key (email)=(?) already exists."),
         ("DETAIL:  Key (lower(email::text))=(s@x (y)) already exists.", "postgresql", "DETAIL:  Key (lower(email::text))=(?) already exists."),
         ("DETAIL:  Key (acct_id)=(42) is not present in table \"acct\".", "postgresql",
