@@ -3,8 +3,8 @@
 Names are collected from the parsed tables (a few columns known to hold them, and the shapes log
 lines name them in); addresses are found by pattern anywhere in the report::
 
-    host_fact hostname=bank-core-db03       -> host-1        statement.user app      -> user-1
-    statement.db bank                       -> db-1          statement.client_host 10.20.1.7 -> 10.0.0.7
+    host_fact hostname=bank-core-db03       -> host-1        statement.user app      -> user_1
+    statement.db bank                       -> db_1          statement.client_host 10.20.1.7 -> 10.0.0.7
     proxy_stat.server tidb-10.20.1.11       -> tidb-10.0.0.11 (the address inside it)
     2001:db8::5                             -> fd00::1
 
@@ -163,7 +163,7 @@ def _is_name(name: str) -> bool:
         and not name.isdigit()
         and name.lower() not in DEFAULT_NAMES
         and not re.fullmatch(r"[\W_]+", name)
-        and not re.fullmatch(r"(?:host|user|db)-\d+", name)
+        and not re.fullmatch(r"host-\d+|(?:user|db)_\d+", name)
     )
 
 
@@ -212,7 +212,8 @@ def _ipv6_map(addresses: set[ipaddress.IPv6Address]) -> dict[ipaddress.IPv6Addre
 
 
 def _numbered(names: tuple[str, ...], prefix: str, taken: set[str]) -> dict[str, str]:
-    fresh = (f"{prefix}-{i}" for i in range(1, 1 << 32))
+    # user_1 / db_1 stay valid SQL identifiers in remedies (ALTER TABLE db_1.acct ...); hosts read host-1
+    fresh = (f"{prefix}{'-' if prefix == 'host' else '_'}{i}" for i in range(1, 1 << 32))
     return {name: next(p for p in fresh if p not in taken) for name in names}
 
 

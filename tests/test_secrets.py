@@ -216,7 +216,7 @@ def test_pseudonymize_replaces_the_planted_names_in_every_output(outputs):
     privacy = document["capture"]["privacy"]
     assert privacy["names"] == "pseudonymized" and privacy["pseudonyms"]["hosts"] >= 1 and privacy["pseudonyms"]["ipv4"] >= 1
     fatal = next(e["message"] for e in document["metrics"]["timeline"]["events"] if "[FATAL] [conn.go" in e["message"])
-    pseudonym = re.search(r"\[user=(user-\d+)\] \[ip=(10\.\d+\.\d+\.9)\]", fatal)
+    pseudonym = re.search(r"\[user=(user_\d+)\] \[ip=(10\.\d+\.\d+\.9)\]", fatal)
     assert pseudonym, fatal
     for fmt in ("html", "md"):  # the same line, with the same pseudonyms, in the other formats
         assert pseudonym.group(0) in (html.unescape(texts[fmt]) if fmt == "html" else texts[fmt]), fmt
@@ -248,7 +248,7 @@ def test_demo_pseudonymized_has_none_of_its_names_or_addresses(demo_runs):
     assert "bank-core-db03" in plain["html"] and not found(texts, "bank-core-db03")
     assert document["metrics"]["host"]["hostname"] == "host-1"
     profile = document["metrics"]["sql_profile"][0]
-    assert profile["users"] == ["user-1"] and profile["dbs"] == ["db-1"]  # app, bank
+    assert profile["users"] == ["user_1"] and profile["dbs"] == ["db_1"]  # app, bank
     for fmt, text in texts.items():  # app and bank are left only in member paths and the capture's file name
         stripped = text.replace("capture/app/", "").replace("bank-core-demo.tar.gz", "")
         assert not re.search(r"(?<![A-Za-z0-9_])(?:app|bank)(?![A-Za-z0-9_])", stripped), fmt
@@ -276,7 +276,7 @@ def test_ipv4_pseudonyms_keep_subnets_and_never_equal_a_real_address():
     replace, counts = pseudonymize.pseudonymizer(names, [text])
     assert replace(text) == (
         "10.0.1.5 and 10.0.1.6, 10.0.2.5 talk to host-1 (not db01.corpus, not mydb01.corp_x); 127.0.0.1, "
-        "kernel 5.10.0-136.12.0.86.oe; vm.swappiness on host-2; db-1.acct, bank_audit")
+        "kernel 5.10.0-136.12.0.86.oe; vm.swappiness on host-2; db_1.acct, bank_audit")
     assert (counts.hosts, counts.dbs, counts.ipv4) == (2, 1, 3)
     assert replace("db01.corp at 192.168.7.5") == "host-1 at 10.0.2.5"  # the same pseudonym everywhere
 
@@ -294,14 +294,14 @@ def test_names_are_collected_from_tables_and_log_lines():
     from dbdiag import tables as t
 
     tables = {
-        t.HOST_FACT: pl.DataFrame({"key": ["hostname", "kernel"], "value": ["db-07.corp", "6.1"], "source": ["m", "m"]}),
+        t.HOST_FACT: pl.DataFrame({"key": ["hostname", "kernel"], "value": ["db_07.corp", "6.1"], "source": ["m", "m"]}),
         t.STATEMENT: pl.DataFrame({"user": ["app[app]", "root"], "client_host": ["web-3", "10.1.1.1"], "db": ["bank", None],
                                    "instance": ["tidb-0.peer:4000", None]}),
         t.EVENT: pl.DataFrame({"host": [None], "message": ["Access denied for user 'eve'@'jump-1' (using password: YES)"]}),
         t.PROXY_STAT: pl.DataFrame({"server": ["FRONTEND", "tidb-10.20.1.11", "tidb_b"], "type": ["frontend", "server", "server"]}),
     }
     names = pseudonymize.collect_names(tables, ["sosreport-dbhost9-2024-05-14-abcdef/sos_commands/x"])
-    assert names == pseudonymize.Names(hosts=("db-07.corp", "dbhost9", "jump-1", "tidb-0.peer", "tidb_b", "web-3"),
+    assert names == pseudonymize.Names(hosts=("db_07.corp", "dbhost9", "jump-1", "tidb-0.peer", "tidb_b", "web-3"),
                                        users=("app", "eve"), dbs=("bank",))
 
 
