@@ -31,12 +31,16 @@ import lzma
 import os
 import re
 import stat
+import struct
 import tarfile
 import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
+
+from dbdiag import zip_local_scan
+from dbdiag.zstd_frames import CheckedSource
 
 try:  # optional: .zst members and .tar.zst captures are read only when it is installed
     import zstandard
@@ -52,8 +56,13 @@ READ_CHUNK_BYTES = 1 * MiB
 RATIO_CHECK_FLOOR_BYTES = 1 * MiB
 # A compressed archive may always decompress to this much, however small it is.
 ARCHIVE_RATIO_FLOOR_BYTES = 64 * MiB
-# pax / GNU long-name headers are read whole by tarfile; real ones are a few hundred bytes.
-TAR_METADATA_CAP_BYTES = 1 * MiB
+# pax / GNU long-name headers are read whole by tarfile; real ones are a few hundred bytes (a path
+# is at most 4 KiB, xattrs and ACLs a few KiB more). A larger one is skipped over, never parsed.
+TAR_METADATA_CAP_BYTES = 64 * KiB
+# tarfile reads a chain of metadata headers by recursion: one per header.
+TAR_METADATA_CHAIN_CAP = 32
+# Longer member names are not held (10,000 names of 100 KB would be 1 GB): the member is skipped.
+MEMBER_NAME_CAP_CHARS = 4096
 TAR_BLOCK_BYTES = tarfile.BLOCKSIZE
 # tarfile's stream reads (default 10 KiB): larger ones make skipping past big members cheaper.
 TAR_STREAM_READ_BYTES = 256 * KiB
@@ -87,6 +96,16 @@ _DATA_ERRORS: tuple[type[BaseException], ...] = (
 )
 if zstandard is not None:
     _DATA_ERRORS += (zstandard.ZstdError,)
+# What tarfile raises, beyond TarError, on headers it cannot make sense of (a pax GNU.sparse.map
+# that is not numbers, a sparse map cut short, a bad number field...).
+_CORRUPT_HEADER_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError,
+    IndexError,
+    KeyError,
+    OverflowError,
+    RecursionError,
+    UnicodeError,
+)
 
 
 @dataclass(frozen=True)
@@ -268,7 +287,8 @@ def _open_decompressed(codec: str, source: BinaryIO) -> BinaryIO:
         return bz2.BZ2File(source, mode="rb")
     if codec == "xz":
         return lzma.LZMAFile(source, mode="rb")
-    return zstandard.ZstdDecompressor().stream_reader(source, read_across_frames=True, closefd=False)
+    checked = CheckedSource(source)  # zstandard's reader ends a cut stream silently
+    return zstandard.ZstdDecompressor().stream_reader(checked, read_across_frames=True, closefd=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -348,6 +368,9 @@ def _collect(entries: Iterator[_Entry], inventory: _Inventory, total_entries: in
 def _member_of(entry: _Entry, inventory: _Inventory) -> Member | None:
     """Apply path, type and size checks to one entry, then read it; None for directories."""
     limits = inventory.limits
+    if len(entry.name) > MEMBER_NAME_CAP_CHARS:
+        shown = printable_name(entry.name[:200]) + "…"
+        return Member(shown, None, entry.size, f"name longer than {MEMBER_NAME_CAP_CHARS} characters (not read)", None)
     path, unsafe = _safe_path(entry.name)
     if unsafe is not None:
         return Member(path, None, entry.size, unsafe, None)
@@ -370,7 +393,7 @@ def _member_of(entry: _Entry, inventory: _Inventory) -> Member | None:
             inventory.total_cap_hit = total_is_binding
             reason = _total_cap_reason(limits) if total_is_binding else _member_cap_reason(limits)
         return Member(path, None, entry.size, reason, rejected.compression)
-    except (_ArchiveStop, tarfile.TarError) as exc:
+    except (_ArchiveStop, tarfile.TarError, *_CORRUPT_HEADER_ERRORS) as exc:
         # The archive broke while this member was being read: the member is listed, then the
         # archive stops (the caller words the reason).
         raise _BrokenInsideMember(exc, Member(path, None, entry.size, _inside_member_reason(exc), None)) from exc
@@ -526,7 +549,14 @@ def _archive_partial(cause: BaseException, stream_error: str | None, members_rea
     if isinstance(cause, _ArchiveOverBudget):
         return f"archive reading stopped after {members_read} members: {cause.reason}"
     # A failure of the decompressed stream surfaces in tarfile as a short read; name the cause.
-    reason = stream_error or (cause.reason if isinstance(cause, _ArchiveStop) else str(cause))
+    if stream_error:
+        reason = stream_error
+    elif isinstance(cause, _ArchiveStop):
+        reason = cause.reason
+    elif isinstance(cause, _CORRUPT_HEADER_ERRORS):
+        reason = f"corrupt header ({type(cause).__name__}: {str(cause)[:200]})"
+    else:
+        reason = str(cause)
     return f"archive truncated or corrupt after {members_read} members: {reason}"
 
 
@@ -597,14 +627,28 @@ def _read_tar(raw: BinaryIO, codec: str | None, file_bytes: int, limits: Limits)
         )
         partial = _collect(_tar_entries(archive, stream, compressed_bytes, limits), inventory, None)
         problem = _tar_end_problem(header_errors) if partial is None else None
+        if problem is None and partial is None and codec is not None:
+            problem = _stream_end_problem(stream)
         if problem is not None:
             partial = _archive_partial(_ArchiveStop(problem), stream.error, len(inventory.members))
     except _BrokenInsideMember as broken:
         partial = _archive_partial(broken.cause, stream.error, len(inventory.members))
         inventory.add(broken.member)
-    except (_ArchiveStop, tarfile.TarError) as exc:
+    except (_ArchiveStop, tarfile.TarError, *_CORRUPT_HEADER_ERRORS) as exc:
         partial = _archive_partial(exc, stream.error, len(inventory.members))
     return inventory.members, partial
+
+
+def _stream_end_problem(stream: _ArchiveStream) -> str | None:
+    """tarfile stops at the end-of-archive marker; the compressed stream must end cleanly after it
+    (a cut .tar.gz whose tar part is whole is still a damaged file: say so)."""
+    if stream.error is not None:
+        return None  # already the reason
+    while stream.read(TAR_STREAM_READ_BYTES):
+        pass  # bounded: the stream's ratio budget stops a bomb hidden after the marker
+    if stream.error is not None:
+        return f"compressed stream damaged after the end-of-archive marker ({stream.error})"
+    return None
 
 
 def _tar_entries(
@@ -614,13 +658,19 @@ def _tar_entries(
     while (info := archive.next()) is not None:
         entry = _tar_entry(archive, info, compressed_bytes, limits)
         yield entry
-        if not entry.opened and (info.isreg() or info.type not in tarfile.SUPPORTED_TYPES):
+        oversized_header = getattr(info, "oversized_header", False)
+        if not entry.opened and not oversized_header and (info.isreg() or info.type not in tarfile.SUPPORTED_TYPES):
             stream.excuse(info.size)
 
 
 def _tar_entry(archive: tarfile.TarFile, info: tarfile.TarInfo, compressed_bytes: int | None, limits: Limits) -> _Entry:
     entry = _Entry(info.name, size=info.size, stored_size=info.size)
-    if info.isdir():
+    if getattr(info, "oversized_header", False):
+        entry.skip = (
+            f"tar extended header of {_format_bytes(info.size)} skipped (cap {_format_bytes(TAR_METADATA_CAP_BYTES)}); "
+            "the next member keeps its short name"
+        )
+    elif info.isdir():
         entry.is_dir = True
     elif not info.isreg():
         entry.skip = _tar_type_reason(info)
@@ -631,6 +681,10 @@ def _tar_entry(archive: tarfile.TarFile, info: tarfile.TarInfo, compressed_bytes
     ):
         entry.skip = f"decompression ratio above {limits.max_ratio:g}:1 (bomb?)"
     else:
+        if info.issparse():
+            # The holes of a sparse member read as zeros: bound them like decompressed data.
+            entry.stored_size = sum(size for _, size in info.sparse or ())
+            entry.stored_compressed = True
         entry.opener = lambda: archive.extractfile(info)
     return entry
 
@@ -665,23 +719,30 @@ def _checked_tarinfo_class(header_errors: list[tarfile.HeaderError]) -> type[tar
     """A TarInfo that records why the header scan stopped (tarfile ends silently on a bad or
     missing header) and refuses metadata headers that tarfile would read whole into memory."""
 
+    chain_depth = [0]  # metadata headers being read, one inside the other (tarfile recurses)
+
     class _CheckedTarInfo(tarfile.TarInfo):
         @classmethod
         def frombuf(cls, buf, encoding, errors):
             info = super().frombuf(buf, encoding, errors)
             if info.type in _TAR_METADATA_TYPES and info.size > TAR_METADATA_CAP_BYTES:
-                raise _ArchiveStop(
-                    f"extended header of {_format_bytes(info.size)} (cap {_format_bytes(TAR_METADATA_CAP_BYTES)})"
-                )
+                # An unknown type: tarfile skips its data like a member's, and we list it as skipped.
+                info.type = b"\x7f"
+                info.oversized_header = True
             return info
 
         @classmethod
         def fromtarfile(cls, tarfile_):
+            chain_depth[0] += 1
             try:
+                if chain_depth[0] > TAR_METADATA_CHAIN_CAP:
+                    raise _ArchiveStop(f"more than {TAR_METADATA_CHAIN_CAP} extended headers in a row")
                 return super().fromtarfile(tarfile_)
             except tarfile.HeaderError as exc:
                 header_errors.append(exc)
                 raise
+            finally:
+                chain_depth[0] -= 1
 
     return _CheckedTarInfo
 
@@ -691,11 +752,12 @@ def _checked_tarinfo_class(header_errors: list[tarfile.HeaderError]) -> type[tar
 
 
 def _read_zip(raw: BinaryIO, display: str, limits: Limits) -> tuple[list[Member], str | None]:
-    """Read the zip's entries in central-directory order."""
+    """Read the zip's entries in central-directory order; without a usable central directory (cut,
+    damaged, or a name zipfile cannot decode), in file order from the local headers."""
     try:
         archive = zipfile.ZipFile(raw)
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError, UnicodeDecodeError) as exc:
-        raise CaptureError(f"{display}: not a readable zip archive: {exc}") from None
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, UnicodeDecodeError, struct.error) as exc:
+        return _read_zip_by_local_headers(raw, display, limits, f"{type(exc).__name__}: {exc}")
     with archive:
         infos = archive.infolist()
         inventory = _Inventory(limits)
@@ -704,15 +766,54 @@ def _read_zip(raw: BinaryIO, display: str, limits: Limits) -> tuple[list[Member]
     return inventory.members, partial
 
 
+def _read_zip_by_local_headers(raw: BinaryIO, display: str, limits: Limits, why: str) -> tuple[list[Member], str | None]:
+    inventory = _Inventory(limits)
+    stop: str | None = None
+
+    def entries() -> Iterator[_Entry]:
+        nonlocal stop
+        try:
+            for local in zip_local_scan.scan(raw, limits.max_member_bytes):
+                entry = _zip_entry_fields(local.info, limits, lambda local=local: _open_local_entry(raw, local))
+                entry.name = local.name.decode("utf-8", "surrogateescape")
+                yield entry
+        except zip_local_scan.ScanStop as exc:
+            stop = str(exc)
+
+    partial = _collect(entries(), inventory, None)
+    if not inventory.members and stop is not None:
+        raise CaptureError(f"{display}: not a readable zip archive: {why}; {stop}")
+    reason = f"zip central directory unusable ({why[:200]}); {len(inventory.members)} entries read from their local headers"
+    if stop is not None:
+        reason += f", then {stop}"
+    return inventory.members, partial or reason
+
+
+def _open_local_entry(raw: BinaryIO, local: zip_local_scan.LocalEntry) -> BinaryIO:
+    try:
+        return zip_local_scan.open_entry(raw, local)
+    except NotImplementedError:
+        raise _Rejected(f"unsupported zip compression method {local.info.compress_type}") from None
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error, lzma.LZMAError) as exc:
+        raise _Rejected(f"corrupt zip entry: {exc}") from None
+
+
 def _zip_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limits: Limits) -> _Entry:
+    entry = _zip_entry_fields(info, limits, lambda: _open_zip_member(archive, info))
+    entry.name = _zip_raw_name(info)
+    return entry
+
+
+def _zip_entry_fields(info: zipfile.ZipInfo, limits: Limits, opener: Callable[[], BinaryIO]) -> _Entry:
+    """The checks common to central-directory and local-header entries (the caller sets the name)."""
     entry = _Entry(
-        _zip_raw_name(info),
+        info.filename,
         size=info.file_size,
         stored_size=info.compress_size,
         stored_compressed=info.compress_type != zipfile.ZIP_STORED,
     )
     mode = info.external_attr >> 16
-    if info.is_dir() or stat.S_ISDIR(mode):
+    if info.filename.endswith("/") or stat.S_ISDIR(mode):  # ZipInfo.is_dir() fails on an empty name
         entry.is_dir = True
     elif stat.S_IFMT(mode) not in (0, stat.S_IFREG):
         entry.skip = _mode_reason(mode)
@@ -725,7 +826,7 @@ def _zip_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limits: Limits) 
     ):
         entry.skip = f"decompression ratio above {limits.max_ratio:g}:1 (bomb?)"
     else:
-        entry.opener = lambda: _open_zip_member(archive, info)
+        entry.opener = opener
     return entry
 
 

@@ -86,8 +86,9 @@ class Analysis:
 
 
 def _is_limit_skip(reason: str) -> bool:
-    """Skips for safety caps or corrupt data mean data was lost; links and devices do not."""
-    return any(word in reason for word in ("cap", "ratio", "corrupt", "truncated", "more members"))
+    """Skips for safety caps, corrupt data or a failed read mean data was lost; links and devices do not."""
+    lost = ("cap", "ratio", "corrupt", "truncated", "more members", "unreadable", "not readable", "name longer")
+    return any(word in reason for word in lost)
 
 
 def decode(data: bytes) -> str:

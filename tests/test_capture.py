@@ -233,10 +233,29 @@ def test_gzip_magic_with_garbage_is_capture_error(tmp_path: Path) -> None:
         read_capture(path)
 
 
-def test_truncated_zip_is_capture_error(tmp_path: Path) -> None:
+def test_truncated_zip_is_read_from_its_local_headers(tmp_path: Path) -> None:
     data = zip_bytes(CAPTURE_FILES.items())
+    cut = data.index(b"PK\x01\x02") + 10  # the central directory is cut: zipfile refuses the file
     path = tmp_path / "capture.zip"
-    path.write_bytes(data[: len(data) // 2])
+    path.write_bytes(data[:cut])
+    capture = read_capture(path)
+    assert outcome(capture) == EXPECTED_MEMBERS
+    assert capture.partial.startswith("zip central directory unusable (BadZipFile: File is not a zip file); 3 entries")
+
+
+def test_zip_cut_inside_a_member_keeps_the_members_before(tmp_path: Path) -> None:
+    data = zip_bytes(CAPTURE_FILES.items())
+    last = data.rindex(b"PK\x03\x04")
+    path = tmp_path / "capture.zip"
+    path.write_bytes(data[: last + 40])
+    capture = read_capture(path)
+    assert [m.path for m in capture.members if m.data is not None] == ["db/slow.log", "db/slow.log.1.gz"]
+    assert "local header at byte" in capture.partial
+
+
+def test_zip_that_is_only_garbage_after_the_magic_is_capture_error(tmp_path: Path) -> None:
+    path = tmp_path / "capture.zip"
+    path.write_bytes(b"PK\x03\x04" + bytes(10))
     with pytest.raises(CaptureError, match=rf"^{path}: not a readable zip archive: "):
         read_capture(path)
 
@@ -340,13 +359,15 @@ def test_windows_style_zip_names_are_checked(tmp_path: Path) -> None:
     }
 
 
-def test_zip_flagged_utf8_with_invalid_name_is_capture_error(tmp_path: Path) -> None:
-    # zipfile decodes flagged names strictly while opening the archive: nothing can be read.
-    data = zip_bytes([("\u00e9X.log", b"x")])
+def test_zip_flagged_utf8_with_invalid_name_is_read_from_local_headers(tmp_path: Path) -> None:
+    # zipfile decodes flagged names strictly while opening the archive and refuses the whole zip;
+    # the local headers still give every entry, the bad name shown escaped.
+    data = zip_bytes([("ok.log", OK_LOG), ("\u00e9X.log", b"x")])
     path = tmp_path / "bad-name.zip"
     path.write_bytes(data.replace("\u00e9".encode(), b"\xff\xfe"))
-    with pytest.raises(CaptureError, match=rf"^{path}: not a readable zip archive: 'utf-8' codec can't decode"):
-        read_capture(path)
+    capture = read_capture(path)
+    assert outcome(capture) == [("ok.log", OK_LOG, None), ("\\xff\\xfeX.log", b"x", None)]
+    assert "UnicodeDecodeError" in capture.partial
 
 
 def test_html_and_control_characters_in_names(tmp_path: Path) -> None:
@@ -480,15 +501,18 @@ def test_exactly_cap_members_is_not_partial(tmp_path: Path) -> None:
     assert capture.partial is None
 
 
-def test_oversized_pax_header_stops_the_archive(tmp_path: Path) -> None:
+def test_oversized_pax_header_is_skipped_and_the_archive_goes_on(tmp_path: Path) -> None:
     info, data = tar_file("ok.log", OK_LOG)
     huge, huge_data = tar_file("huge.log", b"x")
     huge.pax_headers = {"comment": "x" * (2 * MiB)}
+    after, after_data = tar_file("after.log", OK_LOG)
     path = tmp_path / "pax.tar"
-    path.write_bytes(tar_bytes([(info, data), (huge, huge_data)], format=tarfile.PAX_FORMAT))
+    path.write_bytes(tar_bytes([(info, data), (huge, huge_data), (after, after_data)], format=tarfile.PAX_FORMAT))
     capture = read_capture(path)
-    assert [(m.path, m.skipped) for m in capture.members] == [("ok.log", None)]
-    assert capture.partial == "archive truncated or corrupt after 1 members: extended header of 2.0 MiB (cap 1.0 MiB)"
+    skipped = "tar extended header of 2.0 MiB skipped (cap 64.0 KiB); the next member keeps its short name"
+    assert [(m.path, m.skipped) for m in capture.members] == [
+        ("ok.log", None), ("@PaxHeader", skipped), ("huge.log", None), ("after.log", None)]
+    assert capture.partial is None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -120,3 +120,21 @@ def test_a_parser_crash_is_reported_on_one_line():
     spec = ParserSpec("crashy", "raises", lambda head, name: 1.0, crash)
     analysis = analyze_capture(capture_of(("x.log", b"anything\n")), parsers=(spec,))
     assert analysis.inputs[0].error == "parser crashy failed: ValueError: conversion failed"
+
+
+@pytest.mark.parametrize(
+    "reason",
+    ["unreadable: input/output error", "directory not readable: permission denied", "name longer than 4096 characters (not read)"],
+)
+def test_a_member_that_could_not_be_read_makes_the_capture_partial(reason: str):
+    ok = Member("os/mpstat.txt", MPSTAT, len(MPSTAT), None, None)
+    lost = Member("db/slow.log", None, 10, reason, None)
+    analysis = analyze_capture(Capture("cap", "directory", [ok, lost]))
+    assert analysis.partial_reasons == [f"db/slow.log: {reason}"]
+    assert [r.kind for r in analysis.inputs][0] is not None  # the good member is still read
+
+
+def test_a_link_skip_is_not_partial():
+    ok = Member("os/mpstat.txt", MPSTAT, len(MPSTAT), None, None)
+    link = Member("etc", None, 0, "symbolic link (not followed)", None)
+    assert analyze_capture(Capture("cap", "directory", [ok, link])).partial_reasons == []
