@@ -82,6 +82,7 @@ class Analysis:
         reasons = [self.capture.partial] if self.capture.partial else []
         reasons += [f"{r.path}: {r.error}" for r in self.inputs if r.error]
         reasons += [f"{r.path}: {r.skipped}" for r in self.inputs if r.skipped and _is_limit_skip(r.skipped)]
+        reasons += self.derived.metrics.get("derive_errors", [])  # an analysis step lost to odd data
         return reasons
 
 

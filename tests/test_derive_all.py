@@ -73,11 +73,41 @@ def test_a_slow_branch_changes_nothing(demo_tables, monkeypatch: pytest.MonkeyPa
     _same(derive_all(demo_tables), expected)
 
 
-def test_a_failing_branch_fails_derive_all(demo_tables, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_branch_costs_its_own_output_only(demo_tables, monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(*_):
         raise RuntimeError("broken branch")
 
     monkeypatch.setattr(idle_gaps, "idle_gaps", boom)
-    with pytest.raises(RuntimeError, match="broken branch"):
-        derive_all(demo_tables)
+    derived = derive_all(demo_tables)
+    assert derived.metrics["derive_errors"] == ["derive step idle_gaps failed: RuntimeError: broken branch"]
+    assert "idle_gaps" not in derived.metrics and "sql_profile" in derived.metrics
     assert not [t for t in threading.enumerate() if t.name.startswith("dbdiag-derive")]  # none left running
+
+
+@pytest.mark.parametrize("error", [ValueError("year 0 is out of range"), pl.exceptions.PanicException("boom")])
+def test_a_derive_step_that_fails_costs_only_its_own_output(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> None:
+    """One step's crash (odd data in one input) must not lose the report: the other steps still run,
+    and the failure is named on one line, which makes the analysis partial."""
+    whole = analyze_capture(read_capture(DEMO))
+
+    def broken(*args):
+        raise error
+
+    monkeypatch.setattr(derive.timeline, "timeline", broken)
+    damaged = analyze_capture(read_capture(DEMO))
+    assert damaged.derived.metrics["derive_errors"] == [f"derive step timeline failed: {type(error).__name__}: {error}"]
+    assert "timeline" not in damaged.derived.metrics and "timeline" in whole.derived.metrics
+    assert damaged.derived.metrics["cpu_profile"] == whole.derived.metrics["cpu_profile"]
+    assert f"derive step timeline failed: {type(error).__name__}: {error}" in damaged.partial_reasons
+
+
+def test_perf_report_percentages_past_any_count_do_not_crash_the_profile() -> None:
+    from dbdiag import tables as t
+
+    rows = {"event": ["cycles"] * 2, "comm": ["mysqld"] * 2, "pid": [1, 1], "dso": ["mysqld"] * 2,
+            "symbol": ["do_scan", "do_sort"], "kernel": [False, False], "self_pct": [3.7e40, 10.0],
+            "children_pct": [None, None], "samples": [None, None], "event_samples": [1000, 1000],
+            "source": ["perf-report.txt"] * 2}
+    symbols = t.conform(t.PERF_SYMBOL, pl.DataFrame(rows, schema_overrides={"children_pct": pl.Float64, "samples": pl.Int64}))
+    _, metric = derive.cpu_profile.cpu_profile({t.PERF_SYMBOL: symbols})  # was InvalidOperationError (f64 -> i64)
+    assert metric is not None

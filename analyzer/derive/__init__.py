@@ -17,6 +17,10 @@ from dbdiag import tables as t
 from dbdiag.derive import cpu, cpu_profile, host, host_config, idle_gaps, numa, public_text, sql, time_accounting, timeline
 from dbdiag.derive.sql import SqlOptions
 
+# A step that fails on odd data (a value out of range somewhere) costs its own output, never the
+# report: polars' panics derive from BaseException, so they are named beside Exception.
+STEP_ERRORS: tuple[type[BaseException], ...] = (Exception, pl.exceptions.PanicException)
+
 
 @dataclass(frozen=True)
 class Derived:
@@ -30,33 +34,64 @@ def derive_all(
 ) -> Derived:
     public = public_text.public_text_tables(tables, sql_options.show_literals)
     tables = {**tables, **public}  # every step below sees log lines and labels with their literals replaced
+    errors: list[str] = []
+    step = _stepper(errors)
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="dbdiag-derive") as pool:
-        sql_branch = pool.submit(sql.derive_sql, tables, sql_options)
-        gaps_branch = pool.submit(idle_gaps.idle_gaps, tables)
+        sql_branch = pool.submit(step, "sql", (None, {}), sql.derive_sql, tables, sql_options)
+        gaps_branch = pool.submit(step, "idle_gaps", None, idle_gaps.idle_gaps, tables)
         plan_nodes = tables.get(t.PLAN_NODE)
-        public_nodes = pool.submit(sql.public_plan_nodes, plan_nodes, sql_options) if plan_nodes is not None else None
-        derived_tables, metrics = _host_and_time(tables, window_s, gaps_branch.result)
+        public_nodes = (
+            pool.submit(step, "plan_nodes", None, sql.public_plan_nodes, plan_nodes, sql_options)
+            if plan_nodes is not None
+            else None
+        )
+        derived_tables, metrics = _host_and_time(tables, window_s, gaps_branch.result, step)
         statements, sql_metrics = sql_branch.result()
         if statements is not None:
             derived_tables["statements"] = statements
-        if public_nodes is not None:
-            derived_tables["plan_nodes"] = public_nodes.result()
+        nodes = public_nodes.result() if public_nodes is not None else None
+        if nodes is not None:
+            derived_tables["plan_nodes"] = nodes
         metrics.update(sql_metrics)
+    if errors:
+        metrics["derive_errors"] = sorted(errors)
     return Derived(tables=derived_tables, metrics=metrics, public=public)
 
 
+def _stepper(errors: list[str]) -> Callable[..., Any]:
+    """``step(name, default, function, *args)``: the function's result, or ``default`` with one line
+    in ``errors`` when it fails."""
+
+    def step(name: str, default: Any, function: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return function(*args)
+        except STEP_ERRORS as error:
+            first_line = (str(error).strip().split("\n", 1)[0] or type(error).__name__)[:300]
+            errors.append(f"derive step {name} failed: {type(error).__name__}: {first_line}")
+            return default
+
+    return step
+
+
 def _host_and_time(
-    tables: dict[str, pl.DataFrame], window_s: float, idle_gaps_result: Callable[[], dict[str, Any] | None]
+    tables: dict[str, pl.DataFrame],
+    window_s: float,
+    idle_gaps_result: Callable[[], dict[str, Any] | None],
+    step: Callable[..., Any],
 ) -> tuple[dict[str, pl.DataFrame], dict[str, Any]]:
     """(derived tables, metrics) but the SQL ones; ``idle_gaps_result()`` waits for the idle gaps (another thread's)."""
-    softirq_delta, softirq_sources = cpu.softirq_count_delta(tables)
-    per_cpu = cpu.per_cpu_summary(tables, softirq_delta)
-    irq_delta, irq_sources = cpu.irq_delta(tables)
-    derived_tables = {"per_cpu": per_cpu, "cpu_nodes": cpu.cpu_nodes(tables)}
+    softirq_delta, softirq_sources = step("softirq_delta", (None, []), cpu.softirq_count_delta, tables)
+    per_cpu = step("per_cpu", None, cpu.per_cpu_summary, tables, softirq_delta)
+    if per_cpu is None:
+        per_cpu = pl.DataFrame(schema={"cpu": pl.Int32, "node": pl.Int32})  # what no per-CPU input gives
+    irq_delta, irq_sources = step("irq_delta", (None, []), cpu.irq_delta, tables)
+    derived_tables = {"per_cpu": per_cpu, "cpu_nodes": step("cpu_nodes", None, cpu.cpu_nodes, tables)}
+    if derived_tables["cpu_nodes"] is None:
+        del derived_tables["cpu_nodes"]
     if irq_delta is not None:
         derived_tables["irq_delta"] = irq_delta
     metrics: dict[str, Any] = {}
-    host_summary = host.host_summary(tables)
+    host_summary = step("host", None, host.host_summary, tables)
     if host_summary:
         metrics["host"] = host_summary
     if per_cpu.height:
@@ -67,24 +102,24 @@ def _host_and_time(
             "interrupt_snapshots": irq_sources,
             "per_cpu": _rounded_rows(per_cpu),
         }
-    profile_tables, profile_metric = cpu_profile.cpu_profile(tables)
+    profile_tables, profile_metric = step("cpu_profile", ({}, None), cpu_profile.cpu_profile, tables)
     derived_tables.update(profile_tables)
     if profile_metric is not None:
         metrics["cpu_profile"] = profile_metric
-    remote = numa.numa_remote(tables)
+    remote = step("numa_remote", None, numa.numa_remote, tables)
     if remote is not None:
         derived_tables["numa_remote"] = remote
-    process_memory = numa.numa_process_memory(tables)
+    process_memory = step("numa_process_memory", None, numa.numa_process_memory, tables)
     if process_memory is not None:
         derived_tables["numa_process_memory"] = process_memory
-    vmstat_numa = numa.vmstat_numa_delta(tables)
+    vmstat_numa = step("vmstat_numa", None, numa.vmstat_numa_delta, tables)
     if vmstat_numa is not None:
         metrics["vmstat_numa"] = vmstat_numa
-    checks = host_config.host_config_checks(tables)
+    checks = step("host_config", None, host_config.host_config_checks, tables)
     if checks:
         metrics["host_config"] = checks
-    accounting, accounting_windows = time_accounting.time_accounting(tables, window_s)
-    timeline_table, timeline_metric = timeline.timeline(tables, window_s, accounting)
+    accounting, accounting_windows = step("time_accounting", (None, None), time_accounting.time_accounting, tables, window_s)
+    timeline_table, timeline_metric = step("timeline", (None, None), timeline.timeline, tables, window_s, accounting)
     gaps = idle_gaps_result()  # waited for only now: the timeline does not need it
     if accounting is not None:
         metrics["time_accounting"] = accounting

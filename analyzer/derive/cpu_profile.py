@@ -429,7 +429,8 @@ def _from_symbols(symbols: pl.DataFrame, chains: pl.DataFrame | None) -> tuple[d
     symbols = symbols.with_columns(
         pl.coalesce(
             pl.col("samples"),
-            (pl.col("self_pct") * pl.col("event_samples") / 100.0).round(0).cast(pl.Int64),
+            # strict=False: a percentage past any real count (a damaged report) becomes null, not a crash
+            (pl.col("self_pct") * pl.col("event_samples") / 100.0).round(0).cast(pl.Int64, strict=False),
         ).alias("_samples")
     )
     per_source = symbols.group_by("event", "source").agg(

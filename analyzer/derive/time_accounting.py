@@ -524,6 +524,8 @@ def _by_connections(events: pl.DataFrame, run: dict[str, Any]) -> tuple[pl.DataF
     expected = run["expected_queries"]
     if expected and not COMPLETE_LOG_MIN_SHARE <= chosen.height / expected <= 1 / COMPLETE_LOG_MIN_SHARE:
         return None
+    if chosen["ts"].min() is None or chosen["end_ts"].max() is None:
+        return None  # statements without times cannot be placed
     span_s = (chosen["end_ts"].max() - chosen["ts"].min()).total_seconds()
     if run["duration_s"] and span_s > run["duration_s"] * SPAN_SLACK + SPAN_SLACK_S:
         return None
