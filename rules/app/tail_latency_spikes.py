@@ -71,6 +71,7 @@ RULE_ID = "tail-latency-spikes"
 TAIL_FACTOR = 10.0
 TAIL_FLOOR_MS = 100.0
 MIN_SAMPLES_P999 = 1_000
+NAMED_SMALL_LABELS = 6  # more labels too small to judge are counted, not listed
 MIN_SAMPLES_P9999 = 10_000
 MAX_WINDOWS_SHOWN = 12
 NOT_LATENCY_PATTERN = r"(?i)idle"  # TiDB's conn_idle_duration: time between a client's commands, not work
@@ -136,6 +137,8 @@ def _subjects(inp: RuleInput, width: float) -> tuple[list[Subject], list[str]]:
     unjudged: list[str] = []
     samples = inp.table(t.LOAD_SAMPLE)
     if samples is not None:
+        samples, small = _labels_large_enough(samples)
+        unjudged += small
         windows = sample_windows(samples, width)
         whole = sample_windows(samples, 1e12).drop("window_start")
         sources = _sources(samples)
@@ -186,6 +189,20 @@ def _sources(frame: pl.DataFrame) -> tuple[str, ...]:
     if column.len() and column.eq_missing(column[0]).all():
         return (column[0],)
     return tuple(sorted(column.unique().to_list()))
+
+
+def _labels_large_enough(samples: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """The samples of labels that hold MIN_SAMPLES_P999 samples in all (no window of the others can be
+    judged), and one line for the rest: tens of thousands of one-off labels cost one group-by, not a
+    loop each."""
+    counts = samples.group_by("label", maintain_order=True).len()
+    small = counts.filter(pl.col("len") < MIN_SAMPLES_P999)
+    if small.height == 0:
+        return samples, []
+    kept = samples.join(small.select("label"), on="label", how="anti", nulls_equal=True)
+    if small.height <= NAMED_SMALL_LABELS:
+        return kept, [f"JMeter label {label!r}: {count:,} samples" for label, count in small.iter_rows()]
+    return kept, [f"{small.height:,} JMeter labels under {MIN_SAMPLES_P999:,} samples each ({int(small['len'].sum()):,} samples)"]
 
 
 def _window_schema(with_instance: bool = False) -> dict[str, pl.DataType]:

@@ -489,6 +489,18 @@ def test_tail_too_few_samples_skips_with_counts():
     assert "JMeter label 'buy': 300 samples" in outcome.missing[0]
 
 
+def test_tail_many_one_off_labels_are_counted_in_one_pass_beside_a_judged_one():
+    # 100,000 labels of one sample each (fuzzing: past 26 s, one loop step per label) beside one real label
+    judged = _jmeter_windows([_window(slow=800.0)])
+    one_offs = t.conform(t.LOAD_SAMPLE, pl.DataFrame({
+        "start_ts": [T0] * 100_000, "elapsed_ms": [5.0] * 100_000, "label": [f"GET /item/{i}" for i in range(100_000)],
+        "success": [True] * 100_000, "all_threads": [8] * 100_000, "source": ["results.jtl"] * 100_000}))
+    outcome = _tail({t.LOAD_SAMPLE: pl.concat([judged, one_offs])})
+    assert outcome.status is Status.FIRED
+    assert outcome.findings[0].title.startswith("JMeter label 'buy': p999 800 ms")
+    assert "not judged: 100,000 JMeter labels under 1,000 samples each (100,000 samples)" in outcome.measured
+
+
 def test_tail_real_jmeter_sample_is_too_small_for_p999(corpus):
     outcome = _tail(_parsed(jmeter_jtl_csv, corpus / "jmeter" / "jmeter__HTMLReportTestFile.csv", "jmeter/results.csv"))
     assert outcome.status is Status.SKIPPED
