@@ -362,7 +362,7 @@ def detect(head: str, name: str) -> float:
     keys = len({key.strip() for key in _DETECT_KEYS.findall(head)})
     if keys >= 3:
         return 0.95
-    if _EXTENDED_HEADER_RE.search(head.split("\n", 1)[0]) and re.search(r"^\s*0\s+\S", head, re.MULTILINE):
+    if _EXTENDED_HEADER_RE.search(head.split("\n", 1)[0]) and re.search(r"^[ \t]*0[ \t]+\S", head, re.MULTILINE):
         return 0.85
     if keys == 2:
         return 0.7

@@ -340,7 +340,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     )
 
 
-_TITLE_DETECT_RE = re.compile(r"^\s*Per-node (?:numastat info|system memory usage|process memory usage) \(in MBs\)",
+_TITLE_DETECT_RE = re.compile(r"^[ \t]*Per-node (?:numastat info|system memory usage|process memory usage) \(in MBs\)",
                               re.MULTILINE)
 _COMPAT_HEADER_DETECT_RE = re.compile(r"^[ \t]*node\d+(?:[ \t]+node\d+)*[ \t]*$", re.MULTILINE)
 _COMPAT_ROW_DETECT_RE = re.compile(

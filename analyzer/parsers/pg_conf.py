@@ -43,7 +43,9 @@ _KNOWN = (
     "wal_buffers", "effective_io_concurrency", "huge_pages", "autovacuum_max_workers", "max_worker_processes",
     "max_parallel_workers", "log_destination", "logging_collector", "track_io_timing", "hot_standby",
 )
-_KNOWN_LINE_RE = re.compile(r"^\s*#?\s*(" + "|".join(_KNOWN) + r")\s*=", re.MULTILINE | re.IGNORECASE)
+# [ \t] and not \s: with MULTILINE, \s would run across lines from every line start (cubic on blank lines)
+_KNOWN_LINE_RE = re.compile(r"^[ \t]*(?:#[ \t]*)?(" + "|".join(_KNOWN) + r")[ \t]*=", re.MULTILINE | re.IGNORECASE)
+_SECTION_LINE_RE = re.compile(r"^[ \t]*\[[^\]\n]*\][ \t]*$", re.MULTILINE)
 _MAX_WARNINGS = 50
 
 
@@ -128,7 +130,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
 
 
 def detect(head: str, name: str) -> float:
-    if re.search(r"^\s*\[[^\]]*\]\s*$", head, re.MULTILINE):
+    if _SECTION_LINE_RE.search(head):
         return 0.0  # sections: an INI/TOML file (my.cnf, tikv.toml), never a postgresql.conf
     if any(head.lstrip().startswith(s) or f"\n{s}" in head[:400] for s in _SIGNATURES):
         return 0.95

@@ -58,7 +58,7 @@ _MARKERS: dict[str, tuple[str, ...]] = {
         "enable-prevote", "label-property",
     ),
 }
-_TABLE_RE = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\-\" ]+?)\s*\]\]?\s*(?:#.*)?$", re.MULTILINE)
+_TABLE_RE = re.compile(r"^[ \t]*\[\[?[ \t]*([A-Za-z0-9_.\-\" ]+?)[ \t]*\]\]?[ \t]*(?:#.*)?$", re.MULTILINE)
 _KEY_RE = re.compile(r"^\s*([A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)\s*=")
 _ERROR_LINE_RE = re.compile(r"\(at line (\d+), column \d+\)")
 _COMMENTED_KEY_RE = re.compile(r"^\s*#\s?([A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)\s*=")
