@@ -4,7 +4,7 @@ Three steps, the first two before the analysis so that an impossible output fail
 
 - ``report_paths("out/", ["json", "md"], "dbdiag-report")`` -> ``out/dbdiag-report.json``, ...:
   a folder (``.``, ``..``, ``/``, an existing one, a name ending in ``/``) gets the default names;
-  a device, FIFO or socket gets every format; otherwise the suffix is replaced per format.
+  a device gets every format (a FIFO or socket only one); otherwise the suffix is replaced per format.
 - ``check_target(path, capture)`` refuses a target that is the capture or lies inside a capture
   folder (links resolved, hard links by inode), creates missing folders and tries a file there.
 - ``write_report(path, text)``: a regular file (or a new one) is written beside itself and renamed
@@ -85,7 +85,11 @@ def report_paths(output: str | None, suffixes: list[str], default_stem: str) -> 
     path = Path(output)
     if output.endswith("/") or path.name in ("", ".", "..") or path.is_dir():
         return {suffix: path / f"{default_stem}.{suffix}" for suffix in suffixes}
-    if len(suffixes) == 1 or _written_through(path):
+    if len(suffixes) == 1:
+        return {suffixes[0]: path}
+    if _written_through(path):
+        if _is_pipe(path):  # its reader stops at the first report's end: the second would wait forever
+            raise OutputError(f"{_shown(path)}: a FIFO or socket takes exactly one --format")
         return {suffix: path for suffix in suffixes}
     return {suffix: path.with_suffix(f".{suffix}") for suffix in suffixes}
 
@@ -157,6 +161,14 @@ def _written_through(path: Path) -> bool:
     except OSError:
         return False
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _is_pipe(path: Path) -> bool:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def _names_a_descriptor(path: Path) -> bool:

@@ -151,6 +151,13 @@ def test_fifo_is_written_through(capture: Path, tmp_path: Path, through_link: bo
     assert listing(tmp_path) == {"soft.txt", "fifo"} | ({"to-fifo"} if through_link else set())
 
 
+def test_fifo_takes_one_format(capture: Path, tmp_path: Path, no_analysis):
+    os.mkfifo(tmp_path / "fifo")
+    result = invoke(["analyze", str(capture), "-f", "json", "-f", "md", "-o", "fifo"], tmp_path)
+    assert result.exit_code == 2
+    assert "exactly one --format" in one_error_line(result)
+
+
 def test_character_device_is_written_through(capture: Path, tmp_path: Path):
     if os.geteuid() != 0:
         pytest.skip("making a device node needs root")
