@@ -175,13 +175,14 @@ def _analyze(capture_path: Path, tz: Optional[str], show_literals: bool, window_
         reading = reader.submit(read_capture, capture_path, limits)  # file reads release the GIL
         from dbdiag.pipeline import Options, UnknownTimeZone, analyze_read
 
-        with _progress() as progress:
-            options = Options(tz=tz, show_literals=show_literals, window_s=window_s, limits=limits)
-            return analyze_read(reading.result(), options, progress=progress)
-    except (CaptureError, UnknownTimeZone) as error:
-        _fail(str(error))
-    except OSError as error:  # a read failing past the checks in read_capture (EIO from /proc/self/mem)
-        _fail(f"{printable_name(str(capture_path))}: {(error.strerror or str(error)).lower()}")
+        try:
+            with _progress() as progress:
+                options = Options(tz=tz, show_literals=show_literals, window_s=window_s, limits=limits)
+                return analyze_read(reading.result(), options, progress=progress)
+        except (CaptureError, UnknownTimeZone) as error:
+            _fail(str(error))
+        except OSError as error:  # a read failing past read_capture's checks (EIO from /proc/self/mem)
+            _fail(f"{printable_name(str(capture_path))}: {(error.strerror or str(error)).lower()}")
     finally:
         reader.shutdown(wait=False, cancel_futures=True)  # an interrupted run does not wait for the read
 
