@@ -1,14 +1,21 @@
 """Command line: ``dbdiag analyze | demo | rules | explain``. Thin: argument handling, files, exit codes.
 
-Exit codes: 0 done; 1 a finding at or above ``--fail-on``; 2 unusable input or usage error
-(also when nothing in the capture could be recognised); 3 partial capture (some inputs
-unreadable). When several apply, the order is 2, then 1, then 3.
+Exit codes: 0 done; 1 a finding at or above ``--fail-on`` (and nothing else); 2 unusable input
+or usage error (also when nothing in the capture could be recognised, or a report cannot be
+written); 3 partial capture (some inputs unreadable); 4 internal error (a bug: one line, please
+report; ``DBDIAG_TRACEBACK=1`` prints the traceback); 128 + the signal when interrupted: 130
+SIGINT (Ctrl-C), 143 SIGTERM, 129 SIGHUP. When several apply, the order is 2, then 1, then 3.
 """
 
 from __future__ import annotations
 
+import errno
+import math
+import logging
 import os
+import signal
 import sys
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -20,8 +27,9 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 import dbdiag
-from dbdiag.capture import CaptureError, Limits, read_capture
+from dbdiag.capture import CaptureError, Limits, printable_name, read_capture
 from dbdiag.findings import Severity
+from dbdiag.output import Interrupted, OutputError, check_target, report_paths, signals_raise, write_report
 
 if TYPE_CHECKING:
     from dbdiag.pipeline import Analysis
@@ -33,6 +41,11 @@ EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_UNUSABLE = 2
 EXIT_PARTIAL = 3
+EXIT_INTERNAL = 4
+MIN_WINDOW_S = 0.001
+MAX_WINDOW_S = 366 * 86_400  # one window for any capture; far beyond, times overflow in polars
+# An internal error's message is shown on one line, cut to this length.
+MAX_ERROR_CHARS = 300
 
 DEMO_ARCHIVE = "bank-core-demo.tar.gz"
 DEFAULT_REPORT_STEM = "dbdiag-report"
@@ -65,36 +78,42 @@ def _fail(message: str, code: int = EXIT_UNUSABLE) -> None:
     raise typer.Exit(code)
 
 
-def _output_paths(output: Optional[Path], formats: list[Format], default_stem: str) -> dict[Format, Path | None]:
-    """One path per format; ``-o -`` means standard output (one format only)."""
-    if output is not None and str(output) == "-":
-        if len(formats) != 1:
-            _fail("-o - (standard output) takes exactly one --format")
-        return {formats[0]: None}
-    if output is None:
-        return {fmt: Path(f"{default_stem}.{fmt.value}") for fmt in formats}
-    if len(formats) == 1:
-        return {formats[0]: output}
-    return {fmt: output.with_suffix(f".{fmt.value}") for fmt in formats}
+def _check_window(window_s: float) -> None:
+    if not (math.isfinite(window_s) and MIN_WINDOW_S <= window_s <= MAX_WINDOW_S):
+        _fail(f"--window must be a number of seconds from {MIN_WINDOW_S} to {MAX_WINDOW_S:,} (366 days); got {window_s}")
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """Write next to the target and rename, so a crash never leaves half a report.
-
-    The file is created with mode 0666 less the umask, like any file the user writes.
-    """
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        _fail(f"{path}: output directory {directory} does not exist")
-    temporary = directory / f".{path.name}.{os.getpid()}.partial"
+def _check_outputs(output: Optional[str], formats: list[Format], default_stem: str, capture_path: Path) -> dict[Format, Path | None]:
+    """Every report path, checked (and its folders made) before the capture is read."""
     try:
-        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except OSError as error:
-        temporary.unlink(missing_ok=True)
-        _fail(f"{path}: cannot write report: {error.strerror or error}")
+        paths = report_paths(output, [fmt.value for fmt in formats], default_stem)
+        for path in paths.values():
+            if path is None:
+                if sys.stdout is None:
+                    raise OutputError("standard output: cannot write report: standard output is closed")
+            else:
+                check_target(path, capture_path)
+    except OutputError as error:
+        _fail(str(error))
+    return {Format(suffix): path for suffix, path in paths.items()}
+
+
+def _write_stdout(text: str, what: str = "cannot write report") -> None:
+    """Write and flush standard output; full, closed or a broken pipe is one line and exit 2
+    (click would exit 1 on a broken pipe, the code that means a finding)."""
+    try:
+        if sys.stdout is None:
+            raise ValueError("no standard output")
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except (OSError, ValueError) as error:  # ValueError: the stream was closed
+        _fail(f"standard output: {what}: {_stream_reason(error)}")
+
+
+def _stream_reason(error: Exception) -> str:
+    if isinstance(error, OSError) and error.strerror and error.errno != errno.EBADF:
+        return error.strerror.lower()
+    return "standard output is closed"
 
 
 def _exit_code(analysis: Analysis, document: dict, fail_on: Optional[FailOn]) -> int:
@@ -112,7 +131,7 @@ def _exit_code(analysis: Analysis, document: dict, fail_on: Optional[FailOn]) ->
 @contextmanager
 def _progress():
     """A transient status line on a terminal ('reading capture/db/slow.log'); nothing when piped."""
-    if not sys.stderr.isatty():
+    if sys.stderr is None or not sys.stderr.isatty():
         yield None
         return
     from rich.console import Console  # only a terminal needs it
@@ -124,7 +143,7 @@ def _progress():
 
 def _run(
     capture_path: Path,
-    output: Optional[Path],
+    output: Optional[str],
     formats: list[Format],
     fail_on: Optional[FailOn],
     tz: Optional[str],
@@ -134,31 +153,61 @@ def _run(
     pseudonymize: bool = False,
 ) -> int:
     formats = list(dict.fromkeys(formats or [Format.html]))
-    targets = _output_paths(output, formats, default_stem)
+    _check_window(window_s)
+    targets = _check_outputs(output, formats, default_stem, capture_path)
+    try:
+        with signals_raise():
+            analysis = _analyze(capture_path, tz, show_literals, window_s, pseudonymize)
+            from dbdiag.report import build_document
+
+            document = build_document(analysis, generated_at=datetime.now(timezone.utc).replace(microsecond=0))
+            _write_reports(document, targets)
+    except KeyboardInterrupt:
+        return _interrupted(signal.SIGINT)
+    except Interrupted as stop:
+        return _interrupted(stop.signal_number)
+    _summarise(capture_path, analysis, document)
+    return _exit_code(analysis, document, fail_on)
+
+
+def _analyze(capture_path: Path, tz: Optional[str], show_literals: bool, window_s: float, pseudonymize: bool) -> Analysis:
     limits = Limits()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dbdiag-read") as reader:
+    reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dbdiag-read")
+    try:
         reading = reader.submit(read_capture, capture_path, limits)  # file reads release the GIL
         from dbdiag.pipeline import Options, UnknownTimeZone, analyze_read
-        from dbdiag.report import build_document, render
 
         try:
             with _progress() as progress:
                 options = Options(tz=tz, show_literals=show_literals, window_s=window_s, limits=limits, pseudonymize=pseudonymize)
-                analysis = analyze_read(reading.result(), options, progress=progress)
+                return analyze_read(reading.result(), options, progress=progress)
         except (CaptureError, UnknownTimeZone) as error:
             _fail(str(error))
-    capture = analysis.capture
-    document = build_document(analysis, generated_at=datetime.now(timezone.utc).replace(microsecond=0))
+        except OSError as error:  # a read failing past read_capture's checks (EIO from /proc/self/mem)
+            _fail(f"{printable_name(str(capture_path))}: {(error.strerror or str(error)).lower()}")
+    finally:
+        reader.shutdown(wait=False, cancel_futures=True)  # an interrupted run does not wait for the read
+
+
+def _write_reports(document: dict, targets: dict[Format, Path | None]) -> None:
+    from dbdiag.report import render
+
     for fmt, path in targets.items():
         text = render(document, fmt.value)
         if path is None:
-            sys.stdout.write(text)
-        else:
-            _write_atomically(path, text)
-            _say(f"wrote {path}")
+            _write_stdout(text)
+            continue
+        try:
+            write_report(path, text)
+        except OutputError as error:
+            _fail(str(error))
+        _say(f"wrote {printable_name(str(path))}")
+
+
+def _summarise(capture_path: Path, analysis: Analysis, document: dict) -> None:
     counts = document["verdict"]["findings_by_severity"]
     _say(
-        f"{capture_path}: {len(analysis.recognised)} of {len(capture.members)} member(s) read; "
+        f"{capture_path}: {len(analysis.recognised)} of {len(analysis.capture.members)} member(s) read; "
         f"{counts['critical']} critical, {counts['warning']} warning, {counts['info']} info finding(s)"
     )
     if not analysis.recognised:
@@ -169,13 +218,21 @@ def _run(
             _say(f"dbdiag: error: {capture_path}: nothing in this capture is in a format dbdiag reads (see the inventory)")
     elif document["capture"]["partial"]:
         _say(f"dbdiag: partial capture: {'; '.join(document['capture']['partial_reasons'][:3])}")
-    return _exit_code(analysis, document, fail_on)
+
+
+def _interrupted(signal_number: int) -> int:
+    _say(f"dbdiag: interrupted ({signal.Signals(signal_number).name})")
+    return 128 + signal_number
 
 
 # The report options analyze and demo share: declared once, used by both.
 OutputOption = Annotated[
-    Optional[Path],
-    typer.Option("-o", "--output", help="Report path; with several formats, the suffix is replaced per format; '-' for stdout."),
+    Optional[str],
+    typer.Option(
+        "-o",
+        "--output",
+        help="Report path or folder; with several formats, the suffix is replaced per format; '-' for stdout.",
+    ),
 ]
 FormatOption = Annotated[
     list[Format], typer.Option("--format", "-f", help="Report format; repeat for several (html, json, md). Default html.")
@@ -195,7 +252,6 @@ WindowOption = Annotated[
     float,
     typer.Option(
         "--window",
-        min=0.001,
         help="Seconds per time window of the time accounting and the timeline (widened to the metrics' scrape step).",
     ),
 ]
@@ -239,9 +295,11 @@ def list_rules() -> None:
     """List the rules dbdiag runs, with the inputs each needs."""
     from dbdiag.rules import RULES
 
+    lines = []
     for rule in RULES:
         needs = "; ".join(" or ".join(group) for group in rule.requires)
-        typer.echo(f"{rule.id:<28} {rule.area:<8} {rule.title}  [needs: {needs}]")
+        lines.append(f"{rule.id:<28} {rule.area:<8} {rule.title}  [needs: {needs}]\n")
+    _write_stdout("".join(lines), "cannot write")
 
 
 @app.command()
@@ -252,13 +310,12 @@ def explain(rule_id: str = typer.Argument(..., help="A rule id, e.g. softirq-con
     rule = rule_by_id(rule_id)
     if rule is None:
         _fail(f"unknown rule {rule_id!r}; 'dbdiag rules' lists them")
-    typer.echo(f"{rule.id}: {rule.title}\n")
-    typer.echo(rule.doc.strip())
+    _write_stdout(f"{rule.id}: {rule.title}\n\n{rule.doc.strip()}\n", "cannot write")
 
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"dbdiag {dbdiag.__version__}")
+        _write_stdout(f"dbdiag {dbdiag.__version__}\n", "cannot write")
         raise typer.Exit(EXIT_OK)
 
 
@@ -269,20 +326,74 @@ def _main_options(
     """dbdiag: turn a capture from a slow database server into findings a DBA can act on."""
 
 
-def main() -> None:
-    """The console entry point: the app, then an exit without the interpreter's clean-up.
+def run(args: Optional[list[str]] = None) -> int:
+    """The app, with every way out turned into an exit code (see the module docstring).
 
-    Finalising the ~1,000 modules that polars, numpy and pyarrow load takes ~0.1 s on every run;
-    by then every report is written and closed, so only the standard streams are flushed.
+    Exit 1 stays "a finding at --fail-on": an exception nothing expected, panics from native code
+    included (polars' ``PanicException`` is a BaseException), is one line and exit 4.
     """
     try:
-        app()
-        code = EXIT_OK
+        app(args=args)
+        return EXIT_OK
     except SystemExit as leaving:
         code = leaving.code
+    except KeyboardInterrupt:
+        return _interrupted(signal.SIGINT)
+    except Interrupted as stop:
+        return _interrupted(stop.signal_number)
+    except GeneratorExit:
+        raise
+    except BaseException as error:  # noqa: BLE001 - the last guard before a traceback
+        if os.environ.get("DBDIAG_TRACEBACK"):
+            traceback.print_exc()
+        message = printable_name((str(error).splitlines() or [""])[0])[:MAX_ERROR_CHARS]
+        _say(f"dbdiag: internal error: {type(error).__name__}: {message} (please report)")
+        return EXIT_INTERNAL
     if code is not None and not isinstance(code, int):  # sys.exit("message")
-        print(code, file=sys.stderr)
-        code = EXIT_UNUSABLE
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code or EXIT_OK)
+        _say(str(code))
+        return EXIT_UNUSABLE
+    return code or EXIT_OK
+
+
+def main() -> None:
+    """The console entry point: ``run``, then an exit without the interpreter's clean-up.
+
+    Finalising the ~1,000 modules that polars, numpy and pyarrow load takes ~0.1 s on every run;
+    by then every report is written and closed, so only the standard streams are flushed. Output
+    still buffered for a full or closed standard output is an error too (exit 2), said once.
+    """
+    _park_closed_standard_descriptors()
+    # sqlglot logs a WARNING for syntax it falls back on ("contains unsupported syntax"): hostile SQL
+    # would print lines of its own text to stderr; the fingerprints already say what they could read.
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)
+    code = run()
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except (OSError, ValueError) as error:
+        if code != EXIT_UNUSABLE:  # else the write already said why
+            _say(f"dbdiag: error: standard output: {_stream_reason(error)}")
+            code = EXIT_UNUSABLE
+    try:
+        if sys.stderr is not None:
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        pass  # nowhere left to say it
+    os._exit(code)
+
+
+def _park_closed_standard_descriptors() -> None:
+    """Open /dev/null on a closed descriptor 0, 1 or 2 (``dbdiag ... >&-``).
+
+    Else the next file opened (a report, a capture member) takes that number, and a native
+    library's write to "standard error" lands in it. ``sys.stdout`` stays None, so ``-o -`` still
+    says standard output is closed.
+    """
+    for descriptor in (0, 1, 2):
+        try:
+            os.fstat(descriptor)
+        except OSError:
+            parked = os.open(os.devnull, os.O_RDWR)
+            if parked != descriptor:
+                os.dup2(parked, descriptor)
+                os.close(parked)

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import dbdiag
-from dbdiag import flamegraph, pseudonymize, redact_text
+from dbdiag import flamegraph, markdown, pseudonymize, redact_text
 from dbdiag.charts import time_panels
 from dbdiag.findings import Finding, Severity, Status, sort_findings
 from dbdiag.pipeline import Analysis
@@ -640,7 +640,9 @@ def _template_env() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["md"] = _markdown_cell
+    env.filters["md"] = markdown_cell
+    env.filters["code"] = lambda value, table=False: markdown.code(str(value), table=table)
+    env.filters["fenced"] = lambda value: markdown.fenced(str(value))
     env.filters["num"] = _number
     env.filters["tick"] = _tick
     env.filters["secs"] = seconds
@@ -648,9 +650,9 @@ def _template_env() -> Environment:
     return env
 
 
-def _markdown_cell(value: Any) -> str:
-    text = _number(value)
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+def markdown_cell(value: Any) -> str:
+    """A value as inert Markdown text (numbers formatted as in the HTML); see ``dbdiag.markdown``."""
+    return markdown.inline(_number(value))
 
 
 def _number(value: Any) -> str:

@@ -188,7 +188,7 @@ def test_markdown_has_the_numbers_as_tables(document) -> None:
     assert "| tps | app/results.jtl | 1/s | 12 | 10.00 | 10.00 | 10.00 |  |  |" in markdown
     assert "| latency_p999 | app/results.jtl | ms | 0 | — | — | — | 12 | only for windows with at least 1,000 observations |" in markdown
     assert "Killed process 7 &lt;script&gt;alert" in markdown
-    assert '| tps[&lt;script&gt;alert("x")&lt;/script&gt;] | app/results.jtl | 1/s | 12 | 5.00 |' in markdown
+    assert '| tps\\[&lt;script&gt;alert("x")&lt;/script&gt;\\] | app/results.jtl | 1/s | 12 | 5.00 |' in markdown
     header = next(line for line in markdown.splitlines() if line.startswith("| window start (UTC) | tps"))
     row = next(line for line in markdown.splitlines() if line.startswith("| 2024-05-14T02:00:00+00:00 | 10.00"))
     assert header.count("|") == row.count("|") == 10  # window, tps and per label x2, p99, CPU busy mean and max, soft mean and max
