@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 from conftest import CORPUS
 
-from dbdiag import sqlnorm
+from dbdiag import sqlnorm, sqlnorm_mysql, sqlnorm_pg, sqlnorm_regex, sqlnorm_series
 from dbdiag.parsers.base import ParseContext, ParseError
 from dbdiag.parsers.mysql_slowlog import SPEC as MYSQL_SLOWLOG
 from dbdiag.sqlnorm import (
@@ -288,9 +288,9 @@ def _digits_changed(rng: random.Random, text: str) -> str:
 )
 def test_texts_differing_in_digits_only(dialect: str, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if path == "bytes":  # the byte translation big inputs take
-        monkeypatch.setattr(sqlnorm, "_BIG", 0)
+        monkeypatch.setattr(sqlnorm_series, "_BIG", 0)
     # PostgreSQL texts most of which have digits in names are keyed one by one, others grouped first
-    monkeypatch.setattr(sqlnorm, "_DIGITS_IN_WORDS_SHARE", -1.0 if path == "keyed" else 2.0)
+    monkeypatch.setattr(sqlnorm_pg, "_DIGITS_IN_WORDS_SHARE", -1.0 if path == "keyed" else 2.0)
     rng = random.Random(3)
     fragments = PG_KEYED_FRAGMENTS + PG_FRAGMENTS if dialect == "postgresql" else MYSQL_FRAGMENTS
     texts = [_random_sql(rng, fragments) for _ in range(1500)] + KEY_TRAPS + DIGIT_TRAPS
@@ -301,7 +301,7 @@ def test_texts_differing_in_digits_only(dialect: str, path: str, monkeypatch: py
     mismatches = [(sql, want, have) for sql, want, have in zip(sample, expected, got.to_list()) if want != have]
     assert not mismatches, mismatches[:5]
     # the grouping did merge texts, some of them with different fingerprints
-    assert sqlnorm._zeroed_groups(pl.Series(sample))[1].len() < len(set(sample)) / 2
+    assert sqlnorm_series._zeroed_groups(pl.Series(sample))[1].len() < len(set(sample)) / 2
     assert len({fingerprint(variant, dialect) for variant in sample if variant and variant.startswith("CALL p")}) > 1
 
 
@@ -326,9 +326,10 @@ def test_series_edge_shapes() -> None:
 
 def test_series_calls_python_once_per_distinct_hard_text(monkeypatch: pytest.MonkeyPatch) -> None:
     tails, mains = [], []
-    tail, main = sqlnorm._tail, sqlnorm._mysql_main
-    monkeypatch.setattr(sqlnorm, "_tail", lambda text: tails.append(text) or tail(text))
-    monkeypatch.setattr(sqlnorm, "_mysql_main", lambda text: mains.append(text) or main(text))
+    tail, main = sqlnorm_series._tail, sqlnorm_mysql._mysql_main
+    for module in (sqlnorm_series, sqlnorm_mysql):  # the tail of keys, and of texts redone in Python
+        monkeypatch.setattr(module, "_tail", lambda text: tails.append(text) or tail(text))
+    monkeypatch.setattr(sqlnorm_mysql, "_mysql_main", lambda text: mains.append(text) or main(text))
     rng = random.Random(7)
     sql = [_sysbench(rng) for _ in range(20_000)]
     sql += [f"SELECT a FROM t WHERE b = {n} UNION SELECT a FROM t WHERE b = {n + 1}" for n in range(500)]
@@ -388,9 +389,9 @@ def test_pt_rewriter_agrees_on_random_texts() -> None:
     rng = random.Random(11)
     # Our deliberate differences are taken out of the comparison: the input's trailing ; and
     # blanks, the output's trailing blanks, and escaped backslashes.
-    texts = [_random_sql(rng, MYSQL_FRAGMENTS).rstrip(sqlnorm._TRAILING_CHARS) for _ in range(4000)]
+    texts = [_random_sql(rng, MYSQL_FRAGMENTS).rstrip(sqlnorm_regex._TRAILING_CHARS) for _ in range(4000)]
     texts = [text for text in texts if "\\\\" not in text and not text.startswith("#")]
-    theirs = [fp.rstrip(sqlnorm._WS_CHARS) for fp in _pt_fingerprints(texts)]
+    theirs = [fp.rstrip(sqlnorm_regex._WS_CHARS) for fp in _pt_fingerprints(texts)]
     mismatches = [(text, pt, fingerprint(text)) for text, pt in zip(texts, theirs) if fingerprint(text) != pt]
     assert not mismatches, mismatches[:5]
 
@@ -400,16 +401,16 @@ def test_pt_rewriter_agrees_on_random_texts() -> None:
 
 @pytest.mark.parametrize("sql", [sql for sql, _ in POSTGRESQL_CASES])
 def test_postgresql_tokenizer_and_regex_paths_agree(sql: str) -> None:
-    text = sql.rstrip(sqlnorm._TRAILING_CHARS)
-    marked = sqlnorm._apply((sqlnorm._PG_LEX,), text)
-    tokenized = sqlnorm._pg_tokenized(text)
+    text = sql.rstrip(sqlnorm_regex._TRAILING_CHARS)
+    marked = sqlnorm_regex._apply((sqlnorm_pg._PG_LEX,), text)
+    tokenized = sqlnorm_pg._pg_tokenized(text)
     if "never closed" in sql:
         assert tokenized is None  # sqlglot refuses it; the regex path answers
         return
-    hard = sqlnorm._matches(sqlnorm._PG_NEEDS_TOKENIZER, text) or sqlnorm._matches(sqlnorm._PG_LEFT_COMMENT, marked)
+    hard = sqlnorm_regex._matches(sqlnorm_pg._PG_NEEDS_TOKENIZER, text) or sqlnorm_regex._matches(sqlnorm_pg._PG_LEFT_COMMENT, marked)
     assert hard == any(mark in sql for mark in ("$$", "$fn$", "/* nested */"))
     if not hard:
-        assert sqlnorm._pg_after_lex(tokenized) == sqlnorm._pg_from_marked(marked)
+        assert sqlnorm_pg._pg_after_lex(tokenized) == sqlnorm_pg._pg_from_marked(marked)
 
 
 # --- redaction ---------------------------------------------------------------------------------
