@@ -32,12 +32,15 @@ from dbdiag.sqlnorm_series import _classes_of, _finish, _zeroed_groups
 
 # The lexing pass wraps every lexeme of interest in markers (\x01..\x03 never occur in the
 # text: such texts take the tokenizer path); _PG_UNMARK turns the marked forms into their
-# result: comment -> " ", quoted identifier -> itself, literal -> "?".
+# result: comment -> " ", quoted identifier -> itself, literal -> "?". A comment or string that
+# is never closed runs to the end (the lexeme is found in one pass: no rescan from each later
+# opening, and none of its words shows); a quoted identifier that is never closed is no
+# identifier: what follows is lexed.
 _PG_LEX = _Step(
-    r"(/\*(?s:.*?)\*/|--[^\n]*)"
+    r"(/\*(?s:.*?)(?:\*/|\z)|--[^\n]*)"
     r'|("(?:[^"]|"")*")'
-    r"|\b(?i:E)'(?:[^'\\]|\\(?s:.)|'')*'"
-    r"|(?:\b(?i:U&|[BXN]))?'(?:[^']|'')*'"
+    r"|\b(?i:E)'(?:[^'\\]|\\(?s:.)|'')*(?:'|\\?\z)"
+    r"|(?:\b(?i:U&|[BXN]))?'(?:[^']|'')*(?:'|\z)"
     r"|\B\$[0-9]+"
     r"|\b0(?i:X)[0-9A-Fa-f_]+"
     r"|\b[0-9][0-9_]*(?:\.[0-9_]*)?(?:(?i:E)[+-]?[0-9]+)?"
@@ -125,16 +128,71 @@ def _pg_tokenized(text: str) -> str | None:
     return "".join(parts)
 
 
+TOKENIZER_MAX_CHARS = 256 * 1024  # sqlglot's tokenizer takes ~1 µs a character: longer texts take _pg_lexed
+
+
 def _postgresql(text: str) -> str:
     text = text.rstrip(_TRAILING_CHARS)
     marked = _apply((_PG_LEX,), text)
     if _matches(_PG_NEEDS_TOKENIZER, text) or _matches(_PG_LEFT_COMMENT, marked):
-        if (tokenized := _pg_tokenized(text)) is not None:
+        if len(text) <= TOKENIZER_MAX_CHARS and (tokenized := _pg_tokenized(text)) is not None:
             return _pg_after_lex(tokenized)
-        # Not even the tokenizer reads it (unterminated quote...): best effort, without
-        # the control characters that would be mistaken for the lexer's markers.
-        marked = _apply((_PG_LEX,), re.sub(r"[\x00-\x03]", " ", text))
+        # Not for the tokenizer (too long, or unterminated: it refuses): the same lexemes in one pass.
+        return _pg_after_lex(_pg_lexed(text))
     return _pg_from_marked(marked)
+
+
+# What _pg_lexed reads: comment openings (their end is found by nesting), then the _PG_LEX lexemes
+# and dollar quotes (a tag is at most an identifier's 63 characters); literals and what never closes
+# run to the end.
+_PG_LEXEME = re.compile(
+    r"""(?P<comment>/\*) | (?P<line>--[^\n]*)
+      | (?P<name>"(?:[^"]|"")*")
+      | (?P<literal>\b[eE]'(?:[^'\\]|\\.|'')*(?:'|\\?\Z)
+          | (?:\b(?:[uU]&|[bBxXnN]))?'(?:[^']|'')*(?:'|\Z)
+          | \$(?P<tag>(?:[A-Za-z_][A-Za-z0-9_]{0,62})?)\$.*?(?:\$(?P=tag)\$|\Z)
+          | \B\$[0-9]+ | \b0[xX][0-9A-Fa-f_]+
+          | \b[0-9][0-9_]*(?:\.[0-9_]*)?(?:[eE][+-]?[0-9]+)? | \B\.[0-9][0-9_]*(?:[eE][+-]?[0-9]+)?)""",
+    re.VERBOSE | re.DOTALL | re.ASCII,
+)
+_COMMENT_MARK = re.compile(r"/\*|\*/")
+
+
+def _pg_lexed(text: str) -> str:
+    """Comments (nested, as PostgreSQL nests them) -> one space, literals and dollar quotes -> ``?``, the rest as written.
+
+    What :func:`_pg_tokenized` gives, spacing aside, in one linear pass: for texts the tokenizer
+    refuses (something never closed) or that are too long for it.
+
+    >>> _pg_lexed("SELECT $$a$$, 'b /* c */' /* d /* e */ f */ FROM t WHERE x = $tag$never closed")
+    'SELECT ?, ?   FROM t WHERE x = ?'
+    """
+    parts, pos = [], 0
+    while (lexeme := _PG_LEXEME.search(text, pos)) is not None:
+        parts.append(text[pos : lexeme.start()])
+        if lexeme.group("comment") is not None:
+            parts.append(" ")
+            pos = _comment_end(text, lexeme.end())
+            continue
+        if lexeme.group("line") is not None:
+            parts.append(" ")
+        elif lexeme.group("name") is not None:
+            parts.append(lexeme.group("name"))
+        else:
+            parts.append("?")
+        pos = lexeme.end()
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+def _comment_end(text: str, pos: int) -> int:
+    """Where the comment opened just before ``pos`` ends (after its ``*/``, nesting counted); the end if never."""
+    depth = 1
+    for mark in _COMMENT_MARK.finditer(text, pos):
+        depth += 1 if mark.group() == "/*" else -1
+        if depth == 0:
+            return mark.end()
+    return len(text)
 
 
 def _pg_from_marked(marked: str) -> str:

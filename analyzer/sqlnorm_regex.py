@@ -113,29 +113,71 @@ _LISTS = _Step(rf"\b(in|values?)(?:[{_WS},]*\([{_WS}?,]*\))+", "${1}(?+)")
 _LIMIT = _Step(r"\blimit \?(?:, ?\?| offset \?)?", "limit ?", first_only=True)
 
 # Tail steps that Rust's regex cannot express (back-reference; \G loop): Python only, on the
-# few distinct texts that contain their trigger.
+# few distinct texts that contain their trigger. The texts have no line breaks (collapsed before).
 _UNION_RE = re.compile(r"\b(select\s.*?)(?:(\sunion(?:\sall)?)\s\1)+", re.ASCII)
 _UNION_TRIGGER = rf"[{_WS}]union"
+# pt's pattern tries every "select" against the rest of the text: its cost grows with both. Up to
+# this product (about 50 ms) it runs as pt runs it; past it, equal neighbouring branches are folded
+# one by one (the same on plain chains; a repeat of several branches at once is left as it is).
+UNION_EXACT_WORK = 2_000_000  # "select"s x characters
+_UNION_SEPARATOR = re.compile(r"(\sunion(?:\sall)?\s)", re.ASCII)
 _ORDER_BY_RE = re.compile(r"\border by ", re.ASCII | re.IGNORECASE)
-_ASC_RE = re.compile(r"(.+?)\s+asc", re.ASCII | re.IGNORECASE)
+_SPACE_ASC_RE = re.compile(r"\sasc", re.ASCII | re.IGNORECASE)
 _ASC_TRIGGER = rf"\border by .*[{_WS}]asc"
 
 
+def _fold_unions(text: str) -> str:
+    r"""pt's ``s/\b(select\s.*?)(?:(\sunion(?:\sall)?)\s\1)+/$1 \/*repeat$2*\//gi``, linear past UNION_EXACT_WORK.
+
+    >>> _fold_unions("select a union select a union all select a union select b")
+    'select a /*repeat union all*/ union select b'
+    """
+    if text.count("select") * len(text) <= UNION_EXACT_WORK:
+        return _UNION_RE.sub(r"\1 /*repeat\2*/", text)
+    pieces = _UNION_SEPARATOR.split(text)  # branch, separator, branch, ...
+    kept, at = [pieces[0]], 1
+    while at < len(pieces):
+        separator, branch = pieces[at], pieces[at + 1]
+        if branch == kept[-1] and branch.startswith("select") and branch[6:7].isspace():
+            last = separator
+            while at + 2 < len(pieces) and pieces[at + 3] == branch:
+                at += 2
+                last = pieces[at]
+            kept[-1] = f"{branch} /*repeat{last.rstrip(_WS_CHARS)}*/"
+            kept.append("")  # the folded branch ends the run: no second fold onto its marker
+        else:
+            kept += [separator, branch]
+        at += 2
+    return "".join(kept)
+
+
 def _drop_asc(text: str) -> str:
-    # pt: `if (m/\bORDER BY /gi) { 1 while s/\G(.+?)\s+ASC/$1/gi && pos }` — one anchored
-    # s///g pass starting right after the first "ORDER BY ".
+    r"""pt's ``if (m/\bORDER BY /gi) { 1 while s/\G(.+?)\s+ASC/$1/gi && pos }``: one anchored pass after the first "ORDER BY ".
+
+    Each step drops the first whitespace run followed by "asc" (at least one character on), found
+    by a search for one whitespace character and "asc" then a walk back over the run: linear, where
+    the pattern itself retries the run from each of its characters.
+
+    >>> _drop_asc("select a from t order by a asc, b asc")
+    'select a from t order by a, b'
+    """
     found = _ORDER_BY_RE.search(text)
     if found is None:
         return text
     pos, kept = found.end(), [text[: found.end()]]
-    while (step := _ASC_RE.match(text, pos)) is not None:
-        kept.append(step.group(1))
+    while (step := _SPACE_ASC_RE.search(text, pos + 1)) is not None:
+        run_start = step.start()
+        while run_start > pos + 1 and text[run_start - 1] in _WS_CHARS:
+            run_start -= 1
+        if "\n" in text[pos:run_start]:  # "." stops at a line break
+            break
+        kept.append(text[pos:run_start])
         pos = step.end()
     kept.append(text[pos:])
     return "".join(kept)
 
 
 def _tail(text: str) -> str:
-    text = _UNION_RE.sub(r"\1 /*repeat\2*/", text)
+    text = _fold_unions(text)
     text = _apply((_LIMIT,), text)
     return _drop_asc(text)

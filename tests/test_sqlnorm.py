@@ -10,6 +10,7 @@ from __future__ import annotations
 import doctest
 import hashlib
 import random
+import re
 import shutil
 import subprocess
 
@@ -108,6 +109,11 @@ DELIBERATE_DIFFERENCES = [
         "select * from t where path = ? and b = ?",
         "select * from t where path = ?x'",
     ),
+    # comments and strings that pt leaves open keep their words there; here they are dropped or
+    # become one literal to the end of the statement (nothing of them shows)
+    ("SELECT a FROM t /* password hunter2", "select a from t", "select a from t /* password hunter?"),
+    ("SELECT a FROM t -- it's hunter2\nWHERE b = 1", "select a from t where b = ?", "select a from t ? it's hunter? where b = ?"),
+    ("SELECT a FROM t WHERE p = 'hunter2", "select a from t where p = ?", "select a from t where p = 'hunter?"),
 ]
 
 POSTGRESQL_CASES = [
@@ -134,7 +140,7 @@ POSTGRESQL_CASES = [
     ("SELECT 'it''s -- not a comment' -- comment\n FROM t", "select ? from t"),
     ("SELECT TRUE, NULL, false", "select ?, ?, ?"),
     ("SELECT a FROM t UNION SELECT a FROM t", "select a from t /*repeat union*/"),
-    ("SELECT 'never closed", "select 'never closed"),
+    ("SELECT 'never closed", "select ?"),
 ]
 
 
@@ -392,8 +398,18 @@ def test_pt_rewriter_agrees_on_random_texts() -> None:
     texts = [_random_sql(rng, MYSQL_FRAGMENTS).rstrip(sqlnorm_regex._TRAILING_CHARS) for _ in range(4000)]
     texts = [text for text in texts if "\\\\" not in text and not text.startswith("#")]
     theirs = [fp.rstrip(sqlnorm_regex._WS_CHARS) for fp in _pt_fingerprints(texts)]
-    mismatches = [(text, pt, fingerprint(text)) for text, pt in zip(texts, theirs) if fingerprint(text) != pt]
+    # and pt's fingerprints that show a comment or string it left open (see DELIBERATE_DIFFERENCES)
+    kept_open = [_shows_open_comment_or_string(pt) for pt in theirs]
+    mismatches = [
+        (text, pt, fingerprint(text)) for text, pt, open_ in zip(texts, theirs, kept_open) if not open_ and fingerprint(text) != pt
+    ]
     assert not mismatches, mismatches[:5]
+    assert kept_open.count(False) > len(texts) / 2  # most texts are still compared
+
+
+def _shows_open_comment_or_string(pt_fingerprint: str) -> bool:
+    """pt's fingerprint kept a comment marker (not its own /*repeat*/) or a quote: it shows what it left open."""
+    return re.search(r"/\*(?!repeat )|--|#|['\"]", pt_fingerprint.replace("/*!", "")) is not None
 
 
 # --- PostgreSQL: the tokenizer path agrees with the regex path ------------------------------------
