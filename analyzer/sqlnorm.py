@@ -81,14 +81,15 @@ import polars as pl
 
 from dbdiag.sqlnorm_mysql import _mysql, _mysql_classes
 from dbdiag.sqlnorm_pg import _postgresql, _postgresql_classes
-from dbdiag.sqlnorm_plan import redact_plan
+from dbdiag.sqlnorm_plan import redact_plan, redact_plan_filter
 from dbdiag.sqlnorm_redact import redact_literals, redact_series
 from dbdiag.sqlnorm_regex import DIALECTS, _check_dialect
-from dbdiag.sqlnorm_tree import where_columns
+from dbdiag.sqlnorm_tree import SQLGLOT_MAX_CHARS, SQLGLOT_MAX_DEPTH, parse_statement, refusal, tree_errors, where_columns
 
 __all__ = [
     "DIALECTS", "fingerprint", "fingerprint_classes", "fingerprint_id", "fingerprint_series",
-    "redact_literals", "redact_plan", "redact_series", "where_columns",
+    "redact_literals", "redact_plan", "redact_plan_filter", "redact_series", "where_columns",
+    "SQLGLOT_MAX_CHARS", "SQLGLOT_MAX_DEPTH", "parse_statement", "refusal", "tree_errors",
 ]
 
 

@@ -6,14 +6,22 @@ import re
 
 import polars as pl
 
+from dbdiag.sqlnorm_pg import _comment_end
 from dbdiag.sqlnorm_regex import _check_dialect
 
 
 _NUMBER = r"(?<![\w$.])(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?(?![\w$])"
+# One lexer per family, read left to right with one search from where the last lexeme ended: every
+# alternative that opens (a comment, a string) also closes at the end of the text, so no text is
+# scanned twice. Optimizer hints (/*+ */) and MySQL executable comments (/*!50000 */) are code:
+# their opening is kept and their body read as SQL; other comments are dropped (their words may
+# be anything). An unterminated backtick or PostgreSQL quoted name is no name: what follows is lexed.
 _REDACT_MYSQL = re.compile(
-    r"""(?P<keep>/\*.*?\*/|(?:--(?=\s|$)|\#)[^\n]*|`(?:[^`]|``)*`)
-      | (?P<literal>(?:_[A-Za-z0-9]+\s*)?[nN]?'(?:[^'\\]|\\.|'')*(?:'|\Z)
-          | "(?:[^"\\]|\\.|"")*(?:"|\Z)
+    r"""(?P<hint>/\*(?:\+|![0-9]*))
+      | (?P<block>/\*.*?(?:\*/|\Z)) | (?P<line>(?:--(?=\s|\Z)|\#)[^\n]*)
+      | (?P<keep>`(?:[^`]|``)*`)
+      | (?P<literal>(?:_[A-Za-z0-9]+\s*)?[nN]?'(?:[^'\\]|\\.|'')*(?:'|\\?\Z)
+          | "(?:[^"\\]|\\.|"")*(?:"|\\?\Z)
           | \b0x[0-9A-Fa-f]+\b | \b[xX]'[0-9A-Fa-f]*' | \b0b[01]+\b | \b[bB]'[01]*'
           | """
     + _NUMBER
@@ -21,10 +29,12 @@ _REDACT_MYSQL = re.compile(
     re.VERBOSE | re.DOTALL,
 )
 _REDACT_POSTGRESQL = re.compile(
-    r"""(?P<keep>/\*.*?\*/|--[^\n]*|"(?:[^"]|"")*"|\$\d+)
-      | (?P<literal>\b[eE]'(?:[^'\\]|\\.|'')*(?:'|\Z)
+    r"""(?P<hint>/\*\+)
+      | (?P<nested>/\*) | (?P<line>--[^\n]*)
+      | (?P<keep>"(?:[^"]|"")*"|\$\d+)
+      | (?P<literal>\b[eE]'(?:[^'\\]|\\.|'')*(?:'|\\?\Z)
           | (?:\b(?:[uU]&|[bBxXnN]))?'(?:[^']|'')*(?:'|\Z)
-          | \$(?P<tag>(?:[A-Za-z_]\w*)?)\$.*?(?:\$(?P=tag)\$|\Z)
+          | \$(?P<tag>(?:[A-Za-z_][A-Za-z0-9_]{0,62})?)\$.*?(?:\$(?P=tag)\$|\Z)
           | """
     + _NUMBER
     + r")",
@@ -32,22 +42,37 @@ _REDACT_POSTGRESQL = re.compile(
 )
 
 
-def _redact_match(match: re.Match[str]) -> str:
-    return match.group(0) if match.group("keep") is not None else "?"
-
-
 def redact_literals(sql: str, dialect: str = "mysql") -> str:
-    """The statement as written, with each literal (string, number, hex/bit, dollar-quoted) -> ``?``.
+    """The statement as written, with each literal (string, number, hex/bit, dollar-quoted) -> ``?`` and comments dropped.
 
-    Identifiers (``t1``, backticked, double-quoted in PostgreSQL), comments, placeholders,
-    ``$1`` parameters, case and layout are kept; an unterminated string is redacted to the end.
+    Identifiers (``t1``, backticked, double-quoted in PostgreSQL), placeholders, ``$1``
+    parameters, case and layout are kept; an unterminated string is redacted to the end. A
+    comment becomes one space (a line comment nothing: its line break stays); optimizer hints
+    and executable comments stay, with their literals replaced.
 
     >>> redact_literals("SELECT name\\nFROM `t1` WHERE id = 42 AND note = 'it''s'")
     'SELECT name\\nFROM `t1` WHERE id = ? AND note = ?'
+    >>> redact_literals("SELECT /*+ MAX_EXECUTION_TIME(1000) */ a /* by alice */ FROM t /*!50000 WHERE b = 'x' */ # pw: x")
+    'SELECT /*+ MAX_EXECUTION_TIME(?) */ a   FROM t /*!50000 WHERE b = ? */ '
     """
     _check_dialect(dialect)
     lexer = _REDACT_POSTGRESQL if dialect == "postgresql" else _REDACT_MYSQL
-    return lexer.sub(_redact_match, sql)
+    parts, pos = [], 0
+    while (lexeme := lexer.search(sql, pos)) is not None:
+        parts.append(sql[pos : lexeme.start()])
+        pos = lexeme.end()
+        kind = lexeme.lastgroup  # the alternative that matched: the outermost group closes last
+        if kind in ("hint", "keep"):
+            parts.append(lexeme.group())
+        elif kind == "literal":
+            parts.append("?")
+        elif kind == "block":
+            parts.append(" ")
+        elif kind == "nested":  # PostgreSQL nests comments
+            parts.append(" ")
+            pos = _comment_end(sql, pos)
+    parts.append(sql[pos:])
+    return "".join(parts)
 
 
 # Vectorised redaction for whole columns: the same result as redact_literals on the texts the

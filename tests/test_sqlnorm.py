@@ -439,9 +439,9 @@ def test_redact_keeps_layout_case_and_names() -> None:
         " WHERE id = 42 AND note = 'it''s' AND x = \"dq \\\" q\" AND h = 0xFF AND f = -1.5e3\n"
         "   AND b = b'01' AND s = _utf8mb4'secret' AND n IS NULL AND p = ? AND v = @v"
     )
-    assert redact_literals(sql) == (
+    assert redact_literals(sql) == (  # the comment is dropped: its words could be anything
         "SELECT name, `col2`\n"
-        "  FROM `t1` -- it's fine\n"
+        "  FROM `t1` \n"
         " WHERE id = ? AND note = ? AND x = ? AND h = ? AND f = -?\n"
         "   AND b = ? AND s = ? AND n IS NULL AND p = ? AND v = @v"
     )
@@ -450,7 +450,7 @@ def test_redact_keeps_layout_case_and_names() -> None:
 def test_redact_postgresql() -> None:
     sql = "SELECT \"T1\".c2, $1::int, E'a\\'b', $$x$$, $t$ y $t$, 3.5 FROM \"T1\" /* 7 */ WHERE d > '2024-01-01'::date"
     assert redact_literals(sql, "postgresql") == (
-        "SELECT \"T1\".c2, $1::int, ?, ?, ?, ? FROM \"T1\" /* 7 */ WHERE d > ?::date"
+        "SELECT \"T1\".c2, $1::int, ?, ?, ?, ? FROM \"T1\"   WHERE d > ?::date"
     )
 
 
