@@ -459,7 +459,7 @@ def _plan_evidence(inp: RuleInput, worst: dict) -> tuple[Evidence, ...]:
 
 def _suggestion_text(engine: str | None, suggestion: IndexSuggestion | None, table: str | None, refused: str | None = None) -> str:
     if suggestion is None and refused is not None:
-        return f"The statement is {refused} for the SQL parser: no index can be derived from it; see its WHERE clause."
+        return f"The statement was not parsed (it is {refused}): no index is derived from it; read its WHERE clause above."
     if suggestion is None:
         return (
             f"No column of {table or 'the scanned table'} is compared with =, IN or a range at the top level of the WHERE "
