@@ -136,7 +136,7 @@ def test_fingerprint_and_redaction_are_linear(case: str, dialect: str) -> None:
     elapsed_s = time.perf_counter() - started
     assert fingerprint == series
     assert len(fingerprint) <= len(sql) + 40 and len(redacted) <= len(sql)
-    assert elapsed_s < 2.0, f"{case}: {elapsed_s:.2f} s for {len(sql):,} characters"
+    assert elapsed_s < 5.0, f"{case}: {elapsed_s:.2f} s for {len(sql):,} characters"  # at most 0.5 s measured; before: up to minutes
 
 
 def test_postgresql_lexer_without_the_tokenizer_is_linear_and_nests() -> None:
