@@ -34,6 +34,13 @@ Deliberate differences from pt-query-digest (tests/test_sqlnorm.py pins each one
 - An escaped backslash (``'C:\\\\'``) is removed before quotes are matched; pt removes only
   ``\\'`` and so runs a string ending in a backslash into the next one.
 - ``# administrator command: Quit`` (the raw slow-log line) gives ``administrator command: Quit``.
+- Nothing of a comment or a string shows (pt shows what it leaves open): a ``--``/``#`` comment
+  holding a quote is dropped like any other (comments are lexed around strings), an unterminated
+  ``/*`` comment is dropped to the end, and an unterminated string is one ``?`` to the end.
+- Every step is linear in the text. Where pt's UNION folding would cost more than
+  ``UNION_EXACT_WORK`` ("select"s x characters), equal neighbouring branches are folded one by
+  one (the same on plain chains); PostgreSQL texts over ``TOKENIZER_MAX_CHARS`` that need more
+  than the regex lexer take a one-pass lexer instead of sqlglot's tokenizer.
 - PostgreSQL (``dialect="postgresql"``) is not pt's algorithm but a lexer: literals of every
   kind (``'..'`` with doubled quotes, ``E'..'`` with backslash escapes, ``B'..'``, ``X'..'``,
   ``U&'..'``, dollar-quoted ``$tag$..$tag$``) and ``$1`` parameters -> ``?``; ``::type`` casts
@@ -67,10 +74,12 @@ Modules: ``sqlnorm_regex`` (the pattern table and its two engines, the shared ta
 bookkeeping), ``sqlnorm_redact``, ``sqlnorm_plan`` and ``sqlnorm_tree`` (sqlglot); this module is
 their public face.
 
-:func:`redact_literals` keeps the statement as written (case, line breaks, comments,
-identifiers) and replaces only literals by ``?``; it uses a dialect-aware regex lexer
-(~15 µs per statement) rather than sqlglot's tokenizer (~110 µs, and it raises on the
-truncated statements that logs contain). :func:`where_columns` parses with sqlglot.
+:func:`redact_literals` keeps the statement as written (case, line breaks, identifiers,
+optimizer hints and executable comments), drops comments and replaces literals by ``?``; it
+uses a dialect-aware regex lexer (~15 µs per statement) rather than sqlglot's tokenizer (~110
+µs, and it raises on the truncated statements that logs contain). :func:`redact_plan` replaces
+the values of plan texts. :func:`parse_statement` and :func:`where_columns` give sqlglot only
+statements within bounds (size, nesting).
 """
 
 from __future__ import annotations
