@@ -10,6 +10,7 @@ from __future__ import annotations
 import doctest
 import hashlib
 import random
+import re
 import shutil
 import subprocess
 
@@ -17,7 +18,7 @@ import polars as pl
 import pytest
 from conftest import CORPUS
 
-from dbdiag import sqlnorm
+from dbdiag import sqlnorm, sqlnorm_mysql, sqlnorm_pg, sqlnorm_regex, sqlnorm_series
 from dbdiag.parsers.base import ParseContext, ParseError
 from dbdiag.parsers.mysql_slowlog import SPEC as MYSQL_SLOWLOG
 from dbdiag.sqlnorm import (
@@ -108,6 +109,11 @@ DELIBERATE_DIFFERENCES = [
         "select * from t where path = ? and b = ?",
         "select * from t where path = ?x'",
     ),
+    # comments and strings that pt leaves open keep their words there; here they are dropped or
+    # become one literal to the end of the statement (nothing of them shows)
+    ("SELECT a FROM t /* password hunter2", "select a from t", "select a from t /* password hunter?"),
+    ("SELECT a FROM t -- it's hunter2\nWHERE b = 1", "select a from t where b = ?", "select a from t ? it's hunter? where b = ?"),
+    ("SELECT a FROM t WHERE p = 'hunter2", "select a from t where p = ?", "select a from t where p = 'hunter?"),
 ]
 
 POSTGRESQL_CASES = [
@@ -134,7 +140,7 @@ POSTGRESQL_CASES = [
     ("SELECT 'it''s -- not a comment' -- comment\n FROM t", "select ? from t"),
     ("SELECT TRUE, NULL, false", "select ?, ?, ?"),
     ("SELECT a FROM t UNION SELECT a FROM t", "select a from t /*repeat union*/"),
-    ("SELECT 'never closed", "select 'never closed"),
+    ("SELECT 'never closed", "select ?"),
 ]
 
 
@@ -288,9 +294,9 @@ def _digits_changed(rng: random.Random, text: str) -> str:
 )
 def test_texts_differing_in_digits_only(dialect: str, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if path == "bytes":  # the byte translation big inputs take
-        monkeypatch.setattr(sqlnorm, "_BIG", 0)
+        monkeypatch.setattr(sqlnorm_series, "_BIG", 0)
     # PostgreSQL texts most of which have digits in names are keyed one by one, others grouped first
-    monkeypatch.setattr(sqlnorm, "_DIGITS_IN_WORDS_SHARE", -1.0 if path == "keyed" else 2.0)
+    monkeypatch.setattr(sqlnorm_pg, "_DIGITS_IN_WORDS_SHARE", -1.0 if path == "keyed" else 2.0)
     rng = random.Random(3)
     fragments = PG_KEYED_FRAGMENTS + PG_FRAGMENTS if dialect == "postgresql" else MYSQL_FRAGMENTS
     texts = [_random_sql(rng, fragments) for _ in range(1500)] + KEY_TRAPS + DIGIT_TRAPS
@@ -301,7 +307,7 @@ def test_texts_differing_in_digits_only(dialect: str, path: str, monkeypatch: py
     mismatches = [(sql, want, have) for sql, want, have in zip(sample, expected, got.to_list()) if want != have]
     assert not mismatches, mismatches[:5]
     # the grouping did merge texts, some of them with different fingerprints
-    assert sqlnorm._zeroed_groups(pl.Series(sample))[1].len() < len(set(sample)) / 2
+    assert sqlnorm_series._zeroed_groups(pl.Series(sample))[1].len() < len(set(sample)) / 2
     assert len({fingerprint(variant, dialect) for variant in sample if variant and variant.startswith("CALL p")}) > 1
 
 
@@ -326,9 +332,10 @@ def test_series_edge_shapes() -> None:
 
 def test_series_calls_python_once_per_distinct_hard_text(monkeypatch: pytest.MonkeyPatch) -> None:
     tails, mains = [], []
-    tail, main = sqlnorm._tail, sqlnorm._mysql_main
-    monkeypatch.setattr(sqlnorm, "_tail", lambda text: tails.append(text) or tail(text))
-    monkeypatch.setattr(sqlnorm, "_mysql_main", lambda text: mains.append(text) or main(text))
+    tail, main = sqlnorm_series._tail, sqlnorm_mysql._mysql_main
+    for module in (sqlnorm_series, sqlnorm_mysql):  # the tail of keys, and of texts redone in Python
+        monkeypatch.setattr(module, "_tail", lambda text: tails.append(text) or tail(text))
+    monkeypatch.setattr(sqlnorm_mysql, "_mysql_main", lambda text: mains.append(text) or main(text))
     rng = random.Random(7)
     sql = [_sysbench(rng) for _ in range(20_000)]
     sql += [f"SELECT a FROM t WHERE b = {n} UNION SELECT a FROM t WHERE b = {n + 1}" for n in range(500)]
@@ -388,11 +395,21 @@ def test_pt_rewriter_agrees_on_random_texts() -> None:
     rng = random.Random(11)
     # Our deliberate differences are taken out of the comparison: the input's trailing ; and
     # blanks, the output's trailing blanks, and escaped backslashes.
-    texts = [_random_sql(rng, MYSQL_FRAGMENTS).rstrip(sqlnorm._TRAILING_CHARS) for _ in range(4000)]
+    texts = [_random_sql(rng, MYSQL_FRAGMENTS).rstrip(sqlnorm_regex._TRAILING_CHARS) for _ in range(4000)]
     texts = [text for text in texts if "\\\\" not in text and not text.startswith("#")]
-    theirs = [fp.rstrip(sqlnorm._WS_CHARS) for fp in _pt_fingerprints(texts)]
-    mismatches = [(text, pt, fingerprint(text)) for text, pt in zip(texts, theirs) if fingerprint(text) != pt]
+    theirs = [fp.rstrip(sqlnorm_regex._WS_CHARS) for fp in _pt_fingerprints(texts)]
+    # and pt's fingerprints that show a comment or string it left open (see DELIBERATE_DIFFERENCES)
+    kept_open = [_shows_open_comment_or_string(pt) for pt in theirs]
+    mismatches = [
+        (text, pt, fingerprint(text)) for text, pt, open_ in zip(texts, theirs, kept_open) if not open_ and fingerprint(text) != pt
+    ]
     assert not mismatches, mismatches[:5]
+    assert kept_open.count(False) > len(texts) / 2  # most texts are still compared
+
+
+def _shows_open_comment_or_string(pt_fingerprint: str) -> bool:
+    """pt's fingerprint kept a comment marker (not its own /*repeat*/) or a quote: it shows what it left open."""
+    return re.search(r"/\*(?!repeat )|--|#|['\"]", pt_fingerprint.replace("/*!", "")) is not None
 
 
 # --- PostgreSQL: the tokenizer path agrees with the regex path ------------------------------------
@@ -400,16 +417,16 @@ def test_pt_rewriter_agrees_on_random_texts() -> None:
 
 @pytest.mark.parametrize("sql", [sql for sql, _ in POSTGRESQL_CASES])
 def test_postgresql_tokenizer_and_regex_paths_agree(sql: str) -> None:
-    text = sql.rstrip(sqlnorm._TRAILING_CHARS)
-    marked = sqlnorm._apply((sqlnorm._PG_LEX,), text)
-    tokenized = sqlnorm._pg_tokenized(text)
+    text = sql.rstrip(sqlnorm_regex._TRAILING_CHARS)
+    marked = sqlnorm_regex._apply((sqlnorm_pg._PG_LEX,), text)
+    tokenized = sqlnorm_pg._pg_tokenized(text)
     if "never closed" in sql:
         assert tokenized is None  # sqlglot refuses it; the regex path answers
         return
-    hard = sqlnorm._matches(sqlnorm._PG_NEEDS_TOKENIZER, text) or sqlnorm._matches(sqlnorm._PG_LEFT_COMMENT, marked)
+    hard = sqlnorm_regex._matches(sqlnorm_pg._PG_NEEDS_TOKENIZER, text) or sqlnorm_regex._matches(sqlnorm_pg._PG_LEFT_COMMENT, marked)
     assert hard == any(mark in sql for mark in ("$$", "$fn$", "/* nested */"))
     if not hard:
-        assert sqlnorm._pg_after_lex(tokenized) == sqlnorm._pg_from_marked(marked)
+        assert sqlnorm_pg._pg_after_lex(tokenized) == sqlnorm_pg._pg_from_marked(marked)
 
 
 # --- redaction ---------------------------------------------------------------------------------
@@ -422,9 +439,9 @@ def test_redact_keeps_layout_case_and_names() -> None:
         " WHERE id = 42 AND note = 'it''s' AND x = \"dq \\\" q\" AND h = 0xFF AND f = -1.5e3\n"
         "   AND b = b'01' AND s = _utf8mb4'secret' AND n IS NULL AND p = ? AND v = @v"
     )
-    assert redact_literals(sql) == (
+    assert redact_literals(sql) == (  # the comment is dropped: its words could be anything
         "SELECT name, `col2`\n"
-        "  FROM `t1` -- it's fine\n"
+        "  FROM `t1` \n"
         " WHERE id = ? AND note = ? AND x = ? AND h = ? AND f = -?\n"
         "   AND b = ? AND s = ? AND n IS NULL AND p = ? AND v = @v"
     )
@@ -433,7 +450,7 @@ def test_redact_keeps_layout_case_and_names() -> None:
 def test_redact_postgresql() -> None:
     sql = "SELECT \"T1\".c2, $1::int, E'a\\'b', $$x$$, $t$ y $t$, 3.5 FROM \"T1\" /* 7 */ WHERE d > '2024-01-01'::date"
     assert redact_literals(sql, "postgresql") == (
-        "SELECT \"T1\".c2, $1::int, ?, ?, ?, ? FROM \"T1\" /* 7 */ WHERE d > ?::date"
+        "SELECT \"T1\".c2, $1::int, ?, ?, ?, ? FROM \"T1\"   WHERE d > ?::date"
     )
 
 

@@ -24,6 +24,10 @@ from dbdiag.distinct import numbered
 
 DIALECT_OF_ENGINE = {"mysql": "mysql", "mariadb": "mysql", "percona": "mysql", "tidb": "tidb", "postgresql": "postgresql"}
 PROFILE_LIMIT = 50
+# Statements longer than this are fingerprinted (and sampled) on their first FINGERPRINT_MAX_BYTES:
+# a class of its own, named with CUT_NOTE and counted in metrics.sql_summary.statements_cut.
+FINGERPRINT_MAX_BYTES = 4 * 1024 * 1024
+CUT_NOTE = f" ... [statement cut at {FINGERPRINT_MAX_BYTES // (1024 * 1024)} MB for fingerprinting]"
 TIMELINE_TOP = 5
 TIMELINE_BUCKETS = 60
 
@@ -73,8 +77,24 @@ def _fingerprinted(statements: pl.DataFrame, options: SqlOptions, engines: pl.Se
         frame = frame.with_columns(pl.col("fp_id").rank("dense").cast(pl.Int64).sub(1).alias(CLASS))
     frame = _with_plans(frame.with_columns(pl.coalesce(pl.col("plan_digest"), pl.col("plan_signature")).alias("plan_key")))
     if options.show_literals:
-        return frame.with_columns(pl.col("sql").alias("sample_sql")).drop("dialect")
+        return frame.with_columns(_cut_sql(pl.col("sql")).alias("sample_sql")).drop("dialect")
     return _redacted(frame).drop("dialect")
+
+
+def _too_long(sql: pl.Expr) -> pl.Expr:
+    return sql.str.len_bytes() > FINGERPRINT_MAX_BYTES
+
+
+def _cut_sql(sql: pl.Expr) -> pl.Expr:
+    """``sql`` cut to its first FINGERPRINT_MAX_BYTES (about: characters are not split) and CUT_NOTE where it is longer."""
+    return pl.when(_too_long(sql)).then(sql.str.slice(0, FINGERPRINT_MAX_BYTES) + CUT_NOTE).otherwise(sql)
+
+
+def _cut_text(sql: str) -> tuple[str, str]:
+    """(``sql`` or its first FINGERPRINT_MAX_BYTES characters, CUT_NOTE or "")."""
+    if len(sql) <= FINGERPRINT_MAX_BYTES // 4 or len(sql.encode("utf-8", "surrogatepass")) <= FINGERPRINT_MAX_BYTES:
+        return sql, ""
+    return sql[:FINGERPRINT_MAX_BYTES], CUT_NOTE
 
 
 # While deriving, groups are numbered: grouping by a number spares hashing the texts again.
@@ -104,7 +124,13 @@ def _class_codes(texts: pl.Series, dialect: str) -> tuple[pl.Series, pl.Series, 
     if texts.len() == 0:
         empty = pl.Series([], dtype=pl.String)
         return pl.Series([], dtype=pl.Int64), empty, empty
+    cut = texts.to_frame("sql").select(_too_long(pl.col("sql"))).to_series()
+    if cut.any():  # the long ones are classed on their beginning, apart from the statements that end there
+        texts = texts.to_frame("sql").select(pl.when(cut).then(pl.col("sql").str.slice(0, FINGERPRINT_MAX_BYTES)).otherwise(pl.col("sql"))).to_series()
     class_of_text, names = sqlnorm.fingerprint_classes(texts, dialect)
+    if cut.any():
+        class_of_text, kept = numbered(class_of_text + cut.cast(pl.Int64) * names.len())
+        names = pl.concat([names, names + CUT_NOTE]).gather(kept)
     ids = pl.Series([sqlnorm.fingerprint_id(name) for name in names.to_list()], dtype=pl.String)
     return class_of_text, names, ids
 
@@ -123,7 +149,7 @@ def _redacted(frame: pl.DataFrame) -> pl.DataFrame:
     samples = _slowest_per(frame.select(CLASS, "query_time_s", "sql", "dialect"), [CLASS], ["sql", "dialect"])
     redacted = pl.Series(
         "sample_sql",
-        [sqlnorm.redact_literals(sql or "", dialect) for sql, dialect in samples.select("sql", "dialect").iter_rows()],
+        [_redacted_sample(sql or "", dialect) for sql, dialect in samples.select("sql", "dialect").iter_rows()],
         dtype=pl.String,
     )
     sample_of_class = pl.zeros(samples.height, pl.Int64, eager=True).scatter(
@@ -144,13 +170,19 @@ def _redacted(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(pl.when(has_plan).then(public_of_group.gather(frame[PLAN])).alias("plan"))
 
 
+def _redacted_sample(sql: str, dialect: str) -> str:
+    """``sql`` with its literals replaced, cut like its fingerprint (a literal the cut splits is replaced to the end)."""
+    kept, note = _cut_text(sql)
+    return sqlnorm.redact_literals(kept, dialect) + note
+
+
 def public_plan_nodes(nodes: pl.DataFrame, options: SqlOptions) -> pl.DataFrame:
     """Plan nodes whose filter/condition text has its literals replaced (unless ``show_literals``)."""
     if options.show_literals or nodes.height == 0:
         return nodes
     filters = nodes["filter"]
     distinct = filters.drop_nulls().unique()
-    redacted = pl.Series([sqlnorm.redact_plan(text) for text in distinct.to_list()], dtype=pl.String)
+    redacted = pl.Series([sqlnorm.redact_plan_filter(text) for text in distinct.to_list()], dtype=pl.String)
     return nodes.with_columns(filters.replace_strict(distinct, redacted, default=None, return_dtype=pl.String).alias("filter"))
 
 
@@ -328,6 +360,7 @@ def derive_sql(tables: dict[str, pl.DataFrame], options: SqlOptions) -> tuple[pl
 
 def _summary(frame: pl.DataFrame, options: SqlOptions, engines: pl.Series) -> dict[str, Any]:
     timed = _timed(frame)
+    cut = int(frame["fingerprint"].str.ends_with(CUT_NOTE).sum())
     return {
         "statements": frame.height,
         "timed_statements": timed.height,
@@ -338,4 +371,6 @@ def _summary(frame: pl.DataFrame, options: SqlOptions, engines: pl.Series) -> di
         "last_seen": frame["end_ts"].max(),
         "literals": "shown (--show-literals)" if options.show_literals else "replaced by placeholders",
         "literals_shown": options.show_literals,
+        # only when some were: what an ordinary log gives is unchanged
+        **({"statements_cut": cut, "statements_cut_at_bytes": FINGERPRINT_MAX_BYTES} if cut else {}),
     }

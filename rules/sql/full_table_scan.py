@@ -102,16 +102,8 @@ def sqlnorm_dialect(engine: str | None) -> str:
 
 
 def parse_sql(sql: str | None, engine: str | None) -> exp.Expression | None:
-    """The statement's syntax tree (sample SQL, literals replaced), or None when sqlglot cannot read it."""
-    if not sql:
-        return None
-    import sqlglot
-    from sqlglot.errors import SqlglotError
-
-    try:
-        return sqlglot.parse_one(sql, read=SQLGLOT_DIALECT[sqlnorm_dialect(engine)])
-    except SqlglotError:
-        return None
+    """The statement's syntax tree (sample SQL, literals replaced), or None when sqlglot cannot (or may not) read it."""
+    return sqlnorm.parse_statement(sql, sqlnorm_dialect(engine))
 
 
 def table_aliases(tree: exp.Expression) -> dict[str, str]:
@@ -279,7 +271,17 @@ def where_predicates(tree: exp.Expression) -> dict[tuple[str | None, str], str]:
 
 
 def suggest_index(sql: str | None, engine: str | None, table: str | None) -> IndexSuggestion | None:
-    """Columns of ``table`` (or of the statement's only table) compared in WHERE: equality first, then one range column."""
+    """Columns of ``table`` (or of the statement's only table) compared in WHERE: equality first, then one range column.
+
+    None also when the statement's tree cannot be walked (one hostile statement does not stop the rule).
+    """
+    try:
+        return _suggest_index(sql, engine, table)
+    except sqlnorm.tree_errors():
+        return None
+
+
+def _suggest_index(sql: str | None, engine: str | None, table: str | None) -> IndexSuggestion | None:
     tree = parse_sql(sql, engine)
     if tree is None:
         return None
@@ -417,7 +419,10 @@ def _finding(inp: RuleInput, scans: pl.DataFrame, row: dict) -> Finding:
                 ),
             ),
             *_plan_evidence(inp, worst),
-            Evidence(title="Index that would help", text=_suggestion_text(engine, suggestion, table_text)),
+            Evidence(
+                title="Index that would help",
+                text=_suggestion_text(engine, suggestion, table_text, sqlnorm.refusal(worst["sample_sql"] or "")),
+            ),
         ),
         remediation=_remediation(engine, suggestion, table_text),
         sources=tuple(f"{r['source']}:{r['line']}" for r in runs.head(3).iter_rows(named=True)),
@@ -426,7 +431,10 @@ def _finding(inp: RuleInput, scans: pl.DataFrame, row: dict) -> Finding:
 
 def _only_table(sql: str | None, engine: str | None) -> str | None:
     tree = parse_sql(sql, engine)
-    names = set(table_aliases(tree).values()) if tree is not None else set()
+    try:
+        names = set(table_aliases(tree).values()) if tree is not None else set()
+    except sqlnorm.tree_errors():
+        return None
     return next(iter(names)) if len(names) == 1 else None
 
 
@@ -449,7 +457,9 @@ def _plan_evidence(inp: RuleInput, worst: dict) -> tuple[Evidence, ...]:
     return tuple(pieces)
 
 
-def _suggestion_text(engine: str | None, suggestion: IndexSuggestion | None, table: str | None) -> str:
+def _suggestion_text(engine: str | None, suggestion: IndexSuggestion | None, table: str | None, refused: str | None = None) -> str:
+    if suggestion is None and refused is not None:
+        return f"The statement was not parsed (it is {refused}): no index is derived from it; read its WHERE clause above."
     if suggestion is None:
         return (
             f"No column of {table or 'the scanned table'} is compared with =, IN or a range at the top level of the WHERE "

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from dbdiag import sqlnorm
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
@@ -126,12 +127,17 @@ def check(inp: RuleInput) -> Verdict:
         .head(MAX_PARSED_FINGERPRINTS)
     )
     findings = []
-    with_or = 0
+    with_or = unreadable = 0
     for row in per_class.iter_rows(named=True):
         runs = scans.filter(pl.col("fp_id") == row["fp_id"]).sort("query_time_s", descending=True)
         worst = runs.row(0, named=True)
-        predicate = find_or_predicate(worst["sample_sql"], worst["engine"], worst["scan_table"])
+        try:
+            predicate = find_or_predicate(worst["sample_sql"], worst["engine"], worst["scan_table"])
+        except sqlnorm.tree_errors():  # one statement too deep to walk: the others are still judged
+            unreadable += 1
+            continue
         if predicate is None:
+            unreadable += worst["sample_sql"] is not None and sqlnorm.refusal(worst["sample_sql"]) is not None
             continue
         with_or += 1
         if len(findings) < MAX_FINDINGS:
@@ -139,6 +145,7 @@ def check(inp: RuleInput) -> Verdict:
     measured = (
         f"{scans['fp_id'].n_unique()} fingerprint(s) ran full scans without index merge; {per_class.height} cost at least "
         f"{MIN_TOTAL_S:.0f} s and {MIN_SHARE_PCT:.0f}% of statement time; {with_or} of them OR different columns of one table"
+        + (f"; {unreadable} statement(s) too long, too deep or unreadable for the SQL parser, not judged" if unreadable else "")
     )
     return Verdict(findings=findings, measured=measured)
 

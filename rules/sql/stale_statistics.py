@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from dbdiag import sqlnorm
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
@@ -73,7 +74,7 @@ from dbdiag.rules.sql.common import (
     statements,
     statements_numbered,
 )
-from dbdiag.rules.sql.full_table_scan import MYSQL_FAMILY, SQLGLOT_DIALECT, sqlnorm_dialect, suggest_index
+from dbdiag.rules.sql.full_table_scan import MYSQL_FAMILY, sqlnorm_dialect, suggest_index
 
 RULE_ID = "stale-statistics"
 
@@ -457,19 +458,18 @@ def _what(kinds: set[str]) -> str:
 
 def _filter_columns(nodes: pl.DataFrame, engine: str | None) -> list[str]:
     """Column names in the misestimated nodes' filter text (PostgreSQL ``(status = 1)``, TiDB ``eq(test.t.status, 1)``)."""
-    import sqlglot
     from sqlglot import exp
-    from sqlglot.errors import SqlglotError
 
     names: list[str] = []
     for text in nodes["filter"].drop_nulls().unique(maintain_order=True).to_list() if nodes.height else []:
+        tree = sqlnorm.parse_statement(text, sqlnorm_dialect(engine))
+        if tree is None:
+            continue  # too long, too deep or unreadable: the other filters are still read
         try:
-            tree = sqlglot.parse_one(text, read=SQLGLOT_DIALECT[sqlnorm_dialect(engine)])
-        except SqlglotError:
+            columns = [column.name for column in tree.find_all(exp.Column) if column.name]
+        except sqlnorm.tree_errors():
             continue
-        for column in tree.find_all(exp.Column):
-            if column.name and column.name not in names:
-                names.append(column.name)
+        names += [name for name in dict.fromkeys(columns) if name not in names]
     return names
 
 
