@@ -9,6 +9,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -188,9 +189,13 @@ def test_rules_and_explain(tmp_path: Path):
 
 
 def test_installed_console_script_runs(tmp_path: Path):
-    version = subprocess.run(["dbdiag", "--version"], capture_output=True, text=True, cwd=tmp_path, check=False)
-    assert version.returncode == 0 and re.fullmatch(r"dbdiag \d+\.\d+\.\d+\S*\n", version.stdout)
-    bad = subprocess.run(["dbdiag", "analyze", "/nonexistent/capture.tgz"], capture_output=True, text=True, cwd=tmp_path, check=False)
+    # The script of the environment running the tests, not whatever `dbdiag` PATH finds (often none).
+    script = Path(sys.executable).parent / "dbdiag"
+    assert script.is_file(), f"{script} missing: install the package into this venv (pip install -e '.[test]')"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # nothing of a dev shell's venv on PATH
+    version = subprocess.run([str(script), "--version"], capture_output=True, text=True, cwd=tmp_path, env=env, check=False)
+    assert version.returncode == 0 and re.fullmatch(r"dbdiag \d+\.\d+\.\d+\S*\n", version.stdout), version
+    bad = subprocess.run([str(script), "analyze", "/nonexistent/capture.tgz"], capture_output=True, text=True, cwd=tmp_path, env=env, check=False)
     assert bad.returncode == 2
     assert "Traceback" not in bad.stderr and bad.stderr.strip().count("\n") == 0
 

@@ -11,7 +11,6 @@ from dbdiag import tables as t
 from dbdiag.derive.time_accounting import time_accounting
 from dbdiag.derive.timeline import QUANTILE_MIN_SAMPLES, timeline
 from dbdiag.pipeline import analyze
-from tests.conftest import CORPUS
 
 T0 = datetime(2024, 5, 1, 10, 0, 0, tzinfo=timezone.utc)  # an epoch multiple of 10 s
 
@@ -245,13 +244,13 @@ def test_slow_log_statements_are_named_logged() -> None:
 
 
 @pytest.fixture(scope="module")
-def mariadb():
-    return analyze(CORPUS / "captures" / "mariadb-sysbench-debian12.tar.gz")
+def mariadb(corpus):
+    return analyze(corpus / "captures" / "mariadb-sysbench-debian12.tar.gz")
 
 
 @pytest.fixture(scope="module")
-def postgres():
-    return analyze(CORPUS / "captures" / "postgres-pgbench-debian12.tar.gz")
+def postgres(corpus):
+    return analyze(corpus / "captures" / "postgres-pgbench-debian12.tar.gz")
 
 
 def test_mariadb_capture_on_one_axis(mariadb) -> None:

@@ -17,7 +17,7 @@ from functools import cache
 import numpy as np
 import polars as pl
 import pytest
-from conftest import CORPUS
+from conftest import CORPUS, corpus_names
 from golden import result_as_json
 from kernel_readings import Readings, assert_read_alike
 
@@ -25,7 +25,7 @@ from dbdiag.parsers import mysql_slowlog
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult
 
 SLOWLOG_DIR = CORPUS / "slowlog-mysql"
-CORPUS_FILES = sorted(p.name for p in SLOWLOG_DIR.iterdir() if p.name != "SOURCES.md")
+CORPUS_FILES = corpus_names("slowlog-mysql")
 CAPTURE = CORPUS / "captures" / "mariadb-sysbench-debian12.tar.gz"
 CAPTURE_MEMBER = "capture/db/mariadb-slow.log"
 # The capture's first 150 kB (cut after a line): in pieces of 300 characters the whole capture

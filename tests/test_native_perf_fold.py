@@ -17,12 +17,12 @@ import pytest
 
 from dbdiag.parsers import perf_script
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, corpus_names
 from tests.golden import result_as_json
 from tests.kernel_readings import Readings, assert_read_alike
 
-SCRIPT_FILES = sorted(p.name for p in (CORPUS / "perf").glob("flamegraph__*"))
-CAPTURES = sorted(p.name for p in (CORPUS / "captures").glob("*.tar.gz"))
+SCRIPT_FILES = corpus_names("perf", "flamegraph__*")
+CAPTURES = corpus_names("captures", "*.tar.gz")
 CTX = ParseContext(source="perf-script.txt")
 REGULAR = (
     b"mariadbd 21596/21626 [001]  1291.146818:   10101010 cpu-clock:pppH: \n"

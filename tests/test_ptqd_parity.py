@@ -30,10 +30,11 @@ import pytest
 from dbdiag.parsers.base import ParseContext, ParseError
 from dbdiag.parsers.mysql_slowlog import SPEC as MYSQL_SLOWLOG
 from dbdiag.sqlnorm import fingerprint, fingerprint_id, fingerprint_series
-from conftest import CORPUS
+from conftest import CORPUS, corpus_names
 
+pytestmark = pytest.mark.usefixtures("corpus")  # every test here compares on the corpus logs
 SLOWLOG_DIR = CORPUS / "slowlog-mysql"
-SLOWLOGS = sorted(path.name for path in SLOWLOG_DIR.iterdir())
+SLOWLOGS = corpus_names("slowlog-mysql", exclude=())
 PT_QUERY_DIGEST = shutil.which("pt-query-digest")
 PT_MISSING = "pt-query-digest not installed (apt-get install percona-toolkit): no reference to compare with"
 PT_MAX_FINGERPRINT = 5000  # pt's JSON output cuts fingerprints (and arg items) to 5000 characters

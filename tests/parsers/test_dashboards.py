@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import CORPUS, REPO
+from conftest import CORPUS, REPO, corpus_present
 from golden import check_golden
 
 from dbdiag import tables as T
@@ -59,6 +59,13 @@ def _text(key: str) -> str:
     return _path(key).read_bytes().decode("utf-8", "backslashreplace")
 
 
+def _lf_only(key: str) -> bool:
+    """No CRLF in the input; read at collection, so a corpus input without the corpus is kept (it skips when read)."""
+    if key.startswith("corpus:") and not corpus_present():
+        return True
+    return "\r\n" not in _text(key)
+
+
 def _parse(kind: str, text: str, source: str = "test", tz: str = TZ):
     return MINE[kind].parse(text, ParseContext(source=source, tz=tz))
 
@@ -86,7 +93,7 @@ def test_golden(key: str, update_goldens: bool) -> None:
     check_golden(f"{kind}__{Path(key.split(':', 1)[1]).name}", result, update_goldens)
 
 
-@pytest.mark.parametrize("key", sorted(k for k in INPUTS if "\r\n" not in _text(k)))
+@pytest.mark.parametrize("key", sorted(k for k in INPUTS if _lf_only(k)))
 def test_crlf_line_ends_read_the_same(key: str) -> None:
     text = _text(key)
     lf, crlf = _parse(INPUTS[key], text), _parse(INPUTS[key], text.replace("\n", "\r\n"))

@@ -14,11 +14,11 @@ import pytest
 
 from dbdiag.parsers import PARSERS, kernel_log, log_events, mysql_error_log, pg_events, tidb_log
 from dbdiag.parsers.base import DETECT_HEAD_BYTES, ParseContext, ParseError, ParseResult
-from tests.conftest import CORPUS, REPO
+from tests.conftest import CORPUS, REPO, corpus_names
 from tests.golden import check_golden
 
 FIXTURES = REPO / "fixtures" / "events"
-OOM_FILES = sorted(p.name for p in (CORPUS / "oom").glob("*") if p.name != "SOURCES.md") if (CORPUS / "oom").is_dir() else []
+OOM_FILES = corpus_names("oom")
 MINE = (kernel_log.SPEC, mysql_error_log.SPEC, tidb_log.SPEC)
 ALL_SPECS = tuple(PARSERS) + tuple(s for s in MINE if s.kind not in {p.kind for p in PARSERS})
 FIXTURE_KINDS = {

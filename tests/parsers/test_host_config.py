@@ -14,13 +14,13 @@ from dbdiag.parsers import PARSERS, ethtool_channels, irq_affinity, proc_cmdline
 from dbdiag.parsers.base import DETECT_HEAD_BYTES, ParseContext, ParseError
 from dbdiag.tables import HOST_SETTING, HOST_SETTING_SCHEMA
 from tests.captures import capture_files, decoded
-from tests.conftest import CORPUS, REPO
+from tests.conftest import CORPUS, REPO, corpus_names
 from tests.golden import check_golden
 
 HOST_SPECS = {s.kind: s for s in (sysctl.SPEC, proc_cmdline.SPEC, sys_choice.SPEC, irq_affinity.SPEC,
                                   ethtool_channels.SPEC, proc_status.SPEC)}
 FIXTURES = REPO / "fixtures" / "host"
-CAPTURES = sorted(p.name for p in (CORPUS / "captures").glob("*.tar.gz"))
+CAPTURES = corpus_names("captures", "*.tar.gz")
 # capture member base name -> the kind that must claim it; every other member must be left alone
 CAPTURE_KINDS = {
     "sysctl.txt": "sysctl",

@@ -12,11 +12,11 @@ import pytest
 
 from dbdiag.parsers import PARSERS, jmeter_jtl_csv, jmeter_jtl_xml
 from dbdiag.parsers.base import ParseContext, ParseError
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, corpus_names
 from tests.golden import check_golden
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "loadtest" / "jmeter"
-CORPUS_FILES = sorted(p.name for p in (CORPUS / "jmeter").glob("*.csv"))
+CORPUS_FILES = corpus_names("jmeter", "*.csv")
 REFUSED = {"jmeter__Bug52968.csv": "10 fields match none of JMeter's default layouts"}
 CSV_FIXTURES = sorted(p.name for p in FIXTURES.glob("*") if p.suffix in (".csv", ".tsv"))
 XML_FIXTURES = sorted(p.name for p in FIXTURES.glob("*.xml"))

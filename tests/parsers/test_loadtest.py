@@ -13,13 +13,13 @@ import pytest
 from dbdiag.parsers import PARSERS, pgbench, sysbench
 from dbdiag.parsers.base import ParseContext, ParseError
 from tests.captures import capture_files, capture_text, decoded
-from tests.conftest import CORPUS, REPO
+from tests.conftest import CORPUS, REPO, corpus_names
 from tests.golden import check_golden
 
 FIXTURES = REPO / "fixtures" / "loadtest"
 SYSBENCH_FIXTURES = sorted(p.name for p in FIXTURES.glob("sysbench-*.txt"))
 PGBENCH_FIXTURES = sorted(p.name for p in FIXTURES.glob("pgbench-*.txt"))
-CAPTURES = sorted(p.name for p in (CORPUS / "captures").glob("*.tar.gz")) if (CORPUS / "captures").is_dir() else []
+CAPTURES = corpus_names("captures", "*.tar.gz")
 MARIADB_CAPTURE = "mariadb-sysbench-debian12.tar.gz"
 POSTGRES_CAPTURE = "postgres-pgbench-debian12.tar.gz"
 SPECS = {"sysbench": sysbench.SPEC, "pgbench": pgbench.SPEC}

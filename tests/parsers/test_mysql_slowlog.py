@@ -15,7 +15,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import CORPUS
+from conftest import CORPUS, corpus_names
 from golden import check_golden
 
 from dbdiag import tables as T
@@ -23,7 +23,7 @@ from dbdiag.parsers import PARSERS, mysql_slowlog
 from dbdiag.parsers.base import DETECT_HEAD_BYTES, ParseContext, ParseError, ParseResult
 
 SLOWLOG_DIR = CORPUS / "slowlog-mysql"
-CORPUS_FILES = sorted(p.name for p in SLOWLOG_DIR.iterdir() if p.name != "SOURCES.md")
+CORPUS_FILES = corpus_names("slowlog-mysql")
 CAPTURE = CORPUS / "captures" / "mariadb-sysbench-debian12.tar.gz"
 CAPTURE_MEMBER = "capture/db/mariadb-slow.log"
 REFUSED = {  # corpus file -> why nothing can be read from it
@@ -267,7 +267,7 @@ def test_detect_capture() -> None:
     assert mysql_slowlog.detect(_capture_text()[:DETECT_HEAD_BYTES], "member") > 0.9
 
 
-@pytest.mark.parametrize("path", sorted((CORPUS / "slowlog-tidb").glob("*")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [CORPUS / "slowlog-tidb" / name for name in corpus_names("slowlog-tidb", exclude=())], ids=lambda p: p.name)
 def test_tidb_files_are_not_claimed(path: Path) -> None:
     head = path.read_bytes()[:DETECT_HEAD_BYTES].decode("utf-8", "backslashreplace")
     assert mysql_slowlog.detect(head, path.name) < 0.5

@@ -12,12 +12,12 @@ import pytest
 from dbdiag.parsers import PARSERS, numastat, proc_vmstat, sys_node
 from dbdiag.parsers.base import ParseContext, ParseError
 from tests.captures import capture_files, decoded
-from tests.conftest import CORPUS, REPO
+from tests.conftest import CORPUS, REPO, corpus_names
 from tests.golden import check_golden
 
 OURS = (numastat.SPEC, sys_node.SPEC, proc_vmstat.SPEC)
 FIXTURES = REPO / "fixtures" / "numa"
-CAPTURES = sorted(p.name for p in (CORPUS / "captures").glob("*.tar.gz"))
+CAPTURES = corpus_names("captures", "*.tar.gz")
 CORPUS_FILES = {
     "insights-core__numastat.txt": numastat.SPEC,
     "insights-core__numastat-m.txt": numastat.SPEC,

@@ -10,15 +10,15 @@ import pytest
 
 from dbdiag.parsers import PARSERS, perf_report, perf_top
 from dbdiag.parsers.base import ParseContext, ParseError
-from tests.conftest import CORPUS, REPO
+from tests.conftest import CORPUS, REPO, corpus_names
 from tests.golden import check_golden
 
 FIXTURES = REPO / "fixtures" / "perf"
 REPORT_CORPUS = ["tidesdb__perf_report.txt", "lock-contention__perf-report.txt"]
 REPORT_FIXTURES = sorted(p.name for p in FIXTURES.glob("perf-report-*.txt"))
 TOP_FIXTURES = sorted(p.name for p in FIXTURES.glob("perf-top-*.txt"))
-CAPTURES = sorted(p.name for p in (CORPUS / "captures").glob("*.tar.gz")) if (CORPUS / "captures").is_dir() else []
-SCRIPT_FILES = sorted(p.name for p in (CORPUS / "perf").glob("flamegraph__*")) if (CORPUS / "perf").is_dir() else []
+CAPTURES = corpus_names("captures", "*.tar.gz")
+SCRIPT_FILES = corpus_names("perf", "flamegraph__*")
 
 
 def _member(capture: str, name: str) -> str:

@@ -12,12 +12,12 @@ import pytest
 
 from dbdiag.parsers import perf_script
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, corpus_names
 from tests.golden import check_golden, result_as_json
 
-SCRIPT_FILES = sorted(p.name for p in (CORPUS / "perf").glob("flamegraph__*")) if (CORPUS / "perf").is_dir() else []
+SCRIPT_FILES = corpus_names("perf", "flamegraph__*")
 REPORT_FILES = ["tidesdb__perf_report.txt", "lock-contention__perf-report.txt"]
-CAPTURES = sorted(p.name for p in (CORPUS / "captures").glob("*.tar.gz")) if (CORPUS / "captures").is_dir() else []
+CAPTURES = corpus_names("captures", "*.tar.gz")
 GOLDEN_MAX_BYTES = 200_000
 GOLDEN_TOP_ROWS = 200
 

@@ -11,11 +11,11 @@ import pytest
 
 from dbdiag.parsers import lscpu, numactl, proc_interrupts, proc_softirqs
 from dbdiag.parsers.base import ParseContext, ParseError
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, corpus_names
 from tests.golden import check_golden
 
-PROC_FILES = sorted(p.name for p in (CORPUS / "proc").glob("*") if "stat" not in p.name) if (CORPUS / "proc").is_dir() else []
-CAPTURES = sorted(p.name for p in (CORPUS / "captures").glob("*.tar.gz")) if (CORPUS / "captures").is_dir() else []
+PROC_FILES = [name for name in corpus_names("proc") if "stat" not in name]
+CAPTURES = corpus_names("captures", "*.tar.gz")
 OURS = (proc_softirqs.SPEC, proc_interrupts.SPEC, lscpu.SPEC, numactl.SPEC)
 
 

@@ -11,12 +11,12 @@ import pytest
 
 from dbdiag.parsers import lscpu, numactl
 from dbdiag.parsers.base import ParseContext, ParseError
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, corpus_names
 from tests.golden import check_golden
 
-LSCPU_FILES = sorted(p.name for p in (CORPUS / "lscpu").glob("*")) if (CORPUS / "lscpu").is_dir() else []
+LSCPU_FILES = corpus_names("lscpu")
 NUMACTL_FILES = ["percona-toolkit__pt-summary-006__numactl.txt", "percona-toolkit__pt-summary-007__numactl.txt"]
-CAPTURES = sorted(p.name for p in (CORPUS / "captures").glob("*.tar.gz")) if (CORPUS / "captures").is_dir() else []
+CAPTURES = corpus_names("captures", "*.tar.gz")
 TOPOLOGY_MEMBERS = ("lscpu.txt", "lscpu-p.txt", "numactl-hardware.txt")
 
 

@@ -16,7 +16,6 @@ from dbdiag.rules.base import RuleInput
 from dbdiag.rules.loadtest import load_test_inflation
 from dbdiag.rules.time import bottleneck_outside_database as bottleneck
 from dbdiag.rules.time import oom_restart
-from tests.conftest import CORPUS
 
 T0 = datetime(2024, 5, 14, 2, 0, tzinfo=timezone.utc)
 
@@ -181,8 +180,8 @@ def test_one_problem_is_under_the_threshold():
         ("postgres-pgbench-debian12.tar.gz", ("one transaction type", "too short")),
     ],
 )
-def test_real_load_tests(capture: str, problems: tuple[str, ...]):
-    analysis = analyze(Path(CORPUS / "captures" / capture))
+def test_real_load_tests(capture: str, problems: tuple[str, ...], corpus: Path):
+    analysis = analyze(corpus / "captures" / capture)
     inp = RuleInput(tables=analysis.tables, derived=analysis.derived.tables, metrics=analysis.derived.metrics)
     outcome = run_rule(load_test_inflation.RULE, inp)
     assert outcome.status is Status.FIRED
