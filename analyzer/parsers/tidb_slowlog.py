@@ -69,6 +69,10 @@ from dbdiag.parsers.mpstat_text import check_tz, local_to_utc, zone_note
 # Chunks of about this many characters, cut at entry starts, bound the per-line frames.
 CHUNK_CHARS = 32 * 1024 * 1024
 MAX_WARNINGS = 50
+# A decoded plan row names its depth: past this it is damaged (real plans nest a few tens deep), and
+# the indentation it asks for (1,000,000,000 levels) would be allocated whole.
+MAX_PLAN_DEPTH = 1_000
+MAX_PLAN_ROWS_PER_STATEMENT = 10_000  # operators kept per plan; the rest counted in a note
 HIDDEN = ParseWarning(None, "")  # stands for a warning counted but not built (see row_warnings)
 
 START_PREFIX = "# Time:"
@@ -570,10 +574,27 @@ def _plans(st: pl.DataFrame, source: str) -> tuple[pl.DataFrame, pl.DataFrame, l
     binary_only = st.filter(pl.col("plan_raw").is_null() & pl.col("binary_plan_raw").is_not_null()).height
     if binary_only:
         notes.append(f"{binary_only} entr(ies) carry only a Binary_plan (protobuf), not decoded; kept encoded in plan")
-    rows = encoded_plan_rows(with_plan.filter(pl.col("encoded").is_not_null()))
+    rows, bound_notes = _bounded_plan_rows(encoded_plan_rows(with_plan.filter(pl.col("encoded").is_not_null())))
+    notes += bound_notes
     nodes, shape = plan_tables(rows, source)
     per_statement = render_plans(rows).join(shape, on="stmt_id", how="left")
     return nodes, per_statement, warnings, notes
+
+
+def _bounded_plan_rows(rows: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """Plan rows with depths in 0..MAX_PLAN_DEPTH (others read as unknown: null) and at most
+    MAX_PLAN_ROWS_PER_STATEMENT rows per statement, and notes saying what was bounded."""
+    notes = []
+    bad_depth = rows.filter(~pl.col("depth").is_between(0, MAX_PLAN_DEPTH)).height
+    if bad_depth:
+        rows = rows.with_columns(pl.when(pl.col("depth").is_between(0, MAX_PLAN_DEPTH)).then(pl.col("depth")).alias("depth"))
+        notes.append(f"{bad_depth} plan row(s) with a depth outside 0..{MAX_PLAN_DEPTH:,} (damaged plan): depth unknown")
+    position = pl.int_range(pl.len()).over("stmt_id")
+    over = rows.filter(position >= MAX_PLAN_ROWS_PER_STATEMENT).height
+    if over:
+        rows = rows.filter(position < MAX_PLAN_ROWS_PER_STATEMENT)
+        notes.append(f"{over:,} plan row(s) past {MAX_PLAN_ROWS_PER_STATEMENT:,} per statement not kept")
+    return rows, notes
 
 
 def _parse_chunk(chunk: str, first_line: int, tz: str) -> tuple[pl.DataFrame, list[ParseWarning]]:
