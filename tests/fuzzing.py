@@ -266,9 +266,24 @@ def _settle(campaign: Campaign, case: Case, mutants: list[Mutant], outcome: Outc
             explained = True
             if campaign.config.stop_at_first:
                 return
-    if not explained:  # only together (costs that add up past the bound, or a flake): keep the batch
-        batch = replace(case, label=f"{case.label} (no mutant fails alone; alone: {', '.join(alone_s)}): " + " | ".join(case.parts))
-        _confirm(campaign, None, batch, outcome)
+    if not explained:  # only together (an interaction, costs adding up past the bound, or a flake)
+        kept = _fewest_together(campaign, mutants, outcome.signature)
+        batch = batch_case(kept, campaign.good)
+        label = f"{batch.label} fail together, none alone (alone: {', '.join(alone_s)}): " + " | ".join(batch.parts)
+        _confirm(campaign, None, replace(batch, label=label), outcome)
+
+
+def _fewest_together(campaign: Campaign, mutants: list[Mutant], signature: str) -> list[Mutant]:
+    """Drop mutants of a failing batch one at a time while the rest still fails the same way."""
+    kept, probes = list(mutants), campaign.config.shrink_probes
+    for mutant in list(mutants):
+        if probes <= 0 or len(kept) <= 2:
+            break
+        probes -= 1
+        rest = [m for m in kept if m is not mutant]
+        if campaign.run(batch_case(rest, campaign.good)).signature == signature:
+            kept = rest
+    return kept
 
 
 def run_campaign(config: Config, out: Path, seeds: list[Seed] | None = None) -> Campaign:
