@@ -17,6 +17,9 @@ import re
 from typing import Callable, NamedTuple
 
 HUGE_LINE_BYTES = 2 * 1024 * 1024
+# Duplicating long lines a thousand times can reach GBs; a mutant is cut here (at a line end)
+# after each step, which keeps the fuzzer small and the time bound of a run near a minute.
+MAX_MUTANT_BYTES = 8 * 1024 * 1024
 
 EXTREME_NUMBERS = (
     "1234567890123456789012345678901234567890",  # 40 digits: past int64 and float's exact range
@@ -49,6 +52,8 @@ def describe(steps: list[Step]) -> str:
 def apply_steps(data: bytes, steps: list[Step]) -> bytes:
     for step in steps:
         data = MUTATIONS[step.kind](data, *step.params)
+        if len(data) > MAX_MUTANT_BYTES:
+            data = data[: data.rfind(b"\n", 0, MAX_MUTANT_BYTES) + 1 or MAX_MUTANT_BYTES]
     return data
 
 

@@ -120,32 +120,45 @@ def _changes(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
             (("created", created), ("removed", removed), ("changed", changed)) for path in paths[:3]]
 
 
-def _cpu_s(pid: int) -> float:
-    """CPU time (user + system, all threads) of a running process, from /proc/PID/stat."""
+def _cpu_and_peak(pid: int) -> tuple[float, float]:
+    """CPU time (user + system, all threads) and peak RSS in MB so far of a running process."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        status = Path(f"/proc/{pid}/status").read_text()
     except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return 0.0, 0.0
+    peak = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK"), int(peak.group(1)) / 1024 if peak else 0.0
 
 
-def _wait(process: subprocess.Popen, bound_s: float) -> tuple[int | None, float, object]:
-    """Wait for the child (its own rusage, not the sum of all children); past the bound, stop it.
+@dataclass
+class _Watch:
+    exit_code: int | None  # None: stopped past the bound
+    wall_s: float
+    cpu_s: float
+    peak_rss_mb: float
+
+
+def _wait(process: subprocess.Popen, bound_s: float) -> _Watch:
+    """Wait for the child, polling its CPU time and peak RSS; past the bound, stop it.
 
     The bound is on CPU time, so that a machine busy with other work does not make a run look
     slow; wall time may reach ``WALL_FACTOR`` times the bound (a run blocked, not computing).
     A stopped run gets SIGABRT, so that faulthandler prints where it was, then SIGKILL.
+    Peak RSS is the process's VmHWM, polled: wait4's ru_maxrss would not do, as Linux counts in it
+    the memory of the parent it was forked from (this fuzzer), which the exec'd program never used.
     """
     started = time.monotonic()
-    polls = 0
+    cpu_s = peak_mb = 0.0
     while True:
         pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        wall_s = time.monotonic() - started
         if pid:
             process.returncode = os.waitstatus_to_exitcode(status)
-            return process.returncode, time.monotonic() - started, usage
-        wall_s = time.monotonic() - started
-        polls += 1
-        if wall_s > WALL_FACTOR * bound_s or (wall_s > bound_s and polls % 5 == 0 and _cpu_s(process.pid) > bound_s):
+            return _Watch(process.returncode, wall_s, usage.ru_utime + usage.ru_stime, peak_mb or usage.ru_maxrss / 1024)
+        polled_cpu_s, polled_mb = _cpu_and_peak(process.pid)
+        cpu_s, peak_mb = max(cpu_s, polled_cpu_s), max(peak_mb, polled_mb)
+        if wall_s > WALL_FACTOR * bound_s or (wall_s > bound_s and cpu_s > bound_s):
             os.killpg(process.pid, signal.SIGABRT)  # its own session: the child and nothing else
             for _ in range(150):
                 pid, status, usage = os.wait4(process.pid, os.WNOHANG)
@@ -156,7 +169,7 @@ def _wait(process: subprocess.Popen, bound_s: float) -> tuple[int | None, float,
                 os.killpg(process.pid, signal.SIGKILL)
                 _, status, usage = os.wait4(process.pid, 0)
             process.returncode = os.waitstatus_to_exitcode(status)
-            return None, wall_s, usage
+            return _Watch(None, wall_s, cpu_s, peak_mb)
         time.sleep(0.02)
 
 
@@ -236,13 +249,14 @@ def run_case(case: Case, good: bytes, directory: Path, bounds: Bounds, command: 
     environment = dict(os.environ, HOME=str(directory / "home"), TMPDIR=str(directory / "tmp"), COLUMNS="200",
                        PYTHONFAULTHANDLER="1")
     arguments = [*command, "analyze", str(capture), "-f", "json", "-o", str(directory / "out" / REPORT_NAME), *case.options]
-    limit = ["prlimit", f"--as={bounds.address_space_bytes}", "--"]  # execs the command: same pid, its rusage
+    limit = ["prlimit", f"--as={bounds.address_space_bytes}", "--"]  # execs the command: the same pid, its /proc entries
     with open(directory / "logs" / "stdout", "wb") as stdout, open(directory / "logs" / "stderr", "wb") as stderr:
         process = subprocess.Popen(limit + arguments, cwd=directory / "cwd", env=environment, stdin=subprocess.DEVNULL,
                                    stdout=stdout, stderr=stderr, start_new_session=True)
-        exit_code, wall_s, usage = _wait(process, bound_s)
+        watch = _wait(process, bound_s)
     err = (directory / "logs" / "stderr").read_text(encoding="utf-8", errors="backslashreplace")
-    outcome = Outcome(exit_code, wall_s, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, stderr_tail=err[-4000:])
+    exit_code, wall_s = watch.exit_code, watch.wall_s
+    outcome = Outcome(exit_code, wall_s, watch.cpu_s, watch.peak_rss_mb, stderr_tail=err[-4000:])
     problems = outcome.problems
     if exit_code is None:
         problems.append(f"over the time bound of {bound_s:.1f} s (input {input_bytes / MB:.2f} MB): stopped at "

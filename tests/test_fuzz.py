@@ -83,7 +83,7 @@ def test_checks_pass_a_clean_run(tmp_path):
         ("import json, sys; json.dump({'inputs': []}, open(sys.argv[sys.argv.index('-o') + 1], 'w'))",
          "good/mpstat.txt not read: absent from the inventory"),
         ("import os; os.abort()", "killed by SIGABRT"),
-        (REPORT_OK + "x = b'1' * (120 * 1024 * 1024)", "peak RSS"),
+        (REPORT_OK + "import time; x = b'1' * (120 * 1024 * 1024); time.sleep(0.3)", "peak RSS"),
     ],
     ids=["traceback", "exit-1", "two-line-error", "file-in-cwd", "partial-left", "capture-changed", "good-unread",
          "abort", "rss"],
