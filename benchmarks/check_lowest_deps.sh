@@ -16,9 +16,9 @@ git clone -q "$repo" "$work/repo"
 if [ -d "$repo/../shared" ]; then
   ln -s "$(cd "$repo/../shared" && pwd)" "$work/shared"
 fi
-python3 -m venv "$work/uv" && "$work/uv/bin/pip" install -q uv
+python3 -m venv "$work/uv" && "$work/uv/bin/pip" install -q "uv>=0.13.9"  # --system-certs: the machine's CA store, as pip uses
 cd "$work/repo"
 python3 -m venv .venv
-"$work/uv/bin/uv" pip install -q --python .venv/bin/python --resolution lowest-direct -e '.[test]' "$@"
+"$work/uv/bin/uv" pip install -q --python .venv/bin/python --system-certs --resolution lowest-direct -e '.[test]' "$@"
 "$work/uv/bin/uv" pip list --python .venv/bin/python
 .venv/bin/python -m pytest -q
