@@ -61,7 +61,9 @@ def test_a_chain_of_pax_headers_stops_the_archive_not_the_interpreter(tmp_path: 
     chain = (_ustar_header("pax", tarfile.XHDTYPE, len(record)) + _padded(record)) * 2000
     capture = _read(tmp_path, "chain.tar", _ok_then(chain + _ustar_header("x.log", tarfile.REGTYPE, 0)))
     assert [m.path for m in capture.members] == ["ok.log"]
-    assert capture.partial.endswith(f"more than {TAR_METADATA_CHAIN_CAP} extended headers in a row")
+    # tarfile 3.11.7+ reads the chain (our cap stops it); 3.11.2's header check refuses it first
+    assert capture.partial.startswith("archive truncated or corrupt after 1 members: ")
+    assert capture.partial.endswith((f"more than {TAR_METADATA_CHAIN_CAP} extended headers in a row", "invalid header"))
 
 
 @pytest.mark.parametrize(

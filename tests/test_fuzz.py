@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import corpus_present, skip_without_corpus
+
 from tests.fuzz_inputs import GOOD_MEMBER, Case
 from tests.fuzz_mutations import MUTATIONS, Step, apply_steps, random_steps
 from tests.fuzz_run import Bounds, Outcome, deepest_frame, run_case
@@ -120,6 +122,8 @@ def test_deepest_frame_reads_typer_boxes_and_faulthandler_dumps():
 
 def test_fixed_seed_campaign_finds_nothing(tmp_path):
     """About a minute: CI_MUTANTS mutants of the corpus and the crafted cases of CI_CRAFTED."""
+    if not corpus_present():
+        skip_without_corpus()  # the seeds and the good member are corpus files
     config = Config(seed=CI_SEED, count=CI_MUTANTS, crafted_labels=CI_CRAFTED, stop_at_first=True, shrink_probes=8)
     campaign = run_campaign(config, tmp_path)
     if campaign.findings:
