@@ -143,7 +143,9 @@ def _guarded(parse: Callable[[], ParseResult], spec: ParserSpec) -> tuple[ParseR
         return parse(), None
     except ParseError as error:
         return None, str(error)
-    except Exception as error:  # noqa: BLE001 - one bad member must not stop the capture
+    # polars' PanicException derives from BaseException: named beside Exception, or a native panic on
+    # one member would end the whole run
+    except (Exception, pl.exceptions.PanicException) as error:  # noqa: BLE001 - one bad member must not stop the capture
         first_line = str(error).strip().split("\n", 1)[0]  # polars appends the failing expression on more lines
         return None, f"parser {spec.kind} failed: {type(error).__name__}: {first_line}"
 

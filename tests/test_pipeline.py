@@ -9,6 +9,7 @@ import pytest
 
 from dbdiag import tables as t
 from dbdiag.capture import Capture, Member
+from dbdiag.parsers import PARSERS
 from dbdiag.pipeline import Options, UnknownTimeZone, analyze_capture
 
 MPSTAT = (
@@ -120,6 +121,21 @@ def test_a_parser_crash_is_reported_on_one_line():
     spec = ParserSpec("crashy", "raises", lambda head, name: 1.0, crash)
     analysis = analyze_capture(capture_of(("x.log", b"anything\n")), parsers=(spec,))
     assert analysis.inputs[0].error == "parser crashy failed: ValueError: conversion failed"
+
+
+def test_a_native_panic_in_a_parser_costs_that_member_only():
+    import polars as pl
+
+    from dbdiag.parsers.base import ParserSpec
+
+    def panic(text, ctx):
+        raise pl.exceptions.PanicException("index out of bounds")  # a BaseException, not an Exception
+
+    spec = ParserSpec("panicky", "panics", lambda head, name: 1.0 if head.startswith("boom") else 0.0, panic)
+    mpstat = next(p for p in PARSERS if p.kind == "mpstat-text")
+    analysis = analyze_capture(capture_of(("x.log", b"boom\n"), ("os/mpstat.txt", MPSTAT)), parsers=(spec, mpstat))
+    assert analysis.inputs[0].error == "parser panicky failed: PanicException: index out of bounds"
+    assert analysis.inputs[1].kind == "mpstat-text" and analysis.inputs[1].error is None
 
 
 @pytest.mark.parametrize(
