@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from dbdiag.capture import MEMBER_NAME_CAP_CHARS, TAR_METADATA_CHAIN_CAP, read_capture
+from dbdiag.capture import MEMBER_NAME_CAP_CHARS, read_capture
+from dbdiag.capture_tar_headers import TAR_METADATA_CHAIN_CAP
 from dbdiag.zstd_frames import FrameTracker
 from hostile import OK_LOG, tar_bytes, tar_file, zip_bytes
 
