@@ -115,7 +115,7 @@ def read_tar(raw: BinaryIO, codec: str | None, file_bytes: int, limits: Limits) 
             errors="surrogateescape",
         )
         partial = collect(_tar_entries(archive, stream, compressed_bytes, limits), inventory, None)
-        problem = _tar_end_problem(header_errors) if partial is None else None
+        problem = _tar_end_problem(header_errors, archive) if partial is None else None
         if problem is None and partial is None and codec is not None:
             problem = _stream_end_problem(stream)
         if problem is not None:
@@ -145,16 +145,20 @@ def _tar_entries(
 ) -> Iterator[Entry]:
     """Entries in archive order; the data of entries not opened is excused from the ratio budget."""
     while (info := archive.next()) is not None:
+        archive.members.clear()  # a stream's TarFile keeps every header read; nothing here needs them
+        stored_bytes = max(archive.offset - info.offset_data, 0)  # not info.size: a sparse member's is expanded
         entry = _tar_entry(archive, info, compressed_bytes, limits)
         yield entry
         oversized_header = getattr(info, "oversized_header", False)
         if not entry.opened and not oversized_header and (info.isreg() or info.type not in tarfile.SUPPORTED_TYPES):
-            stream.excuse(info.size)
+            stream.excuse(stored_bytes)
 
 
 def _tar_entry(archive: tarfile.TarFile, info: tarfile.TarInfo, compressed_bytes: int | None, limits: Limits) -> Entry:
     entry = Entry(info.name, size=info.size, stored_size=info.size)
-    if getattr(info, "oversized_header", False):
+    if getattr(info, "corrupt_header", None) is not None:
+        entry.skip = info.corrupt_header
+    elif getattr(info, "oversized_header", False):
         entry.skip = (
             f"tar extended header of {format_bytes(info.size)} skipped (cap {format_bytes(TAR_METADATA_CAP_BYTES)}); "
             "the next member keeps its short name"
@@ -192,11 +196,16 @@ def _tar_type_reason(info: tarfile.TarInfo) -> str:
     return f"unsupported tar entry type {printable_name(info.type.decode('latin-1'))!r}"
 
 
-def _tar_end_problem(header_errors: list[tarfile.HeaderError]) -> str | None:
-    """Why the header scan ended, unless it was the end-of-archive marker."""
-    if not header_errors or isinstance(header_errors[-1], tarfile.EOFHeaderError):
+def _tar_end_problem(header_errors: list[tarfile.HeaderError], archive: tarfile.TarFile) -> str | None:
+    """Why the header scan ended, unless it was the end-of-archive marker: two zero blocks, of
+    which tarfile reads the first (every tar writer pads further, to 10 KiB)."""
+    if not header_errors:
         return None
     last = header_errors[-1]
+    if isinstance(last, tarfile.EOFHeaderError):
+        if len(archive.fileobj.read(tarfile.BLOCKSIZE)) < tarfile.BLOCKSIZE:
+            return "end-of-archive marker cut short"
+        return None
     if isinstance(last, tarfile.EmptyHeaderError):
         return "no end-of-archive marker (archive cut short?)"
     if isinstance(last, tarfile.TruncatedHeaderError):
