@@ -86,4 +86,6 @@ def data_error_reason(exc: BaseException, codec: str | None) -> str:
         return f"corrupt zip entry: {detail}"
     if codec is not None:
         return f"corrupt {codec} data: {detail}"
-    return f"unreadable: {detail}"
+    if isinstance(exc, OSError):
+        return f"unreadable: {detail}"
+    return f"corrupt data: {detail}"

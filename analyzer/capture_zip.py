@@ -27,6 +27,20 @@ from dbdiag.capture_members import (
 
 _ZIP_FLAG_ENCRYPTED = 0x1
 _ZIP_FLAG_UTF8 = 0x800
+# What zipfile raises on a central directory or entry header it cannot make sense of: besides
+# BadZipFile, an entry needing a newer version is NotImplementedError, short fields struct.error...
+_ZIP_HEADER_ERRORS: tuple[type[BaseException], ...] = (
+    zipfile.BadZipFile,
+    OSError,
+    EOFError,
+    ValueError,
+    struct.error,
+    zlib.error,
+    lzma.LZMAError,
+    IndexError,
+    KeyError,
+    OverflowError,
+)
 
 
 def read_zip(raw: BinaryIO, display: str, limits: Limits) -> tuple[list[Member], str | None]:
@@ -34,7 +48,7 @@ def read_zip(raw: BinaryIO, display: str, limits: Limits) -> tuple[list[Member],
     damaged, or a name zipfile cannot decode), in file order from the local headers."""
     try:
         archive = zipfile.ZipFile(raw)
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError, UnicodeDecodeError, struct.error) as exc:
+    except (*_ZIP_HEADER_ERRORS, NotImplementedError) as exc:
         return _read_zip_by_local_headers(raw, display, limits, f"{type(exc).__name__}: {exc}")
     with archive:
         infos = archive.infolist()
@@ -72,7 +86,7 @@ def _open_local_entry(raw: BinaryIO, local: zip_local_scan.LocalEntry) -> Binary
         return zip_local_scan.open_entry(raw, local)
     except NotImplementedError:
         raise Rejected(f"unsupported zip compression method {local.info.compress_type}") from None
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error, lzma.LZMAError) as exc:
+    except _ZIP_HEADER_ERRORS as exc:
         raise Rejected(f"corrupt zip entry: {exc}") from None
 
 
@@ -121,5 +135,5 @@ def _open_zip_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> BinaryI
         return archive.open(info)
     except NotImplementedError:
         raise Rejected(f"unsupported zip compression method {info.compress_type}") from None
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error, lzma.LZMAError) as exc:
+    except _ZIP_HEADER_ERRORS as exc:
         raise Rejected(f"corrupt zip entry: {exc}") from None

@@ -224,6 +224,12 @@ def _zip_damaged_central_entry() -> bytes:
     return bytes(data)
 
 
+def _zip_entry_of_a_newer_version() -> bytes:
+    data = bytearray(zip_bytes([("mpstat.txt", GOOD_MPSTAT), ("two.log", b"hello\n")]))
+    struct.pack_into("<H", data, data.rindex(b"PK\x01\x02") + 6, 186)  # "needs zip 18.6": NotImplementedError
+    return bytes(data)
+
+
 def _zip_truncated() -> bytes:
     data = zip_bytes([("mpstat.txt", GOOD_MPSTAT), ("two.log", os.urandom(4000))], compression=zipfile.ZIP_STORED)
     return data[: data.index(b"two.log") + 1000]
@@ -240,6 +246,7 @@ CLI_CASES = {
     "utf8-flag-bad-name.zip": (_zip_utf8_flag_bad_name(), 1, 3),
     "damaged-central-entry.zip": (_zip_damaged_central_entry(), 1, 3),
     "truncated.zip": (_zip_truncated(), 1, 3),
+    "newer-version-entry.zip": (_zip_entry_of_a_newer_version(), 1, 3),
 }
 
 
