@@ -60,6 +60,60 @@ def tar_bytes(entries: Iterable[tuple[tarfile.TarInfo, bytes]], *, format: int =
     return buffer.getvalue()
 
 
+# A small mpstat -P ALL report dbdiag reads as "mpstat-text": the good member beside a bad one.
+GOOD_MPSTAT = (
+    b"Linux 6.1.0 (db1) \t2024-05-14 \t_x86_64_\t(2 CPU)\n\n"
+    b"10:00:00     CPU    %usr   %nice    %sys %iowait    %irq   %soft  %steal  %guest  %gnice   %idle\n"
+    b"10:00:01     all    1.00    0.00    1.00    0.00    0.00    0.00    0.00    0.00    0.00   98.00\n"
+    b"10:00:01       0    1.00    0.00    1.00    0.00    0.00    0.00    0.00    0.00    0.00   98.00\n"
+    b"10:00:01       1    1.00    0.00    1.00    0.00    0.00    0.00    0.00    0.00    0.00   98.00\n"
+)
+BLOCK = tarfile.BLOCKSIZE
+
+
+def padded(data: bytes) -> bytes:
+    """Data padded with NULs to whole tar blocks."""
+    return data + bytes(-len(data) % BLOCK)
+
+
+def ustar_header(name: str, type: bytes, size: int) -> bytes:
+    """One raw ustar header block (no data)."""
+    info = tarfile.TarInfo(name)
+    info.type, info.size = type, size
+    return info.tobuf(format=tarfile.USTAR_FORMAT)
+
+
+def raw_member(name: str, data: bytes) -> bytes:
+    """A regular member as raw blocks: header, data padded to a block."""
+    return ustar_header(name, tarfile.REGTYPE, len(data)) + padded(data)
+
+
+def pax_header(records: dict[str, str]) -> bytes:
+    """A pax extended header (``x``) with these records, as raw blocks, e.g. ``{"path": "a.log"}``."""
+    body = b""
+    for key, value in records.items():
+        record = f" {key}={value}\n".encode()
+        length = len(record) + 1
+        while len(str(length)) + len(record) != length:
+            length += 1
+        body += str(length).encode() + record
+    return ustar_header("pax", tarfile.XHDTYPE, len(body)) + padded(body)
+
+
+def gnu_sparse_header(name: str, regions: list[tuple[int, int]], real_size: int, *, extended: bool = False) -> bytes:
+    """An old-GNU sparse header (type ``S``) with up to four (offset, size) regions; ``extended``
+    announces an extension block of more regions after it. Its size field is the stored data."""
+    header = bytearray(ustar_header(name, tarfile.GNUTYPE_SPARSE, sum(size for _, size in regions)))
+    octal = lambda number: (b"%011o" % number) + b"\0"  # noqa: E731
+    for index, (offset, size) in enumerate(regions[:4]):
+        header[386 + 24 * index : 410 + 24 * index] = octal(offset) + octal(size)
+    header[482] = 1 if extended else 0
+    header[483:495] = octal(real_size)
+    header[148:156] = b" " * 8
+    header[148:156] = b"%06o\0 " % sum(header)
+    return bytes(header)
+
+
 def gzip_repeated(pieces: Iterable[tuple[bytes, int]]) -> bytes:
     """A gzip stream of each chunk repeated ``count`` times, in milliseconds even for GiBs.
 

@@ -164,9 +164,9 @@ def test_zstd_member_needs_zstandard(tmp_path: Path) -> None:
 
 
 def test_zstd_archive_without_zstandard_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import dbdiag.capture as capture_module
+    from dbdiag import capture_codecs
 
-    monkeypatch.setattr(capture_module, "zstandard", None)
+    monkeypatch.setattr(capture_codecs, "zstandard", None)
     path = tmp_path / "capture.tar.zst"
     path.write_bytes(b"\x28\xb5\x2f\xfd" + b"\x00" * 100)
     with pytest.raises(CaptureError, match=r"capture\.tar\.zst: zstd-compressed; install the 'zstandard' package"):
