@@ -22,7 +22,7 @@ from tests.conftest import corpus_present, skip_without_corpus
 from tests.fuzz_inputs import GOOD_MEMBER, Case
 from tests.fuzz_mutations import MUTATIONS, Step, apply_steps, random_steps
 from tests.fuzz_run import Bounds, Outcome, deepest_frame, run_case
-from tests.fuzzing import CORPUS, Config, run_campaign
+from tests.fuzzing import Config, run_campaign
 
 CI_SEED = 11
 CI_MUTANTS = 180
@@ -120,7 +120,6 @@ def test_deepest_frame_reads_typer_boxes_and_faulthandler_dumps():
     assert deepest_frame(dump) == "analyzer/sqlnorm.py:668 in redact_literals"
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"the seeds are the shared corpus, not found at {CORPUS}")
 def test_fixed_seed_campaign_finds_nothing(tmp_path):
     """About a minute: CI_MUTANTS mutants of the corpus and the crafted cases of CI_CRAFTED."""
     if not corpus_present():
