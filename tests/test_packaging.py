@@ -1,7 +1,8 @@
-"""Packaging: every folder with an __init__.py is installed, and package data is declared."""
+"""Packaging: every folder with an __init__.py is installed, package data is declared, majors are capped."""
 
 from __future__ import annotations
 
+import re
 import tomllib
 
 from tests.conftest import REPO
@@ -32,3 +33,10 @@ def test_templates_schema_and_demo_are_package_data():
     assert (REPO / "analyzer/schema/findings.schema.json").is_file() and "schema/*.json" in data["dbdiag"]
     assert (REPO / "report_templates/report.html.j2").is_file() and "*.j2" in data["dbdiag.report_templates"]
     assert (REPO / "fixtures/demo/bank-core-demo.tar.gz").is_file() and "*.tar.gz" in data["dbdiag.demo_capture"]
+
+
+def test_majors_that_change_apis_are_capped():
+    """``"polars>=2.1,<3"``: floors come from benchmarks/check_lowest_deps.sh, caps stop the next major."""
+    requirements = {re.match(r"[A-Za-z0-9_.-]+", spec).group(0): spec for spec in PYPROJECT["project"]["dependencies"]}
+    for name in ("polars", "sqlglot", "typer"):
+        assert re.search(r">=\s*\d", requirements[name]) and re.search(r",\s*<\s*\d", requirements[name]), requirements[name]
