@@ -355,14 +355,14 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
 
 
 def detect(head: str, name: str) -> float:
-    if re.search(r"^#\s*CPU,(?:Core|Socket|Node)", head, re.MULTILINE | re.IGNORECASE):
+    if re.search(r"^#[ \t]*CPU,(?:Core|Socket|Node)", head, re.MULTILINE | re.IGNORECASE):
         return 0.95
     if "# The following is the parsable format" in head:
         return 0.9
     keys = len({key.strip() for key in _DETECT_KEYS.findall(head)})
     if keys >= 3:
         return 0.95
-    if _EXTENDED_HEADER_RE.search(head.split("\n", 1)[0]) and re.search(r"^\s*0\s+\S", head, re.MULTILINE):
+    if _EXTENDED_HEADER_RE.search(head.split("\n", 1)[0]) and re.search(r"^[ \t]*0[ \t]+\S", head, re.MULTILINE):
         return 0.85
     if keys == 2:
         return 0.7

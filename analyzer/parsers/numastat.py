@@ -90,7 +90,7 @@ _DASHES_RE = re.compile(r"^[\s-]*-[\s-]*$")
 _NUMBER = r"-?\d+(?:\.\d+)?"
 _PID_LABEL_RE = re.compile(r"^(\d+)(?:\s+\((.*?)\)?)?$")
 _TOKEN_RE = re.compile(r"^Token (\S+) not in hash table\.\s*$")
-_NO_MATCH_RE = re.compile(r"^Found no processes containing pattern:?\s*(.*?)\s*$")
+_NO_MATCH_RE = re.compile(r"^Found no processes containing pattern:?\s*((?:.*?\S)?)\s*$")  # not .*?: linear
 _CANT_READ_RE = re.compile(r"^Can't read /proc/(\d+)/numa_maps")
 _NO_DATA_RE = re.compile(r"^Table has no (?:non-zero )?data\.\s*$")
 _VERSION_RE = re.compile(r"^\S*numastat version:")
@@ -340,7 +340,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     )
 
 
-_TITLE_DETECT_RE = re.compile(r"^\s*Per-node (?:numastat info|system memory usage|process memory usage) \(in MBs\)",
+_TITLE_DETECT_RE = re.compile(r"^[ \t]*Per-node (?:numastat info|system memory usage|process memory usage) \(in MBs\)",
                               re.MULTILINE)
 _COMPAT_HEADER_DETECT_RE = re.compile(r"^[ \t]*node\d+(?:[ \t]+node\d+)*[ \t]*$", re.MULTILINE)
 _COMPAT_ROW_DETECT_RE = re.compile(

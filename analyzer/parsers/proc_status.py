@@ -47,8 +47,11 @@ _KEPT = frozenset({
     "Name", "Pid", "Threads", "Cpus_allowed", "Cpus_allowed_list", "Mems_allowed_list",
     "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches",
 })
-_STATUS_RE = re.compile(r"^(?:/proc/(\d+|self|thread-self)/(?:task/\d+/)?status:)?([A-Za-z_][A-Za-z0-9_]*):[ \t]*(.*?)[ \t]*$")
-_TASKSET_RE = re.compile(r"^pid (\d+)'s (?:current|new) affinity (list|mask): *(.*?)[ \t]*$")
+# values as (?:.*?[^ \t\n])?, not .*?: the same text, and linear in a run of spaces inside it
+_STATUS_RE = re.compile(
+    r"^(?:/proc/(\d+|self|thread-self)/(?:task/\d+/)?status:)?([A-Za-z_][A-Za-z0-9_]*):[ \t]*((?:.*?[^ \t\n])?)[ \t]*$"
+)
+_TASKSET_RE = re.compile(r"^pid (\d+)'s (?:current|new) affinity (list|mask): *((?:.*?[^ \t\n])?)[ \t]*$")
 _ERROR_RE = re.compile(r"^(?:grep|cat|taskset): .*")
 _NAME_HINT_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.+-]+?)[-_.]status(?:\.txt)?$")
 _DETECT_STRONG_RE = re.compile(
