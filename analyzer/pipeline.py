@@ -199,8 +199,23 @@ def merge_tables(results: list[ParseResult]) -> dict[str, pl.DataFrame]:
     merged: dict[str, list[pl.DataFrame]] = {}
     for result in results:
         for name, frame in result.tables.items():
-            merged.setdefault(name, []).append(t.conform(name, frame) if name in t.SCHEMAS else frame)
-    return {name: pl.concat(frames, how="diagonal_relaxed") for name, frames in merged.items()}
+            merged.setdefault(name, []).append(frame)
+    return {name: _stacked(name, frames) for name, frames in merged.items()}
+
+
+def _stacked(name: str, frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """The frames of one table, one after the other: each run of frames with the same columns is stacked
+    as it is, then cast to the declared schema once (one cast per frame cost 5,000 tiny slow logs 3 s)."""
+    runs: list[list[pl.DataFrame]] = []
+    for frame in frames:
+        if runs and runs[-1][0].schema == frame.schema:
+            runs[-1].append(frame)
+        else:
+            runs.append([frame])
+    stacks = [run[0] if len(run) == 1 else pl.concat(run, how="vertical", rechunk=False) for run in runs]
+    if name in t.SCHEMAS:
+        stacks = [t.conform(name, stack) for stack in stacks]
+    return stacks[0] if len(stacks) == 1 else pl.concat(stacks, how="diagonal_relaxed")
 
 
 def _public_tables(tables: dict[str, pl.DataFrame], derived: Derived) -> dict[str, pl.DataFrame]:
