@@ -257,7 +257,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
             members = parse_cpu_list(cpus)
         except ValueError:
             st.warn(number, f"NUMA node{node} CPU list {cpus[:40]!r} not understood; node kept without CPUs")
-            members = []
+            members, cpus = [], None
         for cpu in members:
             node_of.setdefault(cpu, node)
         numa_rows.append({"node": node, "cpus": cpus, "cpu_count": len(members)})

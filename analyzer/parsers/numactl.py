@@ -101,10 +101,10 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
             if what == "cpus":
                 try:
                     entry["cpu_list"] = parse_cpu_list(value)
-                except ValueError:
-                    warnings.append(ParseWarning(number, f"node {node} cpus {value[:40]!r} not understood"))
+                    entry["cpus"] = " ".join(value.split())
+                except ValueError as error:
+                    warnings.append(ParseWarning(number, f"node {node} cpus {value[:40]!r} not understood ({error}); dropped"))
                     entry["cpu_list"] = []
-                entry["cpus"] = " ".join(value.split())
                 entry["cpu_count"] = len(entry["cpu_list"])
             else:
                 mb = _mb(value)
