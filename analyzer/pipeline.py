@@ -26,6 +26,7 @@ from dbdiag.parsers import PARSERS, manifest
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
 from dbdiag.rules import RULES
 from dbdiag.rules.base import Rule, RuleInput
+from dbdiag.timebounds import within_time_bounds
 
 DEFAULT_TZ = "UTC"
 
@@ -135,11 +136,14 @@ def parse_bytes(
 
 
 def _guarded(parse: Callable[[], ParseResult], spec: ParserSpec) -> tuple[ParseResult | None, str | None]:
+    """The parse, with rows timed outside 1970-2200 dropped (``timebounds``), or why the member could
+    not be read. A panic in polars' native code is a ``PanicException``, which derives from
+    BaseException, not Exception: it is caught too (KeyboardInterrupt and SystemExit are not)."""
     try:
-        return parse(), None
+        return within_time_bounds(parse()), None
     except ParseError as error:
         return None, str(error)
-    except Exception as error:  # noqa: BLE001 - one bad member must not stop the capture
+    except (Exception, pl.exceptions.PanicException) as error:  # noqa: BLE001 - one bad member must not stop the capture
         first_line = str(error).strip().split("\n", 1)[0]  # polars appends the failing expression on more lines
         return None, f"parser {spec.kind} failed: {type(error).__name__}: {first_line}"
 
