@@ -27,7 +27,8 @@ def run_rule(rule: Rule, rule_input: RuleInput) -> RuleOutcome:
         verdict = rule.check(rule_input)
     except Skip as lacking:
         return RuleOutcome(rule.id, rule.title, Status.SKIPPED, missing=(str(lacking),))
-    except Exception as error:  # noqa: BLE001 - a rule bug must not stop the report
+    # polars' PanicException (native code) derives from BaseException, not Exception
+    except (Exception, pl.exceptions.PanicException) as error:  # noqa: BLE001 - a rule bug must not stop the report
         where = traceback.extract_tb(error.__traceback__)[-1]
         return RuleOutcome(
             rule.id,

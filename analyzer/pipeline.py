@@ -26,6 +26,7 @@ from dbdiag.parsers import PARSERS, manifest
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
 from dbdiag.rules import RULES
 from dbdiag.rules.base import Rule, RuleInput
+from dbdiag.timebounds import within_time_bounds
 
 DEFAULT_TZ = "UTC"
 
@@ -139,8 +140,11 @@ def parse_bytes(
 
 
 def _guarded(parse: Callable[[], ParseResult], spec: ParserSpec) -> tuple[ParseResult | None, str | None]:
+    """The parse, with rows timed outside 1970-2200 dropped (``timebounds``), or why the member could
+    not be read. A panic in polars' native code is a ``PanicException``, which derives from
+    BaseException, not Exception: it is caught too (KeyboardInterrupt and SystemExit are not)."""
     try:
-        return parse(), None
+        return within_time_bounds(parse()), None
     except ParseError as error:
         return None, str(error)
     # polars' PanicException derives from BaseException: named beside Exception, or a native panic on

@@ -126,7 +126,7 @@ def numa_remote(tables: dict[str, pl.DataFrame]) -> pl.DataFrame | None:
     since_boot = pl.col("first") == pl.col("last")
     growth = [
         pl.when(since_boot).then(pl.col(n)).otherwise((pl.col(n) - pl.col(f"{n}__start")).clip(lower_bound=0))
-        .round(0).cast(pl.Int64).alias(n)
+        .round(0).cast(pl.Int64, strict=False).alias(n)  # parsers drop counters over Int64; never fail here
         for n in SYSTEM_COUNTERS
     ]
     out = joined.select(

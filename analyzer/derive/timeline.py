@@ -61,6 +61,7 @@ from dbdiag import tables as t
 from dbdiag.derive.histogram import counter_deltas, histogram_quantile, label_value
 from dbdiag.derive.idle_gaps import resolution_us
 from dbdiag.derive.time_accounting import log_completeness
+from dbdiag.timebounds import inside
 
 QUANTILES = {"latency_p50": 0.5, "latency_p99": 0.99, "latency_p999": 0.999, "latency_p9999": 0.9999}
 # A quantile q needs 1 / (1 - q) observations before it is more than the window's maximum.
@@ -144,7 +145,8 @@ def _timed_inputs(tables: dict[str, pl.DataFrame], accounting: dict[str, Any] | 
     inputs: dict[str, pl.DataFrame] = {}
 
     def add(kind: str, frame: pl.DataFrame, clock: str = "own", note: str | None = None) -> None:
-        frame = frame.filter(pl.col("ts").is_not_null())
+        # parse results are bounded already (timebounds); a time shifted here must not overflow either
+        frame = frame.filter(inside(pl.col("ts")).fill_null(False))
         if not frame.height:
             return
         inputs[kind] = pl.concat([inputs[kind], frame], how="diagonal_relaxed") if kind in inputs else frame

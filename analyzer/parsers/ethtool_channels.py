@@ -42,7 +42,7 @@ from dbdiag.parsers.host_setting import TABLE, Row, capped, frame
 
 _HEADER_RE = re.compile(r"^Channel parameters for (\S+?):?[ \t]*$")
 _SECTIONS = {"pre-set maximums:": "max", "current hardware settings:": "current"}
-_COUNT_RE = re.compile(r"^([A-Za-z][A-Za-z ]{0,30}):[ \t]*(\S.*?)[ \t]*$")
+_COUNT_RE = re.compile(r"^([A-Za-z][A-Za-z ]{0,30}):[ \t]*(\S(?:.*?[^ \t\n])?)[ \t]*$")
 _ERROR_RE = re.compile(
     r"^(?:netlink error|Cannot get device channel parameters|no such device|: Operation not supported|"
     r"Operation not supported|ethtool: )",

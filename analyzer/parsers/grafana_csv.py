@@ -114,13 +114,14 @@ def split_series_name(name: str) -> tuple[str, dict[str, str]]:
         return name, {}
     body = match.group("body")
     labels = {}
-    position = 0
-    for pair in _LABEL_RE.finditer(body):
-        if pair.start() != position:
+    position, end = 0, len(body.rstrip())
+    while position < end:  # each pair where the last ended (a search would rescan the rest each time)
+        pair = _LABEL_RE.match(body, position)
+        if pair is None or pair.end() == position:
             return name, {}
         labels[pair.group(1)] = pair.group(2).replace('\\"', '"').replace("\\\\", "\\")
         position = pair.end()
-    if position != len(body.rstrip()):
+    if position != end:
         return name, {}
     return match.group("name") or name, labels
 

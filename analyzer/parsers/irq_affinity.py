@@ -39,9 +39,10 @@ from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpe
 from dbdiag.parsers.host_setting import TABLE, Row, base_name, capped, frame
 
 _FILES = ("smp_affinity_list", "smp_affinity", "effective_affinity_list", "effective_affinity", "affinity_hint", "node")
-_FILE_RE = re.compile(r"^/proc/irq/(\d+)/([A-Za-z_]+):[ \t]*(.*?)[ \t]*$")
-_DEFAULT_RE = re.compile(r"^/proc/irq/default_smp_affinity:[ \t]*(.*?)[ \t]*$")
-_LOOP_RE = re.compile(r"^/proc/irq/(\d+)/?:?[ \t]+(\S.*?)[ \t]*$")
+# values as (?:.*?[^ \t\n])?, not .*?: the same text, and linear in a run of spaces inside it
+_FILE_RE = re.compile(r"^/proc/irq/(\d+)/([A-Za-z_]+):[ \t]*((?:.*?[^ \t\n])?)[ \t]*$")
+_DEFAULT_RE = re.compile(r"^/proc/irq/default_smp_affinity:[ \t]*((?:.*?[^ \t\n])?)[ \t]*$")
+_LOOP_RE = re.compile(r"^/proc/irq/(\d+)/?:?[ \t]+(\S(?:.*?[^ \t\n])?)[ \t]*$")
 _HEAD_RE = re.compile(r"^==> /proc/irq/(\d+)/([A-Za-z_]+) <==$")
 _BARE_DIR_RE = re.compile(r"^/proc/irq/(?:\d+|default_smp_affinity)/?[ \t]*$")
 _OTHER_RE = re.compile(r"^(?:/proc/irq/\S+.*|(?:cat|grep): .*)$")

@@ -257,7 +257,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
             members = parse_cpu_list(cpus)
         except ValueError:
             st.warn(number, f"NUMA node{node} CPU list {cpus[:40]!r} not understood; node kept without CPUs")
-            members = []
+            members, cpus = [], None
         for cpu in members:
             node_of.setdefault(cpu, node)
         numa_rows.append({"node": node, "cpus": cpus, "cpu_count": len(members)})
@@ -355,7 +355,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
 
 
 def detect(head: str, name: str) -> float:
-    if re.search(r"^#\s*CPU,(?:Core|Socket|Node)", head, re.MULTILINE | re.IGNORECASE):
+    if re.search(r"^#[ \t]*CPU,(?:Core|Socket|Node)", head, re.MULTILINE | re.IGNORECASE):
         return 0.95
     if "# The following is the parsable format" in head:
         return 0.9

@@ -25,7 +25,8 @@ from dbdiag import tables as t
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
 
 _NAME = re.compile(r"(^|/)(manifest(\.json|\.txt)?|MANIFEST(\.txt)?)$", re.IGNORECASE)
-_KEY_VALUE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*[=:]\s*(.*?)\s*$")
+# the value as (?:.*?\S)?, not .*?: the same text, and linear in a run of spaces inside it
+_KEY_VALUE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*[=:]\s*((?:.*?\S)?)\s*$")
 TZ_KEYS = ("tz", "timezone", "time_zone")
 TAKEN_AT_KEYS = ("taken_at", "captured_at", "time")
 

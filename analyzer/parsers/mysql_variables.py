@@ -200,9 +200,9 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
 def detect(head: str, name: str) -> float:
     if re.search(r"^Variable_name\tValue\r?$", head, re.MULTILINE):
         return 0.95
-    if re.search(r"^\|\s*Variable_name\s*\|\s*Value\s*\|\r?$", head, re.MULTILINE):
+    if re.search(r"^\|[ \t]*Variable_name[ \t]*\|[ \t]*Value[ \t]*\|\r?$", head, re.MULTILINE):
         return 0.95
-    if re.search(r"^\*+ 1\. row \*+\r?\n\s*Variable_name: ", head, re.MULTILINE):
+    if re.search(r"^\*+ 1\. row \*+\r?\n[ \t]*Variable_name: ", head, re.MULTILINE):
         return 0.95
     lines = [line.rstrip("\r") for line in head.split("\n")[:-1] if line.strip()]
     if len(lines) < 5:

@@ -51,13 +51,14 @@ from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpe
 from dbdiag.tables import HOST_FACT, NUMA_NODE, TOPOLOGY, conform, host_fact_frame
 
 _AVAILABLE_RE = re.compile(r"^available:\s*(\d+)\s+nodes?\s*(?:\((.*)\))?\s*$")
-_NODE_RE = re.compile(r"^node\s+(\d+)\s+(cpus|size|free):[ \t]*(.*?)\s*$")
+# values as (?:.*?\S)?, not .*?: the same text, and linear in a run of spaces inside it
+_NODE_RE = re.compile(r"^node\s+(\d+)\s+(cpus|size|free):[ \t]*((?:.*?\S)?)\s*$")
 _SIZE_RE = re.compile(r"^(\d+)\s*([KMGT]i?B|kB|B)?$", re.IGNORECASE)
 _DIST_HEADER_RE = re.compile(r"^node(?:\s+\d+)+\s*$")
 _DIST_ROW_RE = re.compile(r"^\s*(\d+):((?:\s+\d+)+)\s*$")
 _SHOW_RE = re.compile(
     r"^(policy|preferred node|preferred|physcpubind|cpubind|nodebind|membind|interleavemask|"
-    r"interleavenode|preferred_many|weighted_interleave)\s*:\s*(.*?)\s*$"
+    r"interleavenode|preferred_many|weighted_interleave)\s*:\s*((?:.*?\S)?)\s*$"
 )
 _NO_NUMA = "No NUMA available on this system"
 _UNIT_MB = {"b": 1 / (1 << 20), "kb": 1 / 1024, "kib": 1 / 1024, "mb": 1, "mib": 1, "gb": 1024, "gib": 1024,
@@ -100,10 +101,10 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
             if what == "cpus":
                 try:
                     entry["cpu_list"] = parse_cpu_list(value)
-                except ValueError:
-                    warnings.append(ParseWarning(number, f"node {node} cpus {value[:40]!r} not understood"))
+                    entry["cpus"] = " ".join(value.split())
+                except ValueError as error:
+                    warnings.append(ParseWarning(number, f"node {node} cpus {value[:40]!r} not understood ({error}); dropped"))
                     entry["cpu_list"] = []
-                entry["cpus"] = " ".join(value.split())
                 entry["cpu_count"] = len(entry["cpu_list"])
             else:
                 mb = _mb(value)

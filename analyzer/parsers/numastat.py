@@ -90,13 +90,18 @@ _DASHES_RE = re.compile(r"^[\s-]*-[\s-]*$")
 _NUMBER = r"-?\d+(?:\.\d+)?"
 _PID_LABEL_RE = re.compile(r"^(\d+)(?:\s+\((.*?)\)?)?$")
 _TOKEN_RE = re.compile(r"^Token (\S+) not in hash table\.\s*$")
-_NO_MATCH_RE = re.compile(r"^Found no processes containing pattern:?\s*(.*?)\s*$")
+_NO_MATCH_RE = re.compile(r"^Found no processes containing pattern:?\s*((?:.*?\S)?)\s*$")  # not .*?: linear
 _CANT_READ_RE = re.compile(r"^Can't read /proc/(\d+)/numa_maps")
 _NO_DATA_RE = re.compile(r"^Table has no (?:non-zero )?data\.\s*$")
 _VERSION_RE = re.compile(r"^\S*numastat version:")
 _MESSAGE_HINT_RE = re.compile(r"^\s*(?:Token |Found no |Can't read |Table has |\S*numastat version)")
 # Only lines shaped like a time are handed to parse_time_line (rows are the bulk of a long file).
 _TIME_HINT_RE = re.compile(r"^\s*(?:TS\s|\d{9,11}(?:[.\s]|$)|\d{4}-\d{2}-\d{2}|[A-Z][a-z]{2}[ ,])")
+# Out-of-range numbers are dropped with a warning here, so that derive never meets them: a 40-digit
+# counter failed derive's cast to Int64 and ended the run.
+MAX_COUNTER = 2**63 - 1
+MAX_NODE = 4_095  # Linux builds for at most 1,024 nodes (NODES_SHIFT 10)
+MAX_PID = 2**31 - 1
 _SYSTEM_LABELS = {"numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local_node", "other_node"}
 _PROCESS_LABELS = {"Huge", "Heap", "Stack", "Private"}
 
@@ -148,7 +153,8 @@ class _State:
 @lru_cache(maxsize=64)
 def _row_re(ncols: int) -> re.Pattern[str]:
     """A row: its label, then exactly ``ncols`` numbers (one per header column)."""
-    return re.compile(r"^(.*?)((?:\s+%s){%d})\s*$" % (_NUMBER, ncols))
+    # the label ends on \S ((?:.*?\S)?, not .*?): the same rows, and linear in a run of spaces
+    return re.compile(r"^((?:.*?\S)?)((?:\s+%s){%d})\s*$" % (_NUMBER, ncols))
 
 
 def _header_columns(line: str) -> list[int | None]:
@@ -173,8 +179,8 @@ def _title(state: _State, match: re.Match[str]) -> None:
         table = _Table(scope="meminfo", unit="MB")
     else:
         process = None if name in (None, "", "(null)") else name
-        table = _Table(scope="process", unit="MB", pid=int(pid) if pid else None, process=process,
-                       summary=pid is None)
+        table = _Table(scope="process", unit="MB", pid=int(pid) if pid and int(pid) <= MAX_PID else None,
+                       process=process, summary=pid is None)
     state.begin(_key(table))
     state.table = table
     state.awaiting_header = True
@@ -186,6 +192,10 @@ def _header(state: _State, line: str, number: int) -> None:
     nodes = {c for c in columns if c is not None}
     if len(nodes) != len([c for c in columns if c is not None]):
         state.warn(number, "header names a node twice; table skipped")
+        state.table, state.awaiting_header = None, False
+        return
+    if any(node > MAX_NODE for node in nodes):
+        state.warn(number, f"header names node {max(nodes)} (over {MAX_NODE}); table skipped")
         state.table, state.awaiting_header = None, False
         return
     table = state.table
@@ -241,11 +251,17 @@ def _row(state: _State, line: str, number: int) -> None:
             state.warn(number, f"process row label {label[:40]!r} is not 'PID (name)'; skipped")
             return
         pid, process, counter = int(pid_match.group(1)), pid_match.group(2) or None, "Total"
+        if pid > MAX_PID:
+            state.warn(number, f"process id {pid_match.group(1)[:20]} over {MAX_PID}; skipped")
+            return
     values = match.group(2).split()
     for node, value in zip(table.columns, values):
         if node is None:
             continue
         row_key = (counter, pid, node)
+        if abs(float(value)) > MAX_COUNTER:
+            state.warn(number, f"{counter} for node {node} is {value[:24]}, over {MAX_COUNTER}; dropped")
+            continue
         if row_key in table.rows:
             state.warn(number, f"{counter} for node {node} given twice in one table; kept the first")
             continue

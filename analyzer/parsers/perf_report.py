@@ -110,13 +110,14 @@ _ENTRY_START_RE = re.compile(r"^[+-]?\s*\d+(?:\.\d+)?%")
 _ENTRY_TOKENS_RE = re.compile(
     r"^(?P<sign>[+-])?\s*(?P<p1>\d+(?:\.\d+)?)%\s+(?:(?P<p2>\d+(?:\.\d+)?)%\s+)?(?P<rest>\S.*)$"
 )
-_SYMBOL_RE = re.compile(r"^\[(?P<kind>[.kgHuA])\] (?P<sym>.*?)\s*$")
-_SYMBOL_SEARCH_RE = re.compile(r"\[(?P<kind>[.kgHuA])\] (?P<sym>.*?)\s*$")
+# values as (?:.*?\S)?, not .*?: the same text, and linear in a run of spaces inside it
+_SYMBOL_RE = re.compile(r"^\[(?P<kind>[.kgHuA])\] (?P<sym>(?:.*?\S)?)\s*$")
+_SYMBOL_SEARCH_RE = re.compile(r"\[(?P<kind>[.kgHuA])\] (?P<sym>(?:.*?\S)?)\s*$")
 _PCT_RE = re.compile(r"^\d+(?:\.\d+)?%$")
 _GRAPH_RE = re.compile(r"^(?P<lead>[ |]*)(?P<marker>---\s?|--(?P<pct>\d+(?:\.\d+)?)%--\s?)?(?P<name>\S.*)$")
 _FLAT_PCT_RE = re.compile(r"^\s+(?P<pct>\d+(?:\.\d+)?)%$")
 _TUI_BRANCH_RE = re.compile(r"^(?P<lead>\s*)(?P<sign>[+-]\s+)?(?P<pct>\d+(?:\.\d+)?)%\s(?P<name>\S.*)$")
-_PID_FIRST_RE = re.compile(r"^\s*(\d+):(.*?)\s*$")
+_PID_FIRST_RE = re.compile(r"^\s*(\d+):((?:.*?\S)?)\s*$")
 _PID_LAST_RE = re.compile(r"^(.*?):\s*(\d+)\s*$")
 _UNIT = {"": 1, "K": 1_000, "M": 1_000_000, "G": 1_000_000_000, "T": 1_000_000_000_000}
 _COLUMN_KEYS = {
@@ -550,7 +551,7 @@ _DETECT_ENTRY_RE = re.compile(
 def detect(head: str, name: str) -> float:
     if "PerfTop:" in head:
         return 0.2
-    if re.search(r"^# Samples: \d+\s*[KMGT]?\s+of event '", head, re.MULTILINE):
+    if re.search(r"^# Samples: \d+(?:[ \t]*[KMGT])?[ \t]+of event '", head, re.MULTILINE):
         return 0.95
     if re.search(r"^# (?:Overhead|Children +Self)\b", head, re.MULTILINE) and re.search(
         r"^#(?: +\.+)+ *$", head, re.MULTILINE

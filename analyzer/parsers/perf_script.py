@@ -96,11 +96,12 @@ CHUNK_CHARS = 16 * 1024 * 1024
 # The C kernel reads pieces on this many threads, one Folder each.
 KERNEL_THREADS = 2
 
-# Shared by Python (detect, on the head) and polars (Rust regex, on every header line).
+# Shared by Python (detect, on the head) and polars (Rust regex, on every header line). Lazy texts end on
+# \S ((?:.*?\S)?, not .*?): the same captures, and Python's backtracking stays linear in a run of spaces.
 _HEADER_PATTERN = (
-    r"^(?P<comm>\S.*?)\s+(?P<id1>-?\d+)(?:/(?P<id2>-?\d+))?\s+(?:\[(?P<cpu>\d+)\]\s+)?"
+    r"^(?P<comm>\S(?:.*?\S)?)\s+(?P<id1>-?\d+)(?:/(?P<id2>-?\d+))?\s+(?:\[(?P<cpu>\d+)\]\s+)?"
     r"(?:(?P<time>\d+\.\d+):\s*)?(?:(?P<period>\d+)\s+)?(?:(?P<event>[^\s:]\S*?):)?"
-    r"(?:\s+(?P<rest>\S.*?))?\s*$"
+    r"(?:\s+(?P<rest>\S(?:.*?\S)?))?\s*$"
 )
 # A frame line once its address is cut off: "symbol+0x1f (dso)"; the symbol may hold spaces and
 # parentheses, the dso is the last parenthesised part (as stackcollapse-perf.pl reads it).
@@ -118,8 +119,9 @@ _USER_PSEUDO_DSOS = ["[unknown]", "[vdso]", "[vsyscall]", "[vvar]", "[heap]", "[
 
 _HEADER_RE = re.compile(_HEADER_PATTERN)
 _REPORT_RE = re.compile(r"^# (?:To display the perf\.data header info|Overhead|Samples: |Children )|PerfTop:", re.M)
-_FRAME_DETECT_RE = re.compile(r"[ \t]+[0-9a-fA-F]+ .*\(.*\)[ \t]*$")
-_OLD_FRAME_DETECT_RE = re.compile(r"[0-9a-fA-F]{6,} \S.*\(.*\)[ \t]*$")
+# "[^(]*\(" (the first parenthesis), not ".*\(": the same lines, without trying every "(" of a long line
+_FRAME_DETECT_RE = re.compile(r"^[ \t]+[0-9a-fA-F]+ [^(]*\(.*\)[ \t]*$")
+_OLD_FRAME_DETECT_RE = re.compile(r"^[0-9a-fA-F]{6,} \S[^(]*\(.*\)[ \t]*$")
 
 _KEYS = ["comm", "pid", "tid", "event", "stack"]
 _SAMPLE_KEYS = ["comm", "pid", "tid", "event", "stack_ids"]

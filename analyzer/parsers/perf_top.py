@@ -45,7 +45,8 @@ from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpe
 from dbdiag.parsers.perf_report import ReportReader, clean_lines, finish
 
 _HEADER_RE = re.compile(r"^\s*PerfTop:\s*(?P<irqs>\d+)\s+irqs/sec\s+kernel:\s*(?P<kernel>[\d.]+)%")
-_EVENT_RE = re.compile(r"\[(?:[^\]\s]*\s+)?(?P<event>[^\]\s]+)\]")
+# no "[" inside the brackets: a run of "[" would otherwise be rescanned from each one
+_EVENT_RE = re.compile(r"\[(?:[^\[\]\s]*\s+)?(?P<event>[^\[\]\s]+)\]")
 _ENTRY_RE = re.compile(r"^[+-]?\s*\d+(?:\.\d+)?%\s+(?:\d+(?:\.\d+)?%\s+)?\S.*\[[.kgHuA]\] ")
 _IGNORE = (
     re.compile(r"^-{10,}$"),

@@ -40,13 +40,37 @@ TO_RECORD = {
     "context": "context", "query": "statement", "application_name": "app", "query_id": "query_id",
 }
 VERSIONS = {22: "PostgreSQL 8.4", 23: "PostgreSQL 9.0-12", 24: "PostgreSQL 13", 26: "PostgreSQL 14+"}
+# The first record sets the width of every row; a line of 64 K commas made 64 K columns (5 s of work)
+MAX_COLUMNS = 64
+_CSV_MARK_RE = re.compile(r'[",\n]')
 LINE_RE = re.compile(
     r'(?m)^"?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [^,"]*)?"?,.*?,'
     r'(?:LOG|ERROR|FATAL|PANIC|WARNING|NOTICE|INFO|DEBUG\d?),[0-9A-Z]{5},'
 )
 
 
+def first_record_width(text: str, limit: int) -> int:
+    """Fields of the first CSV record (quotes may hold commas and newlines), counted up to ``limit + 1``.
+
+    >>> first_record_width('a,"b,""c""\\n",d\\ne,f', 64)
+    3
+    """
+    fields, quoted = 1, False
+    for mark in _CSV_MARK_RE.finditer(text):
+        if mark.group() == '"':
+            quoted = not quoted
+        elif quoted:
+            continue
+        elif mark.group() == "\n" or fields > limit:
+            break
+        else:
+            fields += 1
+    return fields
+
+
 def _read(text: str) -> pl.DataFrame:
+    if first_record_width(text, MAX_COLUMNS) > MAX_COLUMNS:
+        raise ParseError(f"csvlog rows have over {MAX_COLUMNS} columns; PostgreSQL writes 22 to 26")
     try:
         frame = pl.read_csv(
             io.BytesIO(text.encode("utf-8", "surrogatepass")),

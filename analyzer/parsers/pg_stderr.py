@@ -53,6 +53,9 @@ SAMPLE_LINES = 8000
 SHAPE_SAMPLE = 400  # prefixes cut into tokens (the others only check the result)
 CHUNK_CHARS = 16_000_000  # pieces read two at a time (one per core); bounds the working memory
 MIN_PREFIX_MATCH = 0.8  # share of sampled severity lines the inferred prefix must match
+# longer text before a severity is no log_line_prefix (a real one is under 200 characters); cutting
+# tokens from it costs its length squared (the user@db token looks for an "@" from every position)
+MAX_PREFIX_CHARS = 512
 
 # an entry line's prefix ends at the first severity after a character that is not a letter, digit or _
 # (else the line may start with it): searched for, cheaper than a lazy prefix regex on every line
@@ -68,7 +71,8 @@ SYSLOG_RE = (
 )
 WRAPPERS = {"Heroku logplex": LOGPLEX_RE, "syslog": SYSLOG_RE}
 LOOKS_LIKE_PG_HEAD_RE = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\S* (?:\S+ )?\[\d+\]")
-FOREIGN_SEVERITY_RE = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d.*?[^\W\d_]{2,}\s?:  \S")
+# two letters, not {2,}: the same lines, and with .*? before it {2,} was quadratic on a long word
+FOREIGN_SEVERITY_RE = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d.*?[^\W\d_]{2}\s?:  \S")
 
 # Per escape: the regex for its value (named groups feed the record frame). ASCII classes ([0-9],
 # [^ \t]) on purpose: Unicode \d and \S make the per-line pass markedly slower.
@@ -293,7 +297,7 @@ def infer_prefix(sample: list[str]) -> Prefix | None:
         if not line or line.startswith("\t"):
             continue
         found = SEV_AFTER_RE.search(line)
-        if found:
+        if found and found.start() < MAX_PREFIX_CHARS:
             prefixes.append(line[: found.start() + 1])
         elif SEV_FIRST_RE.match(line):
             prefixes.append("")

@@ -89,7 +89,8 @@ _HEADER_DETECT_RE = re.compile(
     r"|scaling factor: \d+|query mode: (?:simple|extended|prepared))\s*$",
     re.MULTILINE,
 )
-_COMMAND_RE = re.compile(r"^\s*(?:[$#>+]+\s*)?(?:\S*/)?pgbench\s+(?!\()(.*)$")
+# possessive prompt (++ *+): a line of "#" was quadratic, each split of it rescanned for a "/"
+_COMMAND_RE = re.compile(r"^\s*+(?:[$#>+]++\s*+)?(?:\S*/)?pgbench\s+(?!\()(.*)$")
 _RATE_OPTION_RE = re.compile(r"(?:^|\s)(?:-R\s*|--rate[= ])(\d+(?:\.\d+)?)(?=\s|$)")
 _INIT_OPTION_RE = re.compile(r"(?:^|\s)(?:-i|--initialize|-[a-zA-Z]*i[a-zA-Z]*)(?=\s|$)")
 _INIT_DETECT_RE = re.compile(r"^\d+ of \d+ tuples \(\d+%\) done", re.MULTILINE)

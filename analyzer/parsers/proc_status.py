@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import re
 
+from dbdiag.cpulist import parse_cpu_list
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.host_setting import TABLE, Row, base_name, capped, frame
 
@@ -47,8 +48,12 @@ _KEPT = frozenset({
     "Name", "Pid", "Threads", "Cpus_allowed", "Cpus_allowed_list", "Mems_allowed_list",
     "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches",
 })
-_STATUS_RE = re.compile(r"^(?:/proc/(\d+|self|thread-self)/(?:task/\d+/)?status:)?([A-Za-z_][A-Za-z0-9_]*):[ \t]*(.*?)[ \t]*$")
-_TASKSET_RE = re.compile(r"^pid (\d+)'s (?:current|new) affinity (list|mask): *(.*?)[ \t]*$")
+_LISTS = frozenset({"Cpus_allowed_list", "Mems_allowed_list"})  # read by cpulist downstream: checked here
+# values as (?:.*?[^ \t\n])?, not .*?: the same text, and linear in a run of spaces inside it
+_STATUS_RE = re.compile(
+    r"^(?:/proc/(\d+|self|thread-self)/(?:task/\d+/)?status:)?([A-Za-z_][A-Za-z0-9_]*):[ \t]*((?:.*?[^ \t\n])?)[ \t]*$"
+)
+_TASKSET_RE = re.compile(r"^pid (\d+)'s (?:current|new) affinity (list|mask): *((?:.*?[^ \t\n])?)[ \t]*$")
 _ERROR_RE = re.compile(r"^(?:grep|cat|taskset): .*")
 _NAME_HINT_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.+-]+?)[-_.]status(?:\.txt)?$")
 _DETECT_STRONG_RE = re.compile(
@@ -71,6 +76,18 @@ def _subject(process: _Process, fallback: str | None) -> str | None:
     return process.pid or process.name or fallback
 
 
+def _valid(key: str, value: str, number: int, warnings: list[ParseWarning]) -> bool:
+    """Whether a kept value may be kept: CPU and memory-node lists must parse within cpulist's bounds."""
+    if key not in _LISTS:
+        return True
+    try:
+        parse_cpu_list(value)
+    except ValueError as error:
+        warnings.append(ParseWarning(number, f"{key} {value[:40]!r} is not a CPU list ({error}); dropped"))
+        return False
+    return True
+
+
 def parse(text: str, ctx: ParseContext) -> ParseResult:
     warnings: list[ParseWarning] = []
     notes: list[str] = []
@@ -89,7 +106,8 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
                 by_taskset_pid[m.group(1)] = _Process(m.group(1))
                 processes.append(by_taskset_pid[m.group(1)])
             key = "Cpus_allowed_list" if m.group(2) == "list" else "Cpus_allowed"
-            by_taskset_pid[m.group(1)].settings.append((key, m.group(3)))
+            if _valid(key, m.group(3), number, warnings):
+                by_taskset_pid[m.group(1)].settings.append((key, m.group(3)))
             continue
         if _ERROR_RE.match(line):
             errors.append(line.strip())
@@ -113,7 +131,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
             process.name = value
         elif key == "Pid":
             process.pid = value
-        if key in _KEPT:
+        if key in _KEPT and _valid(key, value, number, warnings):
             process.settings.append((key, value))
     processes = [p for p in processes if p.settings]
     if not processes:

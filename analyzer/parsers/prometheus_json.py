@@ -44,6 +44,7 @@ import polars as pl
 from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.mpstat_text import cap_warnings
+from dbdiag.timebounds import BOUNDS_TEXT, epoch_inside
 
 # Epoch seconds reach 1e11 in the year 5138; epoch milliseconds passed 1e11 in 1973.
 MS_EPOCH_THRESHOLD = 1e11
@@ -140,7 +141,10 @@ def sample_frame(cols: SampleColumns, source: str) -> tuple[pl.DataFrame, list[s
     if finite.len() and finite.abs().min() > MS_EPOCH_THRESHOLD:
         raw = raw.with_columns(epoch_s=pl.col("epoch_s") / 1000.0)
         notes.append("timestamps are epoch milliseconds (every one is past 1e11); read as ms")
-    ts = (pl.col("epoch_s") * 1e6).round(0).cast(pl.Int64, strict=False).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+    # a time outside 1970-2200 (8,000 years out) is unreadable: as a Python datetime it overflows
+    ts = pl.when(epoch_inside(pl.col("epoch_s"))).then(
+        (pl.col("epoch_s") * 1e6).round(0).cast(pl.Int64, strict=False).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+    )
     frame = raw.with_columns(ts=ts, source=pl.lit(source))
     bad = frame.filter(pl.col("ts").is_null() | pl.col("value").is_null())
     if bad.height:
@@ -148,7 +152,8 @@ def sample_frame(cols: SampleColumns, source: str) -> tuple[pl.DataFrame, list[s
         cols.warnings.append(
             ParseWarning(
                 None,
-                f"{bad.height} samples with an unreadable time or value skipped (first: metric {first['metric']!r}, "
+                f"{bad.height} samples with an unreadable time or value skipped (a time outside {BOUNDS_TEXT} "
+                f"is unreadable; first: metric {first['metric']!r}, "
                 f"time {str(first['ts_raw'])[:MAX_REASON_VALUE]!r}, value {str(first['value_raw'])[:MAX_REASON_VALUE]!r})",
             )
         )

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers.numastat import MAX_COUNTER, MAX_NODE
 from dbdiag.parsers.proc_interrupts import MAX_WARNINGS, parse_time_line, snapshot_lines, snapshot_result
 from dbdiag.tables import NUMA_COUNTER, UTC_TIME
 
@@ -107,7 +108,7 @@ def node_from_path(path: str) -> int | None:
     (1, None)
     """
     found = _PATH_NODE_RE.findall(path)
-    return int(found[-1]) if found else None
+    return int(found[-1]) if found and len(found[-1]) <= 4 and int(found[-1]) <= MAX_NODE else None
 
 
 def _add(state: _State, scope: str, node: int | None, counter: str, value: int, unit: str | None) -> None:
@@ -132,17 +133,27 @@ def _add(state: _State, scope: str, node: int | None, counter: str, value: int, 
                            float(value), "pages"))
 
 
+def _in_range(state: _State, number: int, what: str, value: str, bound: int) -> bool:
+    """Whether a number fits where derive casts it (a 40-digit counter ended the run there)."""
+    if len(value) <= 19 and int(value) <= bound:
+        return True
+    state.warn(number, f"{what} {value[:24]} over {bound}; line dropped")
+    return False
+
+
 def _line(state: _State, line: str, number: int, prefix_node: int | None) -> None:
     m = _MEMINFO_LINE_RE.match(line)
     if m:
-        _add(state, "meminfo", int(m.group(1)), m.group(2), int(m.group(3)), m.group(4))
+        if _in_range(state, number, "node", m.group(1), MAX_NODE) and _in_range(state, number, m.group(2), m.group(3), MAX_COUNTER):
+            _add(state, "meminfo", int(m.group(1)), m.group(2), int(m.group(3)), m.group(4))
         return
     m = _NUMASTAT_LINE_RE.match(line)
     if m:
         node = prefix_node if prefix_node is not None else state.file_node
         if node is None:
             node = state.path_node
-        _add(state, "system", node, m.group(1), int(m.group(2)), None)
+        if _in_range(state, number, m.group(1), m.group(2), MAX_COUNTER):
+            _add(state, "system", node, m.group(1), int(m.group(2)), None)
         return
     when = parse_time_line(line, state.tz)
     if when is not None:
@@ -194,7 +205,8 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
             continue
         prefixed = _GREP_PREFIX_RE.match(line) if "/" in line else None
         if prefixed:
-            _line(state, prefixed.group(3), number, int(prefixed.group(2)))
+            if _in_range(state, number, "node", prefixed.group(2), MAX_NODE):
+                _line(state, prefixed.group(3), number, int(prefixed.group(2)))
             continue
         _line(state, line, number, None)
     if not state.rows:

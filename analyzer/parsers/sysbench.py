@@ -87,7 +87,8 @@ _BANNER_RE = re.compile(r"^sysbench \d+\.\d+[\w.\-]*(?::\s+multi-threaded system
 _BANNER_DETECT_RE = re.compile(
     r"^sysbench \d+\.\d+[\w.\-]*(?::\s+multi-threaded system evaluation benchmark| \(using )", re.MULTILINE
 )
-_COMMAND_RE = re.compile(r"^\s*(?:[$#>+]+\s*)?(?:\S*/)?sysbench\s+(?!\d+\.\d)(.*)$")
+# possessive prompt (++ *+): a line of "#" was quadratic, each split of it rescanned for a "/"
+_COMMAND_RE = re.compile(r"^\s*+(?:[$#>+]++\s*+)?(?:\S*/)?sysbench\s+(?!\d+\.\d)(.*)$")
 _INTERVAL_10_RE = (
     r"^\[ *(?P<offset>\d+(?:\.\d+)?)s *\] thds: (?P<threads>\d+) "
     r"(?:tps: (?P<tps>\d+(?:\.\d+)?) qps: (?P<qps>\d+(?:\.\d+)?) "

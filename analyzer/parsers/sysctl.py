@@ -48,7 +48,7 @@ _SKIP = r"^[ \t]*(?:[#;].*)?$"
 _ERROR = r"^(?:sysctl|grep|error): "
 _KEY_OK = r"^[A-Za-z0-9_][A-Za-z0-9_.:@+/-]*[./][A-Za-z0-9_.:@+/-]+$"
 
-_DETECT_ASSIGN_RE = re.compile(rf"^[ \t]*-?[ \t]*{_NAMESPACE_RE}[./][^\s=]+[ \t]*=", re.MULTILINE)
+_DETECT_ASSIGN_RE = re.compile(rf"^[ \t]*(?:-[ \t]*)?{_NAMESPACE_RE}[./][^\s=]+[ \t]*=", re.MULTILINE)
 _DETECT_COMMENTED_RE = re.compile(rf"^[ \t]*[#;][ \t]*{_NAMESPACE_RE}\.[^\s=]+[ \t]*=", re.MULTILINE)
 _DETECT_PROC_SYS_RE = re.compile(r"^/proc/sys/[a-z]+/[^:\s]*:", re.MULTILINE)
 _DETECT_SKIP_RE = re.compile(_SKIP + "|" + _ERROR)

@@ -58,7 +58,9 @@ _MARKERS: dict[str, tuple[str, ...]] = {
         "enable-prevote", "label-property",
     ),
 }
-_TABLE_RE = re.compile(r"^[ \t]*\[\[?[ \t]*([A-Za-z0-9_.\-\" ]+?)[ \t]*\]\]?[ \t]*(?:#.*)?$", re.MULTILINE)
+# possessive runs (*+ ++): "[" then 4,000 spaces and no "]" made the old \s* [ ]+? \s* cubic (20 s per line);
+# the name keeps its spaces and loses them where it is used
+_TABLE_RE = re.compile(r"^[ \t]*+\[\[?+([A-Za-z0-9_.\-\" \t]++)\]\]?+[ \t]*+(?:#.*)?$")
 _KEY_RE = re.compile(r"^\s*([A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)\s*=")
 _ERROR_LINE_RE = re.compile(r"\(at line (\d+), column \d+\)")
 _COMMENTED_KEY_RE = re.compile(r"^\s*#\s?([A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)\s*=")
@@ -149,7 +151,7 @@ def detect(head: str, name: str) -> float:
     for line in head.split("\n"):
         m = _TABLE_RE.match(line)
         if m:
-            current = m.group(1).replace('"', "").replace(" ", "")
+            current = m.group(1).replace('"', "").replace(" ", "").replace("\t", "")
             active.add(current)
             continue
         k = _KEY_RE.match(line)

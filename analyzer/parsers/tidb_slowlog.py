@@ -69,10 +69,6 @@ from dbdiag.parsers.mpstat_text import check_tz, local_to_utc, zone_note
 # Chunks of about this many characters, cut at entry starts, bound the per-line frames.
 CHUNK_CHARS = 32 * 1024 * 1024
 MAX_WARNINGS = 50
-# A decoded plan row names its depth: past this it is damaged (real plans nest a few tens deep), and
-# the indentation it asks for (1,000,000,000 levels) would be allocated whole.
-MAX_PLAN_DEPTH = 1_000
-MAX_PLAN_ROWS_PER_STATEMENT = 10_000  # operators kept per plan; the rest counted in a note
 HIDDEN = ParseWarning(None, "")  # stands for a warning counted but not built (see row_warnings)
 
 START_PREFIX = "# Time:"
@@ -160,10 +156,31 @@ DETECT_MARKER_RE = re.compile(
 
 # ---- plan nodes, shared with the SLOW_QUERY table and dashboard parsers -----------------------
 
+# Bounds on what a plan may make us allocate: a 760-byte log whose plan row said depth 1,000,000,000
+# asked polars for a 4 GiB indent; 2 M operator rows did the same. Real plans nest a few dozen deep,
+# and TiDB discards an encoded plan over 1 MiB.
+MAX_PLAN_DEPTH = 1_000
+MAX_PLAN_OPERATORS = 10_000  # per statement; the rest are cut, with a warning
+MAX_PLAN_TEXT_BYTES = 8 * 1024 * 1024  # decoded; a block announcing more is not decompressed
+
+
+def snappy_length(block: bytes) -> int:
+    """The decoded length a raw snappy block announces first (a little-endian base-128 varint).
+
+    >>> snappy_length(bytes([0xFE, 0xFF, 0x7F]))
+    2097150
+    """
+    length = 0
+    for shift, byte in zip(range(0, 35, 7), block[:5]):
+        length |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+    return length
+
 
 def snappy_text(block: bytes | None) -> str | None:
-    """A raw snappy block -> text, or None when it is not one."""
-    if block is None:
+    """A raw snappy block -> text, or None when it is not one or announces over MAX_PLAN_TEXT_BYTES."""
+    if block is None or snappy_length(block) > MAX_PLAN_TEXT_BYTES:
         return None
     try:
         return bytes(cramjam.snappy.decompress_raw(block)).decode("utf-8", "backslashreplace")
@@ -188,6 +205,7 @@ def encoded_plan_rows(plans: pl.DataFrame) -> pl.DataFrame:
     """
     rows = (
         plans.select("stmt_id", "legacy_hint", pl.col("encoded").str.strip_chars_end("\n").str.split("\n").alias("row"))
+        .with_columns(operators=pl.col("row").list.len(), row=pl.col("row").list.head(MAX_PLAN_OPERATORS))
         .explode("row")
         .filter(pl.col("row") != "")
         .with_columns(pl.col("row").str.split("\t").alias("f"))
@@ -230,7 +248,31 @@ def encoded_plan_rows(plans: pl.DataFrame) -> pl.DataFrame:
         exec_info=field(6),
         rest=pl.col("f").list.slice(3).list.join("\t"),
         width=pl.col("f").list.len() - 1,
+        operators="operators",
     )
+
+
+def checked_plan_rows(rows: pl.DataFrame, lines: pl.DataFrame) -> tuple[pl.DataFrame, list[ParseWarning]]:
+    """Operator rows (with ``operators``, the plan's row count before the cut at MAX_PLAN_OPERATORS) ->
+    the rows of the plans that can be read, and a warning for each plan cut or dropped (depth outside
+    0..MAX_PLAN_DEPTH: nothing of it read). ``lines`` maps stmt_id to the entry's line."""
+    per_plan = rows.group_by("stmt_id", maintain_order=True).agg(
+        operators=pl.col("operators").first(), deepest=pl.col("depth").max(), shallowest=pl.col("depth").min()
+    )
+    too_deep = (pl.col("deepest") > MAX_PLAN_DEPTH) | (pl.col("shallowest") < 0)
+    reason = (
+        pl.when(too_deep)
+        .then(pl.format("plan depth {} outside 0..{}: plan not read", pl.col("deepest"), pl.lit(MAX_PLAN_DEPTH)))
+        .otherwise(pl.format("plan of {} operators: the first {} read", pl.col("operators"), pl.lit(MAX_PLAN_OPERATORS)))
+    )
+    faults = per_plan.filter(too_deep | (pl.col("operators") > MAX_PLAN_OPERATORS)).select(
+        "stmt_id", dropped=too_deep, reason=reason
+    )
+    if faults.is_empty():
+        return rows.drop("operators"), []
+    warnings = row_warnings(faults.join(lines, on="stmt_id", how="left").select("line", "reason"), str)
+    kept = rows.join(faults.filter("dropped").select("stmt_id"), on="stmt_id", how="anti")
+    return kept.drop("operators"), warnings
 
 
 def render_plans(rows: pl.DataFrame) -> pl.DataFrame:
@@ -251,6 +293,7 @@ def text_plan_rows(plans: pl.DataFrame) -> pl.DataFrame:
     (tab-separated, a header row, ids indented with ``└─``/``├─``/``│``) -> operator rows."""
     rows = (
         plans.select("stmt_id", pl.col("plan").str.split("\n").alias("row"))
+        .with_columns(operators=pl.col("row").list.len() - 1, row=pl.col("row").list.head(MAX_PLAN_OPERATORS + 1))
         .explode("row")
         .with_columns(pl.col("row").str.strip_chars_end("\r").str.strip_prefix("\t").str.split("\t").alias("f"))
     )
@@ -264,6 +307,7 @@ def text_plan_rows(plans: pl.DataFrame) -> pl.DataFrame:
     return rows.select(
         "stmt_id", "depth", "op_id",
         task=field(1), est_rows=field(2), operator_info=field(3), act_rows=field(4), exec_info=field(5),
+        operators="operators",  # the rows after the header
     )
 
 
@@ -304,7 +348,10 @@ def statements_with_text_plans(
 ) -> ParseResult:
     """The result of a table export of statements (one row each, ``plan`` as TiDB's text table):
     plan nodes and signatures from the plans, the ``statement`` table, its time range."""
-    nodes, shape = plan_tables(text_plan_rows(st.filter(pl.col("plan").is_not_null()).select("stmt_id", "plan")), source)
+    rows = text_plan_rows(st.filter(pl.col("plan").is_not_null()).select("stmt_id", "plan"))
+    rows, plan_warnings = checked_plan_rows(rows, st.select("stmt_id", "line"))
+    warnings = cap(warnings + plan_warnings) if plan_warnings else warnings
+    nodes, shape = plan_tables(rows, source)
     statement = T.conform(T.STATEMENT, st.join(shape, on="stmt_id", how="left").sort("stmt_id"))
     start, end = statement["start_ts"].min(), statement["end_ts"].max()
     return ParseResult(
@@ -565,7 +612,7 @@ def _plans(st: pl.DataFrame, source: str) -> tuple[pl.DataFrame, pl.DataFrame, l
     failed = with_plan.filter(pl.col("encoded").is_null() & ~pl.col("discarded").fill_null(False))
     warnings = row_warnings(
         failed.select("line", "plan_raw"),
-        lambda raw: f"plan not decodable ({str(raw)[:40]!r}...); kept encoded, Plan_digest identifies it",
+        lambda raw: f"plan not decodable or over {MAX_PLAN_TEXT_BYTES >> 20} MiB decoded ({str(raw)[:40]!r}...); kept encoded, Plan_digest identifies it",
     )
     notes = []
     discarded = with_plan["discarded"].fill_null(False).sum()
@@ -574,27 +621,12 @@ def _plans(st: pl.DataFrame, source: str) -> tuple[pl.DataFrame, pl.DataFrame, l
     binary_only = st.filter(pl.col("plan_raw").is_null() & pl.col("binary_plan_raw").is_not_null()).height
     if binary_only:
         notes.append(f"{binary_only} entr(ies) carry only a Binary_plan (protobuf), not decoded; kept encoded in plan")
-    rows, bound_notes = _bounded_plan_rows(encoded_plan_rows(with_plan.filter(pl.col("encoded").is_not_null())))
-    notes += bound_notes
+    rows = encoded_plan_rows(with_plan.filter(pl.col("encoded").is_not_null()))
+    rows, bound_warnings = checked_plan_rows(rows, with_plan.select("stmt_id", "line"))
+    warnings += bound_warnings
     nodes, shape = plan_tables(rows, source)
     per_statement = render_plans(rows).join(shape, on="stmt_id", how="left")
     return nodes, per_statement, warnings, notes
-
-
-def _bounded_plan_rows(rows: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
-    """Plan rows with depths in 0..MAX_PLAN_DEPTH (others read as unknown: null) and at most
-    MAX_PLAN_ROWS_PER_STATEMENT rows per statement, and notes saying what was bounded."""
-    notes = []
-    bad_depth = rows.filter(~pl.col("depth").is_between(0, MAX_PLAN_DEPTH)).height
-    if bad_depth:
-        rows = rows.with_columns(pl.when(pl.col("depth").is_between(0, MAX_PLAN_DEPTH)).then(pl.col("depth")).alias("depth"))
-        notes.append(f"{bad_depth} plan row(s) with a depth outside 0..{MAX_PLAN_DEPTH:,} (damaged plan): depth unknown")
-    position = pl.int_range(pl.len()).over("stmt_id")
-    over = rows.filter(position >= MAX_PLAN_ROWS_PER_STATEMENT).height
-    if over:
-        rows = rows.filter(position < MAX_PLAN_ROWS_PER_STATEMENT)
-        notes.append(f"{over:,} plan row(s) past {MAX_PLAN_ROWS_PER_STATEMENT:,} per statement not kept")
-    return rows, notes
 
 
 def _parse_chunk(chunk: str, first_line: int, tz: str) -> tuple[pl.DataFrame, list[ParseWarning]]:

@@ -500,22 +500,3 @@ def test_prepared_arguments_are_not_part_of_the_statement():
     result = tidb_slowlog.SPEC.parse(with_arguments, ParseContext(source="tidb_slow_query.log"))
     assert result.tables["statement"]["sql"].to_list() == ["select * from t where a = ? and b = ?;"]
 
-
-def test_a_plan_row_of_depth_one_billion_is_read_as_damaged_not_allocated():
-    # 760 bytes that made polars allocate 4 GiB+ for the indentation (SIGABRT under a cap)
-    damaged = ["0\t31_7\t0\t3.00\tdata:Selection_6\t1\ttime:1ms, loops:1\t1 KB\tN/A",
-               "1000000000\t43_5\t1_1\t10.00\ttable:orders, keep order:false\t1\ttime:1ms, loops:1\tN/A\tN/A"]
-    result = tidb_slowlog.SPEC.parse(entry(plan=damaged), ParseContext(source="tidb_slow_query.log"))
-    nodes = result.tables[T.PLAN_NODE]
-    assert nodes["node_type"].to_list() == ["TableReader", "TableFullScan"]
-    assert nodes["depth"].to_list() == [0, None]
-    assert "1 plan row(s) with a depth outside 0..1,000 (damaged plan): depth unknown" in result.notes
-
-
-def test_plan_rows_past_the_cap_per_statement_are_counted():
-    many = ["0\t31_7\t0\t3.00\tdata:Selection_6\t1\ttime:1ms, loops:1\t1 KB\tN/A"] + [
-        f"1\t43_{i}\t1_1\t10.00\ttable:t{i}, keep order:false\t1\ttime:1ms, loops:1\tN/A\tN/A"
-        for i in range(tidb_slowlog.MAX_PLAN_ROWS_PER_STATEMENT + 4)]
-    result = tidb_slowlog.SPEC.parse(entry(plan=many), ParseContext(source="tidb_slow_query.log"))
-    assert result.tables[T.PLAN_NODE].height == tidb_slowlog.MAX_PLAN_ROWS_PER_STATEMENT
-    assert "5 plan row(s) past 10,000 per statement not kept" in result.notes
