@@ -25,6 +25,7 @@ import tarfile
 import zlib
 
 from tests.fuzz_inputs import GOOD_MEMBER, Case
+from tests.hostile import gzip_repeated
 
 KB = 1000
 
@@ -164,19 +165,6 @@ def _pax_block(keyword: str, value: str, typeflag: bytes = tarfile.XHDTYPE) -> b
     return info.tobuf(tarfile.USTAR_FORMAT) + body + bytes(-len(body) % tarfile.BLOCKSIZE)
 
 
-def _gzip_repeated(pieces: list[tuple[bytes, int]]) -> bytes:
-    """gzip of each chunk repeated ``count`` times, deflated once (see tests/hostile.py)."""
-    parts, crc, size = [b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"], 0, 0
-    for chunk, count in pieces:
-        compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
-        parts.append((compressor.compress(chunk) + compressor.flush(zlib.Z_FULL_FLUSH)) * count)
-        for _ in range(count):
-            crc = zlib.crc32(chunk, crc)
-        size += len(chunk) * count
-    parts.append(b"\x03\x00" + crc.to_bytes(4, "little") + (size & 0xFFFFFFFF).to_bytes(4, "little"))
-    return b"".join(parts)
-
-
 def good_readable_from_tar(data: bytes, good: bytes) -> bool:
     """Whether Python's tarfile, streaming, reads the good member whole from ``data``."""
     try:
@@ -230,7 +218,7 @@ def _archive_cases(good: bytes) -> list[Case]:
                           "GNU.sparse.realsize": "2147483648"})], end=False))))
     long_name_member = _tar_entry("m/" + "n" * 100_000 + ".log", b"x\n")
     cases.append(Case(label="crafted tar.gz of 10,000 members with 100 KB names",
-                      capture_file=("capture.tar.gz", _gzip_repeated([(good_entry, 1), (long_name_member, 10_000), (bytes(1024), 1)]))))
+                      capture_file=("capture.tar.gz", gzip_repeated([(good_entry, 1), (long_name_member, 10_000), (bytes(1024), 1)]))))
     cases.extend(_zip_cases(good))
     return cases
 
