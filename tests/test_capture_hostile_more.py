@@ -56,7 +56,7 @@ def _outcome(result: capture.Capture) -> list[tuple[str, str | None]]:
 
 
 def _pax_chain(count: int) -> bytes:
-    record = b"20 comment=aaaaaaa\n"
+    record = b"19 comment=aaaaaaa\n"  # the length counts the whole record (strict tarfiles check it)
     return (ustar_header("pax", tarfile.XHDTYPE, len(record)) + record + bytes(BLOCK - len(record))) * count
 
 
