@@ -7,9 +7,26 @@ Charts are data too (``Chart``): the report templates draw them.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
+
+# The measured cost of a finding, in ``Finding.impact`` under these names (fixed, DESIGN.md).
+# Shares are fractions of 0..1; seconds are totals over the capture. A rule sets the ones it can measure.
+DB_TIME_S = "db_time_s"  # database time the problem explains
+SHARE_OF_DB_TIME = "share_of_db_time"  # db_time_s / all statement time of the capture
+USER_TIME_S = "user_time_s"  # time users waited that the problem explains (load test / app side)
+SHARE_OF_USER_TIME = "share_of_user_time"  # user_time_s / all time users waited
+CPU_SHARE = "cpu_share"  # share of the host's CPU time the problem takes
+COST_KEYS = (SHARE_OF_USER_TIME, SHARE_OF_DB_TIME, CPU_SHARE)
+
+# Rules whose findings describe the test or the workload, never a problem of the system: they rank last.
+TEST_NOTE_RULES = frozenset({"load-test-inflation", "rate-limit-advice", "dominant-statement"})
+
+_ID_UNSAFE_RE = re.compile(r"[^a-z0-9._:=-]+")
+MAX_ID_SUBJECT_CHARS = 80
 
 
 class Severity(str, Enum):
@@ -96,6 +113,12 @@ class Finding:
     sources: tuple[str, ...]
     charts: tuple[Chart, ...] = ()
     scope: Scope = Scope.DATABASE
+    related: tuple[str, ...] = ()  # ids of findings about the same problem (cause, effect, evidence)
+
+    @property
+    def id(self) -> str:
+        """Rule and subject, stable across runs and captures: ``plan-flip/fingerprint-3f2a9c01``."""
+        return finding_id(self.rule, self.subject)
 
     @property
     def impact_score(self) -> float:
@@ -104,7 +127,8 @@ class Finding:
         return float(value) if isinstance(value, (int, float)) else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = {"id": self.id}
+        data.update(asdict(self))
         data["severity"] = self.severity.value
         data["scope"] = self.scope.value
         return data
@@ -131,6 +155,15 @@ class RuleOutcome:
             "measured": self.measured,
             "error": self.error,
         }
+
+
+def finding_id(rule: str, subject: str) -> str:
+    """``rule/subject-slug``; a long subject keeps its first characters and a hash of the whole."""
+    slug = _ID_UNSAFE_RE.sub("-", subject.lower()).strip("-")
+    if len(slug) > MAX_ID_SUBJECT_CHARS:
+        digest = hashlib.sha1(subject.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+        slug = f"{slug[:MAX_ID_SUBJECT_CHARS].rstrip('-')}-{digest}"
+    return f"{rule}/{slug}" if slug else rule
 
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:
