@@ -114,17 +114,12 @@ class Finding:
     charts: tuple[Chart, ...] = ()
     scope: Scope = Scope.DATABASE
     related: tuple[str, ...] = ()  # ids of findings about the same problem (cause, effect, evidence)
+    objects: tuple[str, ...] = ()  # what else it is about, named like subjects ("table t1", "fingerprint 3f2a"): links findings
 
     @property
     def id(self) -> str:
         """Rule and subject, stable across runs and captures: ``plan-flip/fingerprint-3f2a9c01``."""
         return finding_id(self.rule, self.subject)
-
-    @property
-    def impact_score(self) -> float:
-        """Sort key within a severity: the share (percent) the problem explains, when given."""
-        value = self.impact.get("share_pct")
-        return float(value) if isinstance(value, (int, float)) else 0.0
 
     def to_json(self) -> dict[str, Any]:
         data = {"id": self.id}
@@ -164,8 +159,3 @@ def finding_id(rule: str, subject: str) -> str:
         digest = hashlib.sha1(subject.encode("utf-8", "surrogatepass")).hexdigest()[:10]
         slug = f"{slug[:MAX_ID_SUBJECT_CHARS].rstrip('-')}-{digest}"
     return f"{rule}/{slug}" if slug else rule
-
-
-def sort_findings(findings: list[Finding]) -> list[Finding]:
-    """Most severe first, then the widest scope, then by the share of time the finding explains."""
-    return sorted(findings, key=lambda f: (-f.severity.rank, -f.scope.rank, -f.impact_score, f.rule, f.subject))

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import dbdiag
 from dbdiag import flamegraph, markdown, pseudonymize, redact_text
 from dbdiag.charts import time_panels
-from dbdiag.findings import Finding, Severity, Status, sort_findings
+from dbdiag.findings import Finding, Status
+from dbdiag.verdict import rank_findings, verdict
 from dbdiag.pipeline import Analysis
 from dbdiag.units import seconds
 
@@ -38,7 +39,7 @@ MIN_PERCENT_SCALE = 10.0
 
 
 def findings_of(analysis: Analysis) -> list[Finding]:
-    return sort_findings([f for outcome in analysis.outcomes for f in outcome.findings])
+    return rank_findings(f for outcome in analysis.outcomes for f in outcome.findings)
 
 
 def _json_safe(value: Any) -> Any:
@@ -52,27 +53,6 @@ def _json_safe(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.isoformat()
     return value
-
-
-def _verdict(analysis: Analysis, findings: list[Finding]) -> dict[str, Any]:
-    counts = {s.value: sum(1 for f in findings if f.severity is s) for s in Severity}
-    statuses = {s.value: sum(1 for o in analysis.outcomes if o.status is s) for s in Status}
-    if not analysis.recognised:
-        headline = "Nothing in this capture could be read: no input was recognised."
-    elif findings:
-        top = findings[0]
-        headline = f"{top.severity.value.capitalize()}: {top.title}"
-    elif not statuses["passed"]:
-        headline = (
-            f"No rule could judge this capture: all {statuses['skipped'] + statuses['errored']} were skipped "
-            "or errored (see rule coverage for what is missing)."
-        )
-    else:
-        headline = (
-            f"No problem found in what was read: {statuses['passed']} rule(s) passed, "
-            f"{statuses['skipped']} skipped for missing inputs."
-        )
-    return {"headline": headline, "findings_by_severity": counts, "rules_by_status": statuses}
 
 
 def build_document(analysis: Analysis, generated_at: datetime | None = None) -> dict[str, Any]:
@@ -93,7 +73,7 @@ def build_document(analysis: Analysis, generated_at: datetime | None = None) -> 
             "tz_origin": analysis.tz_origin,
             "privacy": _privacy(analysis),
         },
-        "verdict": _verdict(analysis, findings),
+        "verdict": verdict(findings, analysis.outcomes, bool(analysis.recognised)),
         "inputs": [
             {
                 "path": r.path,
@@ -419,6 +399,13 @@ def _numa_view(rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
 def build_view(document: dict[str, Any]) -> dict[str, Any]:
     """What the templates see: the document plus chart geometry and grouped rule outcomes."""
     findings = [{**f, "chart_views": [chart_geometry(c) for c in f["charts"]]} for f in document["findings"]]
+    anchors = {f["id"]: index for index, f in enumerate(findings, start=1)}
+    for f in findings:
+        f["anchor"] = anchors[f["id"]]
+        f["cost_text"] = cost_text(f.get("impact", {}))
+        f["related_views"] = [
+            {"id": r, "anchor": anchors[r], "title": findings[anchors[r] - 1]["title"]} for r in f.get("related", []) if r in anchors
+        ]
     rules_by_status: dict[str, list[dict[str, Any]]] = {s.value: [] for s in Status}
     for rule in document["rules"]:
         rules_by_status[rule["status"]].append(rule)
@@ -426,6 +413,7 @@ def build_view(document: dict[str, Any]) -> dict[str, Any]:
         **document,
         "findings": findings,
         "rules_by_status": rules_by_status,
+        "summary": _summary_view(findings),
         "overview_charts": _overview_charts(document),
         "sql_charts": _sql_charts(document),
         "cpu_profile": _cpu_profile_view(document["metrics"].get("cpu_profile")),
@@ -437,6 +425,26 @@ def build_view(document: dict[str, Any]) -> dict[str, Any]:
         "host_name": document["metrics"].get("host", {}).get("hostname"),
         "host_line": _host_line(document["metrics"].get("host", {})),
     }
+
+
+def cost_text(impact: dict[str, Any]) -> str:
+    """The measured cost in words: "42.0% of DB time (1,517 s) · 12.5% of CPU"."""
+    parts = []
+    for share, total, what in (("share_of_user_time", "user_time_s", "of user time"), ("share_of_db_time", "db_time_s", "of DB time")):
+        value, seconds_total = impact.get(share), impact.get(total)
+        if isinstance(value, (int, float)):
+            parts.append(f"{value * 100:.1f}% {what}" + (f" ({seconds(seconds_total)})" if isinstance(seconds_total, (int, float)) else ""))
+        elif isinstance(seconds_total, (int, float)):
+            parts.append(f"{seconds(seconds_total)} {what}")
+    if isinstance(impact.get("cpu_share"), (int, float)):
+        parts.append(f"{impact['cpu_share'] * 100:.1f}% of CPU")
+    return " · ".join(parts)
+
+
+def _summary_view(findings: list[dict[str, Any]]) -> dict[str, Any]:
+    """The verdict's list: every critical and warning finding in rank order, the infos folded."""
+    shown = [f for f in findings if f["severity"] != "info"]
+    return {"shown": shown, "folded": [f for f in findings if f["severity"] == "info"]}
 
 
 def _duration(value: float | None) -> str:

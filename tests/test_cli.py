@@ -175,7 +175,8 @@ def test_json_to_stdout(tmp_path: Path):
     result = invoke(["demo", "-f", "json", "-o", "-"], tmp_path)
     assert result.exit_code == 0
     document = json.loads(result.stdout)
-    assert document["findings"][0]["rule"] == "softirq-concentration"
+    assert [f["id"] for f in document["findings"]] == document["verdict"]["findings"]
+    assert document["verdict"]["status"] == "problem"
     assert not list(tmp_path.iterdir())
 
 

@@ -39,14 +39,14 @@ def test_latency_lines_use_log_scale_over_two_decades():
 
 def _document(sql: str) -> dict:
     finding = {
-        "rule": "plan-flip", "severity": "warning", "scope": "statement", "title": "a | b <i>x</i>", "subject": "s",
+        "id": "plan-flip/s", "related": [], "rule": "plan-flip", "severity": "warning", "scope": "statement", "title": "a | b <i>x</i>", "subject": "s",
         "impact": {"description": "d"}, "evidence": [{"title": "Statement", "columns": [], "rows": [], "text": sql}],
         "remediation": "r", "sources": ["db/slow.log:1"], "charts": [],
     }
     return {
         "schema_version": 1, "dbdiag_version": "0", "generated_at": None,
         "capture": {"source": "c", "container": "file", "members": 1, "partial": False, "partial_reasons": [], "tz": "UTC", "tz_origin": "default"},
-        "verdict": {"headline": "h", "findings_by_severity": {"critical": 0, "warning": 1, "info": 0}, "rules_by_status": {"fired": 1, "passed": 0, "skipped": 0, "errored": 0}},
+        "verdict": {"status": "problem", "headline": "h", "findings": ["plan-flip/s"], "findings_by_severity": {"critical": 0, "warning": 1, "info": 0}, "rules_by_status": {"fired": 1, "passed": 0, "skipped": 0, "errored": 0}},
         "inputs": [], "rules": [{"id": "plan-flip", "title": "t", "status": "fired", "missing": [], "measured": "m|<b>", "error": None}],
         "findings": [finding], "metrics": {},
     }

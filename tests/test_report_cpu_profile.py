@@ -83,7 +83,7 @@ def _document(metrics: dict) -> dict:
     return {
         "schema_version": 1, "dbdiag_version": "0", "generated_at": None,
         "capture": {"source": "c", "container": "file", "members": 1, "partial": False, "partial_reasons": [], "tz": "UTC", "tz_origin": "default"},
-        "verdict": {"headline": "h", "findings_by_severity": {"critical": 0, "warning": 0, "info": 0}, "rules_by_status": {"fired": 0, "passed": 0, "skipped": 0, "errored": 0}},
+        "verdict": {"status": "healthy", "headline": "h", "findings": [], "findings_by_severity": {"critical": 0, "warning": 0, "info": 0}, "rules_by_status": {"fired": 0, "passed": 0, "skipped": 0, "errored": 0}},
         "inputs": [], "rules": [], "findings": [], "metrics": metrics,
     }
 
