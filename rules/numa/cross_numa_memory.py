@@ -182,7 +182,8 @@ def _process_finding(
             f"{process} ({pid}): {away_pct:.0f}% of its {total_mb:,.0f} MB lies on nodes none of its CPUs "
             f"({format_cpu_list(binding.cpus or ())}, node {node_text}) belong to; threshold {REMOTE_SHARE_PCT:.0f}%"
         ),
-        subject=f"{process} {pid}" if pid is not None else str(process),
+        subject=str(process),  # the pid changes with every start: the id must not
+        objects=(f"{process} {pid}",) if pid is not None else (),
         impact={
             "share_pct": round(away_pct, 1),
             "description": f"every access to {away_pct:.0f}% of {process}'s memory crosses the interconnect",

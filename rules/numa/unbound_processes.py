@@ -122,7 +122,8 @@ def _finding(inp: RuleInput, unbound: list[Binding], cost: list[tuple[str, str]]
         scope=Scope.HOST,
         severity=severity,
         title=f"{len(unbound)} database/proxy process(es) may run on all {cpus} CPUs of {nodes} NUMA nodes: {names}",
-        subject=names,
+        subject=", ".join(sorted({b.name or b.subject for b in unbound})),  # names only: pids change with every start
+        objects=tuple(b.subject for b in unbound),
         impact={
             "description": "threads and memory of these processes are placed by chance across nodes"
             + ("; the capture shows remote-memory cost" if cost else ""),
