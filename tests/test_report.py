@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 
 from dbdiag.report import chart_geometry, line_chart_geometry, render_html, render_markdown
@@ -63,3 +64,14 @@ def test_markdown_escapes_pipes_and_tags_in_table_cells():
     markdown = render_markdown(_document("SELECT 1"))
     assert "| `plan-flip` | fired | m\\|&lt;b&gt; |" in markdown
     assert "a \\| b &lt;i&gt;x&lt;/i&gt;" in markdown
+
+
+def test_print_stylesheet_keeps_badges_coloured_and_never_holds_a_tall_block_together():
+    html = render_html(_document("SELECT 1"))
+    print_css = html[html.index("@media print"):]
+    print_css = print_css[: print_css.index("</style>")]
+    assert "print-color-adjust: exact" in print_css  # badges and severity borders keep their colours on paper
+    for line in print_css.splitlines():
+        if "break-inside: avoid" in line:
+            # a block taller than a page that avoids a break leaves a blank page before it
+            assert not re.search(r"\.(verdict|finding|summary)\b(?!\s+h3)", line), line
