@@ -75,3 +75,20 @@ def test_print_stylesheet_keeps_badges_coloured_and_never_holds_a_tall_block_tog
         if "break-inside: avoid" in line:
             # a block taller than a page that avoids a break leaves a blank page before it
             assert not re.search(r"\.(verdict|finding|summary)\b(?!\s+h3)", line), line
+
+
+def test_summary_lists_every_critical_and_warning_and_folds_the_infos():
+    document = _document("SELECT 1")
+    template = document["findings"][0]
+    severities = ["critical"] * 6 + ["warning"] * 2 + ["info"] * 3
+    document["findings"] = [
+        {**template, "id": f"r/s{i}", "severity": s, "title": f"finding number {i}", "related": ["r/s1"] if i == 0 else []}
+        for i, s in enumerate(severities)
+    ]
+    html = render_html(document)
+    verdict = html[html.index('id="verdict"'):html.index("<h2>Findings</h2>")]
+    shown = verdict[: verdict.index('class="folded"')]
+    assert all(f"finding number {i}<" in shown for i in range(8))  # the 6th critical is not hidden
+    assert not any(f"finding number {i}<" in shown for i in range(8, 11))
+    assert "+3 more (info)" in verdict
+    assert '<a href="#finding-2" title="finding number 1">#2 r/s1</a>' in verdict
