@@ -522,6 +522,44 @@ def test_markdown_cell_neutralises_markup():
     assert markdown_cell("_emphasis_") == "\\_emphasis\\_" and markdown_cell("a\r\nb") == "a b"
 
 
+# Text GitHub would make a link by itself (GFM extended autolinks; "<...>" is a CommonMark autolink).
+AUTOLINK_BAITS = [
+    "http://evil.example/x?a=1&b=2",
+    "see https://evil.example/login.",
+    "HTTPS://EVIL.EXAMPLE",
+    "www.evil.example/path",
+    "(www.evil.example)",
+    "<http://evil.example>",
+    "x_http://evil.example",
+    "ftp://evil.example/f",
+    "mail bob.smith+x@evil.example now",
+    "mailto:bob@evil.example",
+    "xmpp:bob@evil.example/res",
+    "| http://a.example | b |",
+]
+# What starts a GFM autolink, outside a code span.
+GFM_AUTOLINK_TRIGGER = re.compile(r"(?i)(?:https?|ftp|mailto|xmpp):|www\.|[\w.+-]@[\w-]+\.")
+
+
+def _outside_code_spans(markdown: str) -> str:
+    return re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", markdown)
+
+
+@pytest.mark.parametrize("bait", AUTOLINK_BAITS)
+def test_markdown_cell_makes_no_autolink(bait: str):
+    from markdown_it import MarkdownIt
+
+    from dbdiag.report import markdown_cell
+
+    cell = markdown_cell(bait)
+    assert GFM_AUTOLINK_TRIGGER.search(_outside_code_spans(cell)) is None, cell
+    html = MarkdownIt("commonmark").renderInline(cell)
+    assert "<a " not in html, html
+    shown = re.sub(r"</?code>", "", html).replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"').replace("&amp;", "&")
+    assert shown == bait  # the reader still sees every character, the table keeps its cells
+    assert _cells(cell) == 0  # no cell break
+
+
 def test_every_field_of_the_markdown_template_is_escaped():
     template = (REPO / "report_templates" / "report.md.j2").read_text(encoding="utf-8")
     expressions = re.findall(r"\{\{(.*?)\}\}", template, re.DOTALL)
