@@ -230,6 +230,46 @@ def test_tar_headers_are_not_held_once_their_member_is_read(tmp_path: Path) -> N
 
 
 # ---------------------------------------------------------------------------------------------
+# A read reserves what the member holds, not its cap
+
+
+class _RecordedReads(io.BufferedReader):
+    """A member's stream as the containers give it (buffered, with peek), noting each read's size."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(io.BytesIO(data))
+        self.sizes: list[int] = []
+
+    def read(self, size: int = -1) -> bytes:
+        self.sizes.append(size)
+        return super().read(size)
+
+
+@pytest.mark.parametrize(("declared_bytes", "actual_bytes"), [(6, 6), (6, 4), (0, 3 * 1024 * 1024 + 5)])
+def test_a_stored_member_is_read_without_a_buffer_the_size_of_the_cap(declared_bytes: int, actual_bytes: int) -> None:
+    """Python allocates a read's whole size up front: one of 2 GiB per member failed every run
+    under a 2 GB address-space limit (ulimit -v, vm.overcommit_memory=2), even on a 6-byte file.
+    A file longer than it said (a log still growing, /proc's size 0) is still read whole."""
+    from dbdiag.capture_members import GiB, READ_CHUNK_BYTES, Entry, read_entry
+
+    content = bytes(range(256)) * (actual_bytes // 256) + bytes(actual_bytes % 256)
+    reader = _RecordedReads(content)
+    entry = Entry("m.log", size=declared_bytes, stored_size=declared_bytes, opener=lambda: reader)
+    data, codec = read_entry(entry, 2 * GiB, 250.0)
+    assert (data, codec) == (content, None)
+    assert max(reader.sizes) <= max(declared_bytes + 1, READ_CHUNK_BYTES)
+
+
+def test_a_stored_member_growing_past_the_budget_is_too_large() -> None:
+    from dbdiag.capture_members import Entry, Rejected, read_entry
+
+    entry = Entry("m.log", size=3, stored_size=3, opener=lambda: _RecordedReads(b"x" * 100))
+    with pytest.raises(Rejected) as rejected:
+        read_entry(entry, 50, 250.0)
+    assert rejected.value.too_large
+
+
+# ---------------------------------------------------------------------------------------------
 # The end of a tar and of its compressed stream
 
 COMPRESSORS = {
