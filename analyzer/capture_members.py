@@ -205,7 +205,7 @@ def read_entry(entry: Entry, budget_bytes: int, max_ratio: float) -> tuple[bytes
         reader = open_decompressed(codec, stream) if codec else stream
         ratio_base = entry.stored_size if (codec or entry.stored_compressed) else None
         try:
-            return _read_bounded(reader, budget_bytes, ratio_base, max_ratio, codec), codec
+            return _read_bounded(reader, budget_bytes, ratio_base, max_ratio, codec, entry.size), codec
         except DATA_ERRORS as exc:
             raise Rejected(data_error_reason(exc, codec), codec) from None
     finally:
@@ -213,17 +213,26 @@ def read_entry(entry: Entry, budget_bytes: int, max_ratio: float) -> tuple[bytes
 
 
 def _read_bounded(
-    reader: BinaryIO, budget_bytes: int, ratio_base_bytes: int | None, max_ratio: float, codec: str | None
+    reader: BinaryIO,
+    budget_bytes: int,
+    ratio_base_bytes: int | None,
+    max_ratio: float,
+    codec: str | None,
+    declared_bytes: int,
 ) -> bytes:
     """Read to the end in chunks; stop as soon as the size budget or the ratio is exceeded."""
-    if ratio_base_bytes is None:
-        # Stored data cannot be a bomb: one read of at most budget + 1 bytes (no chunk copies).
-        data = reader.read(budget_bytes + 1)
-        if len(data) > budget_bytes:
-            raise Rejected("too large", codec, too_large=True)
-        return data
     chunks: list[bytes] = []
-    total_bytes = 0
+    if ratio_base_bytes is None:
+        # Stored data cannot be a bomb: one read of the declared size and a byte more (no chunk
+        # copies; Python allocates a read's whole size first, so never the budget's 2 GiB). More
+        # than declared (a log still growing, a size of 0) is read on in chunks.
+        data = reader.read(min(declared_bytes, budget_bytes) + 1)
+        if len(data) <= declared_bytes:
+            return data
+        chunks.append(data)
+    total_bytes = sum(len(chunk) for chunk in chunks)
+    if total_bytes > budget_bytes:
+        raise Rejected("too large", codec, too_large=True)
     while True:
         chunk = reader.read(READ_CHUNK_BYTES)
         if not chunk:

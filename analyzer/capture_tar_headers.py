@@ -38,6 +38,9 @@ _TAR_METADATA_TYPES = (
 _PAX_SIZE_KEYS = ("size", "GNU.sparse.size", "GNU.sparse.realsize")
 _DECIMAL = re.compile(r"[0-9]{1,19}")
 _DECIMAL_BYTES = re.compile(rb"[0-9]{1,19}")
+# A pax record: "<length> <keyword>=<value>\n"; the shortest is "5 x=\n".
+_PAX_LENGTH_PREFIX = re.compile(rb"([0-9]{1,20}) ")
+_PAX_RECORD_MIN_BYTES = 5
 _OLD_GNU_REGIONS_PER_BLOCK = 21
 _OLD_GNU_ISEXTENDED_AT = 504
 
@@ -92,6 +95,27 @@ def checked_tarinfo_class(header_errors: list[tarfile.HeaderError]) -> type[tarf
             mark_corrupt(info, f"more than {TAR_METADATA_CHAIN_CAP} extended headers in a row")
             return info
 
+        def _proc_pax(self, tarfile_):
+            """Check the records before tarfile parses them. tarfile's lax parser (3.11 before
+            3.11.10) drops a malformed record and every one after it; its strict parser (3.11.10,
+            and Debian's 3.11.2 with the fix) raises, which ends the archive. Here a malformed
+            header costs the member it describes on both, and the archive goes on."""
+            stream = tarfile_.fileobj
+            records = stream.read(self._block(self.size))
+            problem = pax_records_problem(records)
+            if problem is None:
+                tarfile_.fileobj = _Replay(records, stream)  # tarfile reads the records itself
+                try:
+                    return super()._proc_pax(tarfile_)
+                finally:
+                    tarfile_.fileobj = stream
+            try:
+                described = self.fromtarfile(tarfile_)
+            except tarfile.HeaderError as exc:  # as tarfile says a header after a pax header is bad
+                raise tarfile.SubsequentHeaderError(str(exc)) from None
+            mark_corrupt(described, problem)
+            return described
+
         def _apply_pax_info(self, pax_headers, encoding, errors):
             for key in _PAX_SIZE_KEYS:
                 value = pax_headers.get(key)
@@ -143,6 +167,53 @@ def checked_tarinfo_class(header_errors: list[tarfile.HeaderError]) -> type[tarf
                 next.offset_data = tarfile_.fileobj.tell()
 
     return _CheckedTarInfo
+
+
+class _Replay:
+    """The stream tarfile reads, with bytes already read from it put back in front."""
+
+    def __init__(self, pending: bytes, stream) -> None:
+        self._pending = pending
+        self._stream = stream
+
+    def read(self, size: int) -> bytes:
+        head, self._pending = self._pending[:size], self._pending[size:]
+        if len(head) < size:
+            head += self._stream.read(size - len(head))
+        return head
+
+    def tell(self) -> int:
+        return self._stream.tell() - len(self._pending)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)  # anything else tarfile may use is the stream's own
+
+
+def pax_records_problem(records: bytes) -> str | None:
+    """Why a pax header's records are malformed, by the rules of tarfile's strict parser, or None.
+
+    Each record is ``<length> <keyword>=<value>\\n``, the length counting the whole record;
+    a NUL ends them (the padding of the block)::
+
+    >>> pax_records_problem(b"19 comment=aaaaaaa\\n" + bytes(13)) is None
+    True
+    >>> pax_records_problem(b"20 comment=aaaaaaa\\n" + bytes(13))
+    'pax record at byte 0 does not end where its length says'
+    """
+    position = 0
+    while position < len(records) and records[position] != 0:
+        match = _PAX_LENGTH_PREFIX.match(records, position)
+        if match is None:
+            return f"pax record at byte {position} does not start with its length"
+        length = int(match.group(1))
+        if length < _PAX_RECORD_MIN_BYTES or position + length > len(records):
+            return f"pax record at byte {position} states an impossible length ({length})"
+        last = position + length - 1
+        keyword, equals, _ = records[match.end() : last].partition(b"=")
+        if not keyword or not equals or records[last] != 0x0A:
+            return f"pax record at byte {position} does not end where its length says"
+        position += length
+    return None
 
 
 def _old_gnu_regions(block: bytes) -> list[tuple[int, int]]:

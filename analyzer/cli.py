@@ -44,6 +44,8 @@ EXIT_PARTIAL = 3
 EXIT_INTERNAL = 4
 MIN_WINDOW_S = 0.001
 MAX_WINDOW_S = 366 * 86_400  # one window for any capture; far beyond, times overflow in polars
+# Live kernel state, not a capture: a walk there never ends, or blocks on a read (/proc/kmsg, /dev/tty).
+PSEUDO_FILESYSTEMS = ("/proc", "/sys", "/dev")
 # An internal error's message is shown on one line, cut to this length.
 MAX_ERROR_CHARS = 300
 
@@ -81,6 +83,22 @@ def _fail(message: str, code: int = EXIT_UNUSABLE) -> None:
 def _check_window(window_s: float) -> None:
     if not (math.isfinite(window_s) and MIN_WINDOW_S <= window_s <= MAX_WINDOW_S):
         _fail(f"--window must be a number of seconds from {MIN_WINDOW_S} to {MAX_WINDOW_S:,} (366 days); got {window_s}")
+
+
+def _capture_path(given: str) -> Path:
+    """The capture path, refused when it cannot be a capture: empty (``Path("")`` is the current
+    folder), the root folder, or in a pseudo filesystem once links are resolved (``/dev/stdin``
+    redirected from a file resolves to that file, and is read)."""
+    if not given:
+        _fail("the capture path is empty; give a capture file or folder")
+    shown = printable_name(given)
+    real = os.path.realpath(given)
+    if real == "/":
+        _fail(f"{shown}: the root folder is not a capture; give the capture's file or folder")
+    for top in PSEUDO_FILESYSTEMS:
+        if real == top or real.startswith(top + "/"):
+            _fail(f"{shown}: {top} is live kernel state, not a capture; copy the files into a folder and analyze that")
+    return Path(given)
 
 
 def _check_outputs(output: Optional[str], formats: list[Format], default_stem: str, capture_path: Path) -> dict[Format, Path | None]:
@@ -259,7 +277,10 @@ WindowOption = Annotated[
 
 @app.command()
 def analyze(
-    capture: Annotated[Path, typer.Argument(help="Capture: .tar.gz/.tgz/.tar/.tar.xz/.tar.bz2, .zip, a directory, or one file.")],
+    capture: Annotated[
+        str,  # not Path: typer turns '' into Path('.'), the current folder
+        typer.Argument(help="Capture: .tar.gz/.tgz/.tar/.tar.xz/.tar.bz2, .zip, a directory, or one file."),
+    ],
     output: OutputOption = None,
     format: FormatOption = [],  # noqa: B006 - typer reads the default, never mutates it
     fail_on: FailOnOption = None,
@@ -269,7 +290,8 @@ def analyze(
     pseudonymize: PseudonymizeOption = False,
 ) -> None:
     """Analyze a capture and write the report."""
-    raise typer.Exit(_run(capture, output, format, fail_on, tz, show_literals, window, DEFAULT_REPORT_STEM, pseudonymize))
+    capture_path = _capture_path(capture)
+    raise typer.Exit(_run(capture_path, output, format, fail_on, tz, show_literals, window, DEFAULT_REPORT_STEM, pseudonymize))
 
 
 @app.command()

@@ -8,8 +8,16 @@ Member names, SQL, log lines and settings come from the capture, so a member nam
 >>> code("cap`ture.tgz")
 '``cap`ture.tgz``'
 
+GitHub also makes links of bare text: ``http://``, ``https://``, ``ftp://``, ``www.``, e-mail
+addresses, ``mailto:`` and ``xmpp:`` (GFM "extended autolinks"), with no markup to escape. Such a
+run of text becomes a code span, where no renderer makes links; it reads the same:
+
+>>> inline("fetched www.evil.example/x | by bob@evil.example")
+'fetched `www.evil.example/x` \\\\| by `bob@evil.example`'
+
 ``inline`` is for table cells and running text (one line, CommonMark/GFM punctuation escaped),
-``code`` for a code span, ``fenced`` for the body of a ```` ``` ```` block.
+``code`` for a code span, ``fenced`` for the body of a ```` ``` ```` block. The template's own
+text is not passed through them, so a link written there stays a link.
 """
 
 from __future__ import annotations
@@ -24,14 +32,34 @@ _EDGE_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
 # What makes a line a heading, a list item or a thematic break: '# ', '- ', '+ ', '---', '1. ', '2) '.
 _BLOCK_START = re.compile(r"^(?:#{1,6}(?=\s|$)|[+-](?=\s|$|-)|\d{1,9}(?=[.)](?:\s|$)))")
 _BACKTICK_RUN = re.compile(r"`+")
+# Where GitHub starts an autolink (a scheme after a non-letter, 'www.', the local part of an
+# e-mail address), to the next space, cell break or backtick. Backslash escapes are no safe
+# answer: whether "http\\://" still links depends on how a renderer joins text nodes.
+_AUTOLINK = re.compile(
+    r"(?i)(?:(?<![a-z])(?:https?|ftp|mailto|xmpp):|(?<![a-z0-9])www\.|[\w.+-]+@[\w-]+\.)[^\s|`]*"
+)
 
 
 def inline(text: str) -> str:
     """One line of plain text in Markdown: the characters show as they are, nothing is markup."""
     text = _LINE_ENDINGS.sub(" ", text).strip()
+    pieces = []
+    plain_from = 0
+    for link in _AUTOLINK.finditer(text):
+        pieces.append(_plain(text[plain_from : link.start()], line_start=plain_from == 0))
+        pieces.append(code(link.group()))
+        plain_from = link.end()
+    pieces.append(_plain(text[plain_from:], line_start=plain_from == 0))
+    return "".join(pieces)
+
+
+def _plain(text: str, line_start: bool) -> str:
+    """Text with no autolink in it, escaped; ``line_start``: it opens the line (a block marker there)."""
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _PUNCTUATION.sub(lambda match: "\\" + match.group(), text)
     text = _EDGE_UNDERSCORE.sub(r"\\_", text)
+    if not line_start:
+        return text
     return _BLOCK_START.sub(lambda match: _escape_block_start(match.group()), text)
 
 

@@ -7,8 +7,9 @@ Three steps, the first two before the analysis so that an impossible output fail
   a device gets every format (a FIFO or socket only one); otherwise the suffix is replaced per format.
 - ``check_target(path, capture)`` refuses a target that is the capture or lies inside a capture
   folder (links resolved, hard links by inode), creates missing folders and tries a file there.
-- ``write_report(path, text)``: a regular file (or a new one) is written beside itself and renamed
-  over, so a crash never leaves half a report; a symlink to one is followed (the link stays).
+- ``write_report(path, text)``: a regular file (or a new one) is written beside itself, synced,
+  and renamed over (then the folder synced), so a crash never leaves half or none of a report;
+  a symlink to one is followed (the link stays).
   Anything else (``/dev/null``, a FIFO, ``/dev/stdout``) is opened and written through, never
   renamed over or unlinked. The ``.partial`` file is removed on every way out, signals included
   (``signals_raise`` turns SIGTERM and SIGHUP into ``Interrupted`` for that).
@@ -16,6 +17,7 @@ Three steps, the first two before the analysis so that an impossible output fail
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import stat
@@ -209,6 +211,9 @@ def _replace(real: Path, data: bytes) -> None:
             if mode is not None:
                 os.fchmod(descriptor, mode)
             _write_all(descriptor, data)
+            # The data on disk before the rename: file systems may commit a rename before the
+            # data (ext4 delayed allocation), and a crash would leave an empty report in place.
+            os.fsync(descriptor)
         finally:
             os.close(descriptor)
         os.replace(temporary, real)
@@ -216,6 +221,20 @@ def _replace(real: Path, data: bytes) -> None:
     finally:
         if not renamed:
             temporary.unlink(missing_ok=True)
+    _sync_folder(real.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    """Commit the rename (the folder's entry) to disk; a file system that cannot sync a folder
+    (EINVAL, ENOTSUP: some FUSE and network ones) has the report anyway."""
+    descriptor = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(descriptor)
+    except OSError as error:
+        if error.errno not in (errno.EINVAL, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(descriptor)
 
 
 def _write_all(descriptor: int, data: bytes) -> None:

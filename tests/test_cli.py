@@ -217,3 +217,73 @@ def test_recognised_but_unreadable_names_the_reason(tmp_path: Path, corpus: Path
     assert result.exit_code == 2
     errors = [line for line in result.output.splitlines() if line.startswith("dbdiag: error:")]
     assert len(errors) == 1 and "nothing could be read; percona-toolkit__slow015.txt:" in errors[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Capture paths that are no capture: '' (not the current folder), '/', the live pseudo filesystems
+
+
+@pytest.fixture
+def no_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if the capture is read: the refusal must come first."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the capture was read")
+
+    monkeypatch.setattr("dbdiag.cli.read_capture", refuse)
+
+
+def _one_error(result) -> str:
+    assert result.output.endswith("\n") and result.output.count("\n") == 1, result.output
+    assert result.output.startswith("dbdiag: error: ")
+    return result.output
+
+
+def test_an_empty_capture_path_is_a_usage_error(tmp_path: Path, no_reading) -> None:
+    result = invoke(["analyze", ""], tmp_path)
+    assert result.exit_code == 2
+    assert "capture path is empty" in _one_error(result)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("path", ["/", "/proc", "/proc/self", "/sys/kernel", "/dev", "/dev/zero", "//", "/proc/.."])
+def test_the_root_and_the_pseudo_filesystems_are_refused(tmp_path: Path, no_reading, path: str) -> None:
+    result = invoke(["analyze", path, "-o", str(tmp_path / "r.html")], tmp_path)
+    assert result.exit_code == 2
+    message = _one_error(result)
+    assert "not a capture" in message and path in message
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_link_into_a_pseudo_filesystem_is_refused(tmp_path: Path, no_reading) -> None:
+    (tmp_path / "cap").symlink_to("/proc/self")
+    result = invoke(["analyze", "cap", "-o", str(tmp_path / "r.html")], tmp_path)
+    assert result.exit_code == 2
+    assert "/proc" in _one_error(result)
+
+
+def test_a_capture_redirected_to_standard_input_is_still_read(tmp_path: Path) -> None:
+    (tmp_path / "softirqs.txt").write_bytes(OK_LOG)
+    with open(tmp_path / "softirqs.txt", "rb") as stdin:  # /dev/stdin is a link to this regular file
+        result = subprocess.run(
+            [sys.executable, "-m", "dbdiag", "analyze", "/dev/stdin", "-f", "json", "-o", "r.json"],
+            stdin=stdin, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["inputs"][0]["kind"] == "proc-softirqs"
+
+
+def test_a_directory_of_more_entries_than_the_member_cap_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dbdiag import capture_members
+
+    root = tmp_path / "capture"
+    for index in range(30):
+        (root / f"d{index:02d}").mkdir(parents=True)
+        (root / f"d{index:02d}" / "softirqs.txt").write_bytes(OK_LOG)
+    monkeypatch.setattr("dbdiag.cli.Limits", lambda: capture_members.Limits(max_members=20))
+    result = invoke(["analyze", str(root), "-f", "json", "-o", str(tmp_path / "r.json")], tmp_path)
+    assert result.exit_code == 3
+    document = json.loads((tmp_path / "r.json").read_text())
+    read = [i for i in document["inputs"] if i["kind"] == "proc-softirqs"]
+    assert len(read) == 10  # 20 entries examined: 10 folders and the file in each
+    assert any("member cap of 20 reached" in reason for reason in document["capture"]["partial_reasons"])

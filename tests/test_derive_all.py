@@ -111,3 +111,19 @@ def test_perf_report_percentages_past_any_count_do_not_crash_the_profile() -> No
     symbols = t.conform(t.PERF_SYMBOL, pl.DataFrame(rows, schema_overrides={"children_pct": pl.Float64, "samples": pl.Int64}))
     _, metric = derive.cpu_profile.cpu_profile({t.PERF_SYMBOL: symbols})  # was InvalidOperationError (f64 -> i64)
     assert metric is not None
+
+
+def test_the_empty_per_cpu_table_is_defined_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No per-CPU input and a per-CPU step that fails give the same empty table (rules read its columns)."""
+    from dbdiag.derive import cpu
+
+    without_input = derive_all({}).tables["per_cpu"]
+
+    def broken(*args):
+        raise ValueError("odd data")
+
+    monkeypatch.setattr(cpu, "per_cpu_summary", broken)
+    after_failure = derive_all({})
+    assert after_failure.metrics["derive_errors"] == ["derive step per_cpu failed: ValueError: odd data"]
+    assert without_input.schema == after_failure.tables["per_cpu"].schema == pl.Schema(cpu.EMPTY_PER_CPU_SCHEMA)
+    assert after_failure.tables["per_cpu"].height == 0

@@ -207,6 +207,48 @@ def test_symlink_to_a_regular_file_is_followed(capture: Path, tmp_path: Path):
     assert listing(reports) == {"real.json"} and listing(tmp_path) == {"soft.txt", "reports", "latest.json"}
 
 
+def test_a_replaced_report_is_on_disk_before_the_rename_and_the_rename_after(tmp_path: Path, monkeypatch):
+    """A crash after the rename must find the new report whole, not an empty file (ext4 and xfs
+    may commit the rename before the data), and the rename itself committed: fsync the data,
+    rename, fsync the folder."""
+    from dbdiag import output
+
+    target = tmp_path / "report.json"
+    target.write_text("old report", encoding="utf-8")
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(descriptor: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{descriptor}")))
+        real_fsync(descriptor)
+
+    def replace(source, destination) -> None:
+        events.append(("replace", str(destination)))
+        real_replace(source, destination)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    output.write_report(target, "new report")
+    assert target.read_text(encoding="utf-8") == "new report"
+    temporary = str(output._temporary_name(target))
+    assert events == [("fsync", temporary), ("replace", str(target)), ("fsync", str(tmp_path))]
+
+
+def test_a_folder_that_cannot_be_synced_still_gets_its_report(tmp_path: Path, monkeypatch):
+    from dbdiag import output
+
+    real_fsync = os.fsync
+
+    def fsync(descriptor: int) -> None:
+        if stat.S_ISDIR(os.fstat(descriptor).st_mode):
+            raise OSError(22, "Invalid argument")  # some file systems (FUSE, network) cannot sync a folder
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    output.write_report(tmp_path / "r.md", "report")
+    assert (tmp_path / "r.md").read_text(encoding="utf-8") == "report"
+
+
 # ---------------------------------------------------------------------------------------------
 # 3. Output folders: created, or refused at once
 
@@ -478,6 +520,44 @@ def test_markdown_cell_neutralises_markup():
     assert markdown_cell("# heading") == "\\# heading" and markdown_cell("- item") == "\\- item"
     assert markdown_cell("1. item") == "1\\. item" and markdown_cell("innodb_buffer_pool_size") == "innodb_buffer_pool_size"
     assert markdown_cell("_emphasis_") == "\\_emphasis\\_" and markdown_cell("a\r\nb") == "a b"
+
+
+# Text GitHub would make a link by itself (GFM extended autolinks; "<...>" is a CommonMark autolink).
+AUTOLINK_BAITS = [
+    "http://evil.example/x?a=1&b=2",
+    "see https://evil.example/login.",
+    "HTTPS://EVIL.EXAMPLE",
+    "www.evil.example/path",
+    "(www.evil.example)",
+    "<http://evil.example>",
+    "x_http://evil.example",
+    "ftp://evil.example/f",
+    "mail bob.smith+x@evil.example now",
+    "mailto:bob@evil.example",
+    "xmpp:bob@evil.example/res",
+    "| http://a.example | b |",
+]
+# What starts a GFM autolink, outside a code span.
+GFM_AUTOLINK_TRIGGER = re.compile(r"(?i)(?:https?|ftp|mailto|xmpp):|www\.|[\w.+-]@[\w-]+\.")
+
+
+def _outside_code_spans(markdown: str) -> str:
+    return re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", markdown)
+
+
+@pytest.mark.parametrize("bait", AUTOLINK_BAITS)
+def test_markdown_cell_makes_no_autolink(bait: str):
+    from markdown_it import MarkdownIt
+
+    from dbdiag.report import markdown_cell
+
+    cell = markdown_cell(bait)
+    assert GFM_AUTOLINK_TRIGGER.search(_outside_code_spans(cell)) is None, cell
+    html = MarkdownIt("commonmark").renderInline(cell)
+    assert "<a " not in html, html
+    shown = re.sub(r"</?code>", "", html).replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"').replace("&amp;", "&")
+    assert shown == bait  # the reader still sees every character, the table keeps its cells
+    assert _cells(cell) == 0  # no cell break
 
 
 def test_every_field_of_the_markdown_template_is_escaped():

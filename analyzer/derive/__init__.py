@@ -81,9 +81,7 @@ def _host_and_time(
 ) -> tuple[dict[str, pl.DataFrame], dict[str, Any]]:
     """(derived tables, metrics) but the SQL ones; ``idle_gaps_result()`` waits for the idle gaps (another thread's)."""
     softirq_delta, softirq_sources = step("softirq_delta", (None, []), cpu.softirq_count_delta, tables)
-    per_cpu = step("per_cpu", None, cpu.per_cpu_summary, tables, softirq_delta)
-    if per_cpu is None:
-        per_cpu = pl.DataFrame(schema={"cpu": pl.Int32, "node": pl.Int32})  # what no per-CPU input gives
+    per_cpu = step("per_cpu", cpu.empty_per_cpu(), cpu.per_cpu_summary, tables, softirq_delta)
     irq_delta, irq_sources = step("irq_delta", (None, []), cpu.irq_delta, tables)
     derived_tables = {"per_cpu": per_cpu, "cpu_nodes": step("cpu_nodes", None, cpu.cpu_nodes, tables)}
     if derived_tables["cpu_nodes"] is None:

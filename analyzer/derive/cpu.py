@@ -18,6 +18,12 @@ from dbdiag import tables as t
 from dbdiag.derive.snapshots import first_to_last_delta
 
 NETWORK_SOFTIRQS = ("NET_RX", "NET_TX", "BLOCK")
+# ``per_cpu`` when no input gives one CPU: the columns every reader may ask for.
+EMPTY_PER_CPU_SCHEMA = {"cpu": pl.Int32, "node": pl.Int32}
+
+
+def empty_per_cpu() -> pl.DataFrame:
+    return pl.DataFrame(schema=EMPTY_PER_CPU_SCHEMA)
 
 
 def cpu_nodes(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
@@ -88,7 +94,7 @@ def per_cpu_summary(tables: dict[str, pl.DataFrame], softirq_delta: pl.DataFrame
         if frame is not None
     ]
     if not parts:
-        return pl.DataFrame(schema={"cpu": pl.Int32, "node": pl.Int32})
+        return empty_per_cpu()
     summary = parts[0]
     for part in parts[1:]:
         summary = summary.join(part, on="cpu", how="full", coalesce=True)
