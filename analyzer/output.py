@@ -84,6 +84,8 @@ def report_paths(output: str | None, suffixes: list[str], default_stem: str) -> 
         return {suffixes[0]: None}
     if output is None:
         return {suffix: Path(f"{default_stem}.{suffix}") for suffix in suffixes}
+    if not output:
+        raise OutputError("the output path is empty (-o ''): name a file or folder, or - for standard output")
     path = Path(output)
     if output.endswith("/") or path.name in ("", ".", "..") or path.is_dir():
         return {suffix: path / f"{default_stem}.{suffix}" for suffix in suffixes}

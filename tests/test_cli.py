@@ -246,6 +246,16 @@ def test_an_empty_capture_path_is_a_usage_error(tmp_path: Path, no_reading) -> N
     assert not list(tmp_path.iterdir())
 
 
+def test_an_empty_output_path_is_a_usage_error(tmp_path: Path) -> None:
+    capture = tmp_path / "cap"
+    capture.mkdir()
+    (capture / "cmdline.txt").write_text("BOOT_IMAGE=/vmlinuz root=/dev/sda1\n", encoding="utf-8")
+    result = invoke(["analyze", str(capture), "-o", ""], tmp_path)
+    assert result.exit_code == 2
+    assert "output path is empty" in _one_error(result)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cap"]  # no report in the current folder
+
+
 @pytest.mark.parametrize("path", ["/", "/proc", "/proc/self", "/sys/kernel", "/dev", "/dev/zero", "//", "/proc/.."])
 def test_the_root_and_the_pseudo_filesystems_are_refused(tmp_path: Path, no_reading, path: str) -> None:
     result = invoke(["analyze", path, "-o", str(tmp_path / "r.html")], tmp_path)
