@@ -46,6 +46,12 @@ def has_soft_time(per_cpu: pl.DataFrame | None) -> bool:
     return per_cpu is not None and "soft_pct" in per_cpu.columns and per_cpu["soft_pct"].drop_nulls().len() > 0
 
 
+def interrupt_work(per_cpu: pl.DataFrame) -> pl.DataFrame:
+    """cpu, work = %soft + %irq (a missing %irq counts 0)."""
+    irq = pl.col("irq_pct").fill_null(0.0) if "irq_pct" in per_cpu.columns else pl.lit(0.0)
+    return per_cpu.select("cpu", (pl.col("soft_pct").fill_null(0.0) + irq).alias("work"))
+
+
 def interrupt_cost(per_cpu: pl.DataFrame, cpus: list[int]) -> tuple[float, float]:
     """(mean %soft+%irq of ``cpus``, cpu_share): cpu_share is their %soft+%irq above the host's mean,
     summed, over all the host's CPU time (0..1): the interrupt work an even spread would move off them.
@@ -53,8 +59,7 @@ def interrupt_cost(per_cpu: pl.DataFrame, cpus: list[int]) -> tuple[float, float
     >>> interrupt_cost(pl.DataFrame({"cpu": [0, 1, 2], "soft_pct": [47.0, 0.5, 0.5]}), [0])
     (47.0, 0.10333333333333333)
     """
-    irq = pl.col("irq_pct").fill_null(0.0) if "irq_pct" in per_cpu.columns else pl.lit(0.0)
-    work = per_cpu.select("cpu", (pl.col("soft_pct").fill_null(0.0) + irq).alias("work"))
+    work = interrupt_work(per_cpu)
     chosen = work.filter(pl.col("cpu").is_in(cpus))["work"]
     if chosen.len() == 0:
         return 0.0, 0.0

@@ -104,7 +104,7 @@ def _cost(inp: RuleInput, serving_cpus: list[int]) -> Cost | None:
         return None
     mean_pct, cpu_share = P.interrupt_cost(per_cpu, serving_cpus)
     hot, _ = P.hot_softirq_cpus(per_cpu)
-    work = per_cpu.select("cpu", (pl.col("soft_pct").fill_null(0.0) + pl.col("irq_pct").fill_null(0.0)).alias("work"))
+    work = P.interrupt_work(per_cpu)
     hot_serving = work.filter(
         pl.col("cpu").is_in(hot) & pl.col("cpu").is_in(serving_cpus) & (pl.col("work") >= MIN_HOT_IRQ_SOFT_PCT)
     )["cpu"].to_list()

@@ -106,10 +106,11 @@ def check(inp: RuleInput) -> Verdict:
 
 def _once(events: pl.DataFrame) -> pl.DataFrame:
     """The same kill is often in both dmesg and /var/log/messages: one row per (kind, process, pid, time).
-    Rows without a time cannot be matched that way: each of their lines stays."""
-    timed = events.filter(pl.col("ts").is_not_null())
-    timed = timed.unique(subset=["kind", "process", "pid", "ts"], keep="first", maintain_order=True)
-    return pl.concat([timed, events.filter(pl.col("ts").is_null())], how="vertical_relaxed")
+    Rows without a time are the same event only with the same pid; without a pid each line stays."""
+    untimed = pl.col("ts").is_null()
+    keyed = events.filter(~untimed | pl.col("pid").is_not_null())
+    keyed = keyed.unique(subset=["kind", "process", "pid", "ts"], keep="first", maintain_order=True)
+    return pl.concat([keyed, events.filter(untimed & pl.col("pid").is_null())], how="vertical_relaxed")
 
 
 def _restarts_only(events: pl.DataFrame) -> pl.DataFrame:

@@ -102,3 +102,11 @@ def test_many_stops_and_starts_do_not_hang():
     outcome = run_rule(oom_restart.RULE, _input(events))
     assert outcome.status is Status.FIRED
     assert time.monotonic() - started < 20
+
+
+def test_untimed_events_are_one_only_with_the_same_pid():
+    kill = {"ts": None, "kind": "oom-kill", "process": "mysqld", "pid": 812, "component": "kernel", "line": 40}
+    events = [{**kill, "source": "dmesg.txt"}, {**kill, "source": "dmesg-copy.txt"},
+              {**kill, "pid": None, "source": "a.log"}, {**kill, "pid": None, "source": "a.log", "line": 90}]
+    finding = run_rule(oom_restart.RULE, _input(events)).findings[0]
+    assert finding.impact["events"] == 3
