@@ -55,7 +55,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.cpulist import format_cpu_list
+from dbdiag.cpulist import format_cpu_list, parse_cpu_list
 from dbdiag.derive.cpu import device_family
 from dbdiag.findings import CPU_SHARE, Bar, BarGroup, Chart, Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
@@ -130,11 +130,13 @@ def _finding(inp: RuleInput, skew: P.DeviceSkew, cpus: int, node_count: int) -> 
         .sort("total", descending=True)
     )
     irqs = lines["irq"].to_list()
+    allowed = _allowed_cpus(inp, irqs)
     other_nodes = sorted(set(P.cpu_nodes(inp)["node"].drop_nulls().to_list()) - set(nodes))
     remediation = "\n".join(
         [
-            f"{family}'s interrupts ({total:,} between snapshots) went to CPUs {format_cpu_list(serving_cpus)}{node_text} "
+            f"{family}'s interrupts ({total:,} between snapshots) went to {_cpus_text(serving_cpus)}{node_text} "
             f"of {cpus} CPUs.",
+            _mask_reading(allowed, serving_cpus, bool((lines["top"] >= 0.95 * lines["total"]).all())),
             "1. Where each line may go now:",
             f"   for irq in {' '.join(irqs[:16])}; do echo $irq $(cat /proc/irq/$irq/smp_affinity_list); done",
             "2. Spread the queues, one CPU per queue, across nodes"
@@ -162,8 +164,8 @@ def _finding(inp: RuleInput, skew: P.DeviceSkew, cpus: int, node_count: int) -> 
         evidence=(
             Evidence(
                 title=f"{family}: interrupt lines (growth between snapshots)",
-                columns=("IRQ", "line", "interrupts", "busiest CPU", "on that CPU"),
-                rows=tuple(lines.select("irq", "device", "total", "top_cpu", "top").rows()),
+                columns=("IRQ", "line", "interrupts", "busiest CPU", "on that CPU", "allowed CPUs (smp_affinity_list)"),
+                rows=tuple(row + (allowed.get(row[0], "not captured"),) for row in lines.select("irq", "device", "total", "top_cpu", "top").rows()),
             ),
             Evidence(
                 title=f"{family}: interrupts per CPU",
@@ -178,6 +180,43 @@ def _finding(inp: RuleInput, skew: P.DeviceSkew, cpus: int, node_count: int) -> 
         sources=tuple(inp.metrics.get("cpu", {}).get("interrupt_snapshots") or sorted(inp.tables[t.IRQ_COUNT]["source"].unique().to_list())),
         charts=(_chart(family, per_cpu, P.cpu_nodes(inp), set(serving_cpus)),),
     )
+
+
+def _allowed_cpus(inp: RuleInput, irqs: list[str]) -> dict[str, str]:
+    """IRQ -> its ``/proc/irq/N/smp_affinity_list`` as captured (irq_affinity listing), for these IRQs."""
+    settings = inp.table(t.HOST_SETTING)
+    if settings is None:
+        return {}
+    rows = settings.filter(
+        (pl.col("category") == "irq_affinity") & (pl.col("name") == "smp_affinity_list") & pl.col("subject").is_in(irqs)
+    )
+    return dict(rows.unique(subset="subject", keep="first").select("subject", "value").rows())
+
+
+def _mask_reading(allowed: dict[str, str], serving_cpus: list[int], one_cpu_each: bool) -> str:
+    """What the captured affinity masks say: pinned there, or free and the kernel chose one CPU."""
+    if not allowed:
+        return "The capture has no /proc/irq/N/smp_affinity_list listing: step 1 shows whether the masks pin them."
+    masks = {irq: _cpu_set(value) for irq, value in allowed.items()}
+    listed = ", ".join(f"IRQ {irq} -> {value}" for irq, value in sorted(allowed.items()))
+    if all(cpus and cpus <= set(serving_cpus) for cpus in masks.values()):
+        return (
+            f"Their affinity masks pin them there ({listed}): set by hand, a tuning script or an irqbalance policy; "
+            "widen the masks (step 2)."
+        )
+    if one_cpu_each:
+        return (
+            f"Their affinity masks allow more CPUs ({listed}), yet each line went to one CPU: an interrupt vector is "
+            "delivered to one CPU of its mask at a time, so only more queues or RPS spread the work (step 3)."
+        )
+    return f"Their affinity masks allow more CPUs ({listed}) than the ones they went to: irqbalance or the kernel chose these."
+
+
+def _cpu_set(text: str) -> set[int]:
+    try:
+        return set(parse_cpu_list(text))
+    except ValueError:
+        return set()  # unreadable: not taken as pinned
 
 
 def _severity(skew: P.DeviceSkew, cost: Cost | None) -> tuple[Severity, str]:

@@ -400,7 +400,7 @@ def _remediation(per_cpu: pl.DataFrame, hot: list[int], node: int | None, device
     )
     irq_example = devices[0][1][0] if devices else "N"
     steps = [
-        f"Softirq work is concentrated on CPUs {hot_list}" + (f" (NUMA node {node})" if node is not None else "") + ".",
+        f"Softirq work is concentrated on {_where(hot, node)}.",
         device_line.strip(),
         "1. See the queues and where their interrupts go:",
         "   ethtool -l IFACE",

@@ -10,7 +10,6 @@ their softirq work on every CPU.
 
 from __future__ import annotations
 
-import io
 import tarfile
 from pathlib import Path
 
@@ -60,6 +59,7 @@ def test_three_nodes_one_cpu_each_fires_naming_cpu_node_and_device(tmp_path):
     assert skew.subject == "virtio0" and skew.severity is Severity.WARNING
     assert skew.impact["serving_cpus"] == [0] and skew.impact["nodes"] == [0]
     assert "on CPU 0 (node 0)" in skew.title
+    assert "affinity masks pin them there (IRQ 25 -> 0, IRQ 26 -> 0)" in skew.remediation  # irq_affinity.txt
     assert skew.impact[CPU_SHARE] == pytest.approx(finding.impact[CPU_SHARE], abs=1e-6)
 
 
@@ -69,6 +69,7 @@ def test_two_node_guest_with_kernel_placement_names_node_one(corpus, tmp_path):
     assert soft.subject == "CPU 3 (node 1)" and "virtio0 (IRQ 25)" in soft.title
     [skew] = outcomes[irq_affinity_skew.RULE_ID].findings
     assert skew.impact["nodes"] == [1] and skew.impact["serving_cpus"] == [2, 3]
+    assert "masks allow more CPUs (IRQ 25 -> 0-3, IRQ 26 -> 0-3), yet each line went to one CPU" in skew.remediation
 
 
 def test_interrupts_on_one_node_with_their_work_spread_by_rps_is_no_alarm(tmp_path):
