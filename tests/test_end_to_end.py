@@ -64,7 +64,7 @@ def test_numa2x2_guest_softirq_on_cpu3_node1(corpus: Path, report: Report):
     softirq = [f for f in document["findings"] if f["rule"] == "softirq-concentration"]
     assert len(softirq) == 1
     finding = softirq[0]
-    assert finding["subject"] == "CPUs 3 (node 1)"
+    assert finding["subject"] == "CPU 3 (node 1)"
     assert finding["impact"]["hot_cpus"] == [3]
     assert finding["impact"]["max_soft_pct"] == pytest.approx(63.6, abs=0.6)
     per_cpu = {row["cpu"]: row for row in document["metrics"]["cpu"]["per_cpu"]}

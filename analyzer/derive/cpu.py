@@ -136,10 +136,46 @@ def device_family(device: str) -> str:
 
 NOT_DEVICES = ("arch_timer", "timer", "IPI", "cascade")
 
+# Drivers and interface names of I/O devices (NICs, NVMe, SAS/SATA/FC HBAs, virtual disks and NICs):
+# their interrupts carry the database's packets and block I/O.
+_IO_DEVICE = re.compile(
+    r"^(?:virtio|nvme|eth\d|en[opsx]|eno|ib\d|mlx[45]|hns|hinic|ixgbe|i40e|iavf|ice|igb|igc|e1000|bnxt|bnx2|tg3|"
+    r"ena\b|gve|vmxnet|vmw_pvscsi|qede|qed|cxgb|sfc|ionic|nfp|fm10k|ngbe|txgbe|ahci|ata|megasas|megaraid|mpt[23]sas|"
+    r"mpi3mr|qla2xxx|lpfc|hpsa|smartpqi|aacraid|isci|mvsas|pm80xx|hisi_sas|xen-blkfront|blkif|vif|hv_netvsc|hv_storvsc)",
+    re.IGNORECASE,
+)
+# Devices whose interrupts are not the database's I/O: GPUs, USB, audio, input, serial, clocks,
+# PCIe port services, platform buses.
+_OTHER_DEVICE = re.compile(
+    r"^(?:nvidia|amdgpu|radeon|nouveau|i915|xe\b|xhci|ehci|ohci|uhci|usb|snd|hda|i8042|hid|ttyS|serial|rtc|acpi|hpet|"
+    r"aerdrv|PCIe|pciehp|dmar|watchdog|thermal|pmu|arm-pmu|mei|i2c|spi|gpio|edac|intel_|vfio|virtio\d+-config)",
+    re.IGNORECASE,
+)
+
+
+def device_class(device: str) -> str:
+    """``io`` for NIC queues, NVMe, HBAs and virtio devices; ``other`` for GPUs, USB, input, clocks and
+    the like; ``unknown`` for names neither list knows.
+
+    >>> [device_class(d) for d in ("virtio0-input.0", "nvme0q3", "mlx5_comp3@pci:0000:3b:00.0",
+    ...  "xhci_hcd", "nvidia", "i8042", "virtio0-config", "foo")]
+    ['io', 'io', 'io', 'other', 'other', 'other', 'other', 'unknown']
+    """
+    name = device.strip()
+    if _OTHER_DEVICE.match(name):
+        return "other"
+    if _IO_DEVICE.match(name) or _QUEUE_SUFFIX.search(name):
+        return "io"
+    return "unknown"
+
 
 def device_interrupts(irq_delta: pl.DataFrame) -> pl.DataFrame:
-    """Lines of real devices (NICs, disks, HBAs): numbered rows with a device name, timers and IPIs left out."""
+    """Lines of real devices: numbered rows with a device name, timers and IPIs left out; ``family``
+    (the device behind its queues) and ``device_class`` (see ``device_class``) added."""
     numbered = irq_delta.filter(pl.col("chip").is_not_null(), pl.col("device") != "")
     return numbered.filter(
         ~pl.any_horizontal([pl.col("device").str.contains(word, literal=True) for word in NOT_DEVICES])
-    ).with_columns(pl.col("device").map_elements(device_family, return_dtype=pl.String).alias("family"))
+    ).with_columns(
+        pl.col("device").map_elements(device_family, return_dtype=pl.String).alias("family"),
+        pl.col("device").map_elements(device_class, return_dtype=pl.String).alias("device_class"),
+    )

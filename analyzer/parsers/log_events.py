@@ -10,7 +10,9 @@ Event kinds (``event.kind``): ``oom-kill`` (a process killed for lack of memory)
 ready), ``shutdown`` (requested stop), ``crash`` (process died on a signal or failed), ``restart``
 (a supervisor restarts it), ``recovery`` (crash recovery at start: the server had stopped uncleanly
 at an unknown earlier time), ``fatal`` (FATAL/PANIC log level), ``memory-alarm`` (a server warns it
-is near its memory limit), ``aborted-connection``, ``error`` (other error lines worth a timeline).
+is near its memory limit), ``aborted-connection``, ``error`` (other error lines worth a timeline),
+``host-restart`` (the host booted: sysstat ``LINUX RESTART`` records, written by ``sadf`` and
+``mpstat_text`` for sar text, component ``host``). Events of logs without times have a null ``ts``.
 
 >>> import polars as pl
 >>> lines = pl.DataFrame({"idx": [0, 1], "text": ["x: ready for connections.", "noise"]})

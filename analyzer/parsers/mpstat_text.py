@@ -26,6 +26,8 @@ Output tables (see ``dbdiag.tables``):
 - ``irq_rate`` (``-I CPU``): ts, cpu, irq (``25``, ``LOC``...), per_s, source.
 - ``topology`` (``-T``: CORE SOCK NODE columns): cpu, core, socket, node, source; one row per cpu.
 - ``host_fact`` from the banner: hostname, os, kernel, arch, cpu_count.
+- ``event`` (sar text): one ``host-restart`` row per ``LINUX RESTART`` line (sadc's mark of a boot):
+  ts, host, component ``host``, message, line.
 
 ``Average:`` blocks are skipped (they would count every interval twice); the ``-I SUM`` table
 (``intr/s``) is not kept (irq_rate has the per-IRQ rates). Data rows carry the interval's end
@@ -327,6 +329,11 @@ def _timestamps(data: pl.DataFrame, dates: pl.DataFrame, tz: str) -> pl.DataFram
     """Add ``ts`` (UTC) and ``wraps`` (midnights passed) to data rows."""
     data = data.join(dates, on="seg", how="left")
     data = data.with_columns(wraps=midnight_wraps(pl.col("tod")).over(["seg", "cls"]))
+    return _utc(data, tz)
+
+
+def _utc(data: pl.DataFrame, tz: str) -> pl.DataFrame:
+    """``ts`` (UTC) from the banner ``date``, the ``wraps`` midnights passed and ``tod``, or ``epoch_s``."""
     day = pl.col("date").fill_null(date(1970, 1, 1)).cast(pl.Datetime("us"))
     naive = day + pl.duration(days=pl.col("wraps"), seconds=pl.col("tod"))
     from_epoch = pl.from_epoch(pl.col("epoch_s"), time_unit="s").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
@@ -417,6 +424,9 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
 
     notes += _summary_notes(df, data, classes)
     all_ts = pl.concat([t.select("ts") for name, t in tables.items() if "ts" in t.columns])["ts"]
+    restarts = _restart_events(df, data, dates, banners, tz, ctx.source)
+    if restarts.height:
+        tables[T.EVENT] = restarts
     return ParseResult(
         tables=tables,
         records=all_ts.n_unique(),
@@ -430,6 +440,38 @@ def _dedupe_topology(topo: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     changed = topo.unique().group_by("cpu").len().filter(pl.col("len") > 1)["cpu"].sort().to_list()
     note = [f"topology of CPU {', '.join(map(str, changed))} changed during the run; the last one is kept"] if changed else []
     return topo.unique(subset="cpu", keep="last", maintain_order=True).sort("cpu"), note
+
+
+def _restart_events(
+    df: pl.DataFrame, data: pl.DataFrame, dates: pl.DataFrame, banners: pl.DataFrame, tz: str, source: str
+) -> pl.DataFrame:
+    """``02:05:05     LINUX RESTART\t(2 CPU)`` (sar text: sadc's mark of a boot) -> ``event`` rows of kind
+    ``host-restart``; dated like the data rows: the banner's date plus the midnights passed above it."""
+    marks = df.filter((pl.col("kind") == "header") & pl.col("rest").str.starts_with("LINUX RESTART"))
+    if marks.is_empty():
+        return T.empty(T.EVENT)
+    above = data.select("seg", "line", wraps_above=pl.col("wraps"), tod_above=pl.col("tod"), mark=pl.lit(False))
+    marks = marks.select("seg", "line", "tod", "epoch_s", "rest", mark=pl.lit(True))
+    marks = (
+        pl.concat([above, marks], how="diagonal_relaxed")
+        .sort("line")
+        .with_columns(pl.col("wraps_above", "tod_above").forward_fill().over("seg"))
+        .filter(pl.col("mark"))
+    )
+    passed = ((pl.col("tod_above") - pl.col("tod")) > HALF_DAY_S).fill_null(False).cast(pl.Int32)
+    marks = marks.join(dates, on="seg", how="left").with_columns(wraps=pl.col("wraps_above").fill_null(0) + passed)
+    marks = _utc(marks, tz).filter(pl.col("ts").is_not_null())
+    hosts = banners.select("seg", "host").unique(subset="seg", keep="first")
+    events = marks.join(hosts, on="seg", how="left").select(
+        "ts",
+        "host",
+        component=pl.lit("host"),
+        kind=pl.lit("host-restart"),
+        message=pl.col("rest").str.replace_all(r"\s+", " "),
+        source=pl.lit(source),
+        line="line",
+    )
+    return T.conform(T.EVENT, events)  # (not log_events.event_frame: that module imports this one)
 
 
 def _summary_notes(df: pl.DataFrame, data: pl.DataFrame, classes: dict[str, str]) -> list[str]:
@@ -448,7 +490,7 @@ def _summary_notes(df: pl.DataFrame, data: pl.DataFrame, classes: dict[str, str]
     if "other" in classes.values():
         notes.append("tables other than CPU, node, softirq and IRQ rates are not read")
     if df.filter(pl.col("rest").str.starts_with("LINUX RESTART")).height:
-        notes.append("the output contains LINUX RESTART lines (the host rebooted during the recording)")
+        notes.append("the output contains LINUX RESTART lines (the host rebooted during the recording): host-restart events")
     return notes
 
 

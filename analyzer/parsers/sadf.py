@@ -1,7 +1,7 @@
 """sar data exported with ``sadf -d`` (semicolon CSV, one activity per ``#`` header) or ``sadf -dh``.
 
 Only the CPU activity (``sar -u`` / ``-u ALL``) is read; other activities are skipped, as are
-``LINUX-RESTART`` and ``COM`` (comment) rows.
+``COM`` (comment) rows. ``LINUX-RESTART`` rows (sadc's mark of a boot) become ``event`` rows.
 
 Sample input (``sadf -d -- -u ALL -P ALL``)::
 
@@ -22,6 +22,8 @@ Output tables (see ``dbdiag.tables``):
 - ``cpu_util``: ts, cpu (``-1`` = all), usr_pct ... idle_pct by header name (plain ``sar -u``
   has ``%user``/``%system``: irq and soft are then inside sys_pct and null), source.
 - ``host_fact``: hostname.
+- ``event``: one ``host-restart`` row per ``LINUX-RESTART`` record (ts, host, component ``host``,
+  message ``LINUX-RESTART (9 CPU)``, line); the same record repeated under several activities once.
 
 Timestamps are UTC (``2019-04-18 13:20:19 UTC``). ``sadf -T`` prints local times without a zone:
 those are read in ``ctx.tz`` (said in a note); ``-U`` epoch seconds are UTC.
@@ -34,6 +36,7 @@ import re
 import polars as pl
 
 from dbdiag import tables as T
+from dbdiag.parsers import log_events as E
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.mpstat_text import (
     PCT_COLUMNS,
@@ -50,6 +53,7 @@ HEADER_PREFIX = "# hostname;interval;timestamp;"
 STAMP_RE = r"^(?P<clock>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?: (?P<zone>\S+))?$|^(?P<epoch>\d{9,11})$"
 DATA_RE = re.compile(r"^[^;\s]+;-?\d+;(?:\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?: \S+)?|\d{9,11});")
 GROUP_MARK = "[...]"
+RESTART_RE = r"^(?P<host>[^;]*);-1;(?P<stamp>[^;]*);LINUX-RESTART(?:\s+\((?P<ncpu>\d+) CPU\))?"
 PCT_SUM_TOLERANCE = 1.5
 
 
@@ -210,9 +214,9 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         notes.append(zone_note(tz))
     if "sys_pct" in rows.columns and "irq_pct" not in rows.columns:
         notes.append(SYSTEM_INCLUDES_IRQ_NOTE)
-    restarts = lines.filter(pl.col("text").str.contains(r"^[^;]*;-1;[^;]*;LINUX-RESTART")).height
-    if restarts:
-        notes.append(f"{restarts} LINUX-RESTART records (the host rebooted during the recording)")
+    restarts = _restart_events(lines, tz, ctx.source)
+    if restarts.height:
+        notes.append(f"{restarts.height} LINUX-RESTART records (the host rebooted during the recording): host-restart events")
     activities = [h[len(HEADER_PREFIX):].replace(GROUP_MARK, "").split(";") for h in header_lines.to_list()]
     if not all(_is_cpu_header(fields) and len(fields) == 1 + len(_cpu_columns(fields)) for fields in activities):
         notes.append("activities other than CPU utilisation are not read")
@@ -220,12 +224,35 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     cpu_util = T.conform(T.CPU_UTIL, rows.with_columns(source=pl.lit(ctx.source)))
     hosts = rows["host"].unique(maintain_order=True).to_list()
     return ParseResult(
-        tables={T.CPU_UTIL: cpu_util, T.HOST_FACT: host_facts([{"hostname": h} for h in hosts], ctx.source)},
+        tables={
+            T.CPU_UTIL: cpu_util,
+            T.HOST_FACT: host_facts([{"hostname": h} for h in hosts], ctx.source),
+            **({T.EVENT: restarts} if restarts.height else {}),
+        },
         records=cpu_util["ts"].n_unique(),
         warnings=cap_warnings(warnings),
         notes=notes,
         time_range=(cpu_util["ts"].min(), cpu_util["ts"].max()),
     )
+
+
+def _restart_events(lines: pl.DataFrame, tz: str, source: str) -> pl.DataFrame:
+    """``host;-1;2019-04-18 13:37:29 UTC;LINUX-RESTART\t(9 CPU)`` -> ``event`` rows (kind host-restart)."""
+    rows = lines.filter(pl.col("text").str.contains(r"^[^;]*;-1;[^;]*;LINUX-RESTART"))
+    parts = rows.select("line", "text", pl.col("text").str.extract_groups(RESTART_RE).alias("p")).unnest("p")
+    ts, _ = _timestamps(pl.col("stamp"), tz)
+    parts = parts.with_columns(ts=ts).filter(pl.col("ts").is_not_null()).unique(subset=["host", "ts"], keep="first", maintain_order=True)
+    events = parts.select(
+        "ts",
+        "host",
+        component=pl.lit("host"),
+        kind=pl.lit("host-restart"),
+        process=pl.lit(None, pl.String),
+        pid=pl.lit(None, pl.String),
+        message=pl.concat_str(pl.lit("LINUX-RESTART"), pl.lit(" (") + pl.col("ncpu") + pl.lit(" CPU)"), ignore_nulls=True),
+        idx=pl.col("line") - 1,
+    )
+    return E.event_frame(events, source)
 
 
 SPEC = ParserSpec(

@@ -20,9 +20,23 @@ How it is detected:
     took SERVED_SHARE_PCT = 95% of them. It fires when the serving CPUs are at most
     FEW_CPUS_SHARE = 12.5% of the machine's CPUs, or all lie in one node of a machine with two
     or more nodes. (An NVMe drive with one queue per four CPUs on every node is fine, hence
-    12.5% rather than a quarter.) Machines with fewer than MIN_CPUS = 4 CPUs are not judged.
+    12.5% rather than a quarter.) A one-node machine with fewer than MIN_CPUS = 4 CPUs is not
+    judged (two vCPUs cannot spread much); a machine with two or more nodes is judged whatever
+    its CPU count, since a device on one node makes every other node reach across for its data.
     Timer and inter-processor lines (named rows such as LOC, RES, IPI0, and the per-CPU
     ``arch_timer``) are not devices and are left out.
+    Severity: a warning for I/O devices (NIC queues, NVMe, HBAs, virtio: ``derive.cpu.device_class``);
+    other devices (GPU, USB, input, serial, clocks) and names not known as I/O are at most info.
+    When mpstat ``%irq``/``%soft`` per CPU is in the capture, an I/O device stays a warning only if
+    one of its serving CPUs is a hot softirq CPU (the softirq-concentration test: ``%soft`` at least
+    max(10%, 4 x the median of the other CPUs)) spending MIN_HOT_IRQ_SOFT_PCT = 20% or more in
+    ``%irq`` + ``%soft``; else it is info: the interrupts land there, but their work is spread (RPS)
+    or small. (A single-queue virtio NIC with RPS over all CPUs, a real 2-node guest capture: its
+    IRQs on node 1, ``%soft`` 4-22% on every CPU: info.)
+    Impact ``cpu_share``: the serving CPUs' ``%irq`` + ``%soft`` above the host's mean, summed, as a
+    share of all the host's CPU time, i.e. the interrupt work an even spread would move off them
+    (all devices' softirq on those CPUs counts, so it is an upper bound for this one device).
+    Without mpstat ``-P ALL`` it is not set.
 
 Remediation:
     Spread the device's queue interrupts over CPUs of every node (``/proc/irq/N/smp_affinity_list``,
@@ -36,86 +50,74 @@ References:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.cpulist import format_cpu_list
-from dbdiag.derive.cpu import device_family, device_interrupts
-from dbdiag.findings import Bar, BarGroup, Chart, Evidence, Finding, Scope, Severity
+from dbdiag.cpulist import format_cpu_list, parse_cpu_list
+from dbdiag.derive.cpu import device_family
+from dbdiag.findings import CPU_SHARE, Bar, BarGroup, Chart, Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
+from dbdiag.rules.cpu import interrupt_placement as P
 
 RULE_ID = "irq-affinity-skew"
 
 MIN_CPUS = 4
-MIN_DEVICE_INTERRUPTS = 5_000
-SERVED_SHARE_PCT = 95.0
-FEW_CPUS_SHARE = 0.125
+MIN_DEVICE_INTERRUPTS = P.MIN_DEVICE_INTERRUPTS
+SERVED_SHARE_PCT = P.SERVED_SHARE_PCT
+FEW_CPUS_SHARE = P.FEW_CPUS_SHARE
+MIN_HOT_IRQ_SOFT_PCT = 20.0
 
 
 def check(inp: RuleInput) -> Verdict:
     irq_delta = inp.derived.get("irq_delta")
     if irq_delta is None:
         raise Skip("needs two /proc/interrupts snapshots (before and after) to see where interrupts went")
-    cpus = _cpu_count(inp)
-    if cpus < MIN_CPUS:
-        raise Skip(f"{cpus} CPU(s) in the capture; skew is judged from {MIN_CPUS} CPUs up")
-    devices = _device_growth(irq_delta)
-    node_count = inp.derived["cpu_nodes"]["node"].drop_nulls().n_unique()
+    cpus = P.machine_cpus(inp)
+    node_count = P.cpu_nodes(inp)["node"].drop_nulls().n_unique()
+    if node_count < 2 and cpus < MIN_CPUS:
+        raise Skip(f"{cpus} CPU(s) on one NUMA node in the capture; skew is judged from {MIN_CPUS} CPUs up (any count on 2+ nodes)")
     findings: list[Finding] = []
     judged: list[str] = []
-    for family, per_cpu in devices.items():
-        total = per_cpu["delta"].sum()
-        if total < MIN_DEVICE_INTERRUPTS:
-            continue
-        serving = _serving_cpus(per_cpu, total)
-        serving_cpus = serving["cpu"].to_list()
-        nodes = serving["node"].drop_nulls().unique().to_list()
-        judged.append(f"{family}: {total:,} interrupts on CPUs {format_cpu_list(serving_cpus)}")
-        few = len(serving_cpus) <= max(1, int(cpus * FEW_CPUS_SHARE))
-        one_node = node_count >= 2 and len(nodes) == 1 and serving["node"].null_count() == 0
-        if few or one_node:
-            findings.append(_finding(inp, family, per_cpu, serving_cpus, nodes, cpus, node_count))
+    for skew in P.judge_devices(inp):
+        judged.append(f"{skew.family}: {skew.total:,} interrupts on CPUs {format_cpu_list(skew.serving_cpus)}")
+        if skew.skewed:
+            findings.append(_finding(inp, skew, cpus, node_count))
     if not judged:
         return Verdict(measured=f"no device took {MIN_DEVICE_INTERRUPTS:,} interrupts or more between snapshots")
     return Verdict(findings=findings, measured="; ".join(judged[:8]))
 
 
-def _cpu_count(inp: RuleInput) -> int:
-    counts = inp.tables[t.IRQ_COUNT]
-    return max(counts["cpu"].n_unique(), inp.derived["cpu_nodes"].height)
+@dataclass(frozen=True)
+class Cost:
+    """What the serving CPUs spend in interrupt work (mpstat means)."""
+
+    irq_soft_pct: float  # mean %irq+%soft of the serving CPUs
+    cpu_share: float  # interrupt_placement.interrupt_cost
+    hot_cpus: list[int]  # serving CPUs that are hot softirq CPUs at MIN_HOT_IRQ_SOFT_PCT or more
 
 
-def _serving_cpus(per_cpu: pl.DataFrame, total: int) -> pl.DataFrame:
-    """The fewest CPUs that together took SERVED_SHARE_PCT of the device's interrupts."""
-    ranked = per_cpu.sort("delta", descending=True).with_columns(
-        (pl.col("delta").cum_sum() - pl.col("delta")).alias("before")
-    )
-    return ranked.filter(pl.col("before") < total * SERVED_SHARE_PCT / 100.0).sort("cpu")
+def _cost(inp: RuleInput, serving_cpus: list[int]) -> Cost | None:
+    per_cpu = inp.derived.get("per_cpu")
+    if not P.has_soft_time(per_cpu):
+        return None
+    mean_pct, cpu_share = P.interrupt_cost(per_cpu, serving_cpus)
+    hot, _ = P.hot_softirq_cpus(per_cpu)
+    work = P.interrupt_work(per_cpu)
+    hot_serving = work.filter(
+        pl.col("cpu").is_in(hot) & pl.col("cpu").is_in(serving_cpus) & (pl.col("work") >= MIN_HOT_IRQ_SOFT_PCT)
+    )["cpu"].to_list()
+    return Cost(mean_pct, cpu_share, hot_serving)
 
 
-def _device_growth(irq_delta: pl.DataFrame) -> dict[str, pl.DataFrame]:
-    grouped = device_interrupts(irq_delta).group_by("family", "cpu").agg(
-        pl.col("delta").sum(), pl.col("node").first(), pl.col("irq").unique().sort().alias("irqs")
-    )
-    return {
-        family: frame.sort("cpu")
-        for (family,), frame in sorted(grouped.group_by("family"), key=lambda item: -item[1]["delta"].sum())
-    }
-
-
-def _finding(
-    inp: RuleInput,
-    family: str,
-    per_cpu: pl.DataFrame,
-    serving_cpus: list[int],
-    nodes: list[int],
-    cpus: int,
-    node_count: int,
-) -> Finding:
-    total = int(per_cpu["delta"].sum())
+def _finding(inp: RuleInput, skew: P.DeviceSkew, cpus: int, node_count: int) -> Finding:
+    family, per_cpu, serving_cpus, nodes, total = skew.family, skew.per_cpu, skew.serving_cpus, skew.nodes, skew.total
     on_serving = int(per_cpu.filter(pl.col("cpu").is_in(serving_cpus))["delta"].sum())
     share_pct = 100.0 * on_serving / total
     node_text = f" (node {nodes[0]})" if len(nodes) == 1 and node_count >= 2 else ""
+    cost = _cost(inp, serving_cpus)
+    severity, why = _severity(skew, cost)
     irq_delta = inp.derived["irq_delta"]
     lines = (
         irq_delta.filter(pl.col("device").map_elements(device_family, return_dtype=pl.String) == family)
@@ -128,11 +130,13 @@ def _finding(
         .sort("total", descending=True)
     )
     irqs = lines["irq"].to_list()
-    other_nodes = sorted(set(inp.derived["cpu_nodes"]["node"].drop_nulls().to_list()) - set(nodes))
+    allowed = _allowed_cpus(inp, irqs)
+    other_nodes = sorted(set(P.cpu_nodes(inp)["node"].drop_nulls().to_list()) - set(nodes))
     remediation = "\n".join(
         [
-            f"{family}'s interrupts ({total:,} between snapshots) went to CPUs {format_cpu_list(serving_cpus)}{node_text} "
+            f"{family}'s interrupts ({total:,} between snapshots) went to {_cpus_text(serving_cpus)}{node_text} "
             f"of {cpus} CPUs.",
+            _mask_reading(allowed, serving_cpus, bool((lines["top"] >= 0.95 * lines["total"]).all())),
             "1. Where each line may go now:",
             f"   for irq in {' '.join(irqs[:16])}; do echo $irq $(cat /proc/irq/$irq/smp_affinity_list); done",
             "2. Spread the queues, one CPU per queue, across nodes"
@@ -149,24 +153,19 @@ def _finding(
     return Finding(
         rule=RULE_ID,
         scope=Scope.HOST,
-        severity=Severity.WARNING,
+        severity=severity,
         title=(
-            f"{family}: {share_pct:.0f}% of {total:,} interrupts on CPUs {format_cpu_list(serving_cpus)}{node_text}; "
+            f"{family}: {share_pct:.0f}% of {total:,} interrupts on {_cpus_text(serving_cpus)}{node_text}; "
             f"threshold: at most {FEW_CPUS_SHARE:.1%} of {cpus} CPUs or one node"
+            + (f" ({why})" if why else "")
         ),
         subject=family,
-        impact={
-            "share_pct": round(share_pct, 1),
-            "description": f"{len(serving_cpus)} of {cpus} CPUs take {share_pct:.0f}% of {family}'s interrupts",
-            "interrupts": total,
-            "serving_cpus": serving_cpus,
-            "nodes": nodes,
-        },
+        impact=_impact(family, skew, share_pct, cpus, cost),
         evidence=(
             Evidence(
                 title=f"{family}: interrupt lines (growth between snapshots)",
-                columns=("IRQ", "line", "interrupts", "busiest CPU", "on that CPU"),
-                rows=tuple(lines.select("irq", "device", "total", "top_cpu", "top").rows()),
+                columns=("IRQ", "line", "interrupts", "busiest CPU", "on that CPU", "allowed CPUs (smp_affinity_list)"),
+                rows=tuple(row + (allowed.get(row[0], "not captured"),) for row in lines.select("irq", "device", "total", "top_cpu", "top").rows()),
             ),
             Evidence(
                 title=f"{family}: interrupts per CPU",
@@ -179,8 +178,79 @@ def _finding(
         ),
         remediation=remediation,
         sources=tuple(inp.metrics.get("cpu", {}).get("interrupt_snapshots") or sorted(inp.tables[t.IRQ_COUNT]["source"].unique().to_list())),
-        charts=(_chart(family, per_cpu, inp.derived["cpu_nodes"], set(serving_cpus)),),
+        charts=(_chart(family, per_cpu, P.cpu_nodes(inp), set(serving_cpus)),),
     )
+
+
+def _allowed_cpus(inp: RuleInput, irqs: list[str]) -> dict[str, str]:
+    """IRQ -> its ``/proc/irq/N/smp_affinity_list`` as captured (irq_affinity listing), for these IRQs."""
+    settings = inp.table(t.HOST_SETTING)
+    if settings is None:
+        return {}
+    rows = settings.filter(
+        (pl.col("category") == "irq_affinity") & (pl.col("name") == "smp_affinity_list") & pl.col("subject").is_in(irqs)
+    )
+    return dict(rows.unique(subset="subject", keep="first").select("subject", "value").rows())
+
+
+def _mask_reading(allowed: dict[str, str], serving_cpus: list[int], one_cpu_each: bool) -> str:
+    """What the captured affinity masks say: pinned there, or free and the kernel chose one CPU."""
+    if not allowed:
+        return "The capture has no /proc/irq/N/smp_affinity_list listing: step 1 shows whether the masks pin them."
+    masks = {irq: _cpu_set(value) for irq, value in allowed.items()}
+    listed = ", ".join(f"IRQ {irq} -> {value}" for irq, value in sorted(allowed.items()))
+    if all(cpus and cpus <= set(serving_cpus) for cpus in masks.values()):
+        return (
+            f"Their affinity masks pin them there ({listed}): set by hand, a tuning script or an irqbalance policy; "
+            "widen the masks (step 2)."
+        )
+    if one_cpu_each:
+        return (
+            f"Their affinity masks allow more CPUs ({listed}), yet each line went to one CPU: an interrupt vector is "
+            "delivered to one CPU of its mask at a time, so only more queues or RPS spread the work (step 3)."
+        )
+    return f"Their affinity masks allow more CPUs ({listed}) than the ones they went to: irqbalance or the kernel chose these."
+
+
+def _cpu_set(text: str) -> set[int]:
+    try:
+        return set(parse_cpu_list(text))
+    except ValueError:
+        return set()  # unreadable: not taken as pinned
+
+
+def _severity(skew: P.DeviceSkew, cost: Cost | None) -> tuple[Severity, str]:
+    if not skew.io_device:
+        return Severity.INFO, "not an I/O device"
+    if cost is not None and not cost.hot_cpus:
+        return Severity.INFO, (
+            f"softirq work is not piled up there: those CPUs spend {cost.irq_soft_pct:.1f}% in %irq+%soft"
+        )
+    return Severity.WARNING, ""
+
+
+def _cpus_text(cpus: list[int]) -> str:
+    return f"CPU{'s' if len(cpus) > 1 else ''} {format_cpu_list(cpus)}"
+
+
+def _impact(family: str, skew: P.DeviceSkew, share_pct: float, cpus: int, cost: Cost | None) -> dict:
+    served = f"{len(skew.serving_cpus)} of {cpus} CPUs take {share_pct:.0f}% of {family}'s interrupts"
+    impact = {
+        "share_pct": round(share_pct, 1),
+        "interrupts": skew.total,
+        "serving_cpus": skew.serving_cpus,
+        "nodes": skew.nodes,
+    }
+    if cost is None:
+        impact["description"] = f"{served}; the CPU time they cost is not known (no per-CPU %irq/%soft: add mpstat -P ALL)"
+        return impact
+    impact[CPU_SHARE] = round(cost.cpu_share, 4)
+    impact["serving_cpus_irq_soft_pct"] = round(cost.irq_soft_pct, 2)
+    impact["description"] = (
+        f"{served}; those CPUs spend {cost.irq_soft_pct:.1f}% of their time in %irq+%soft; the part above the host's "
+        f"mean is {cost.cpu_share:.1%} of all its CPU time (cpu_share; every device's softirq on those CPUs counts)"
+    )
+    return impact
 
 
 def _chart(family: str, per_cpu: pl.DataFrame, cpu_nodes: pl.DataFrame, highlight: set[int]) -> Chart:

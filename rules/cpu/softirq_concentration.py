@@ -19,14 +19,22 @@ How it is detected:
     or ``softirq_count`` (two or more ``/proc/softirqs`` snapshots) for events. ``topology``
     (lscpu, numactl) names the NUMA node of each CPU.
     Time path: hot CPUs are those with mean ``%soft`` >= max(HOT_CPU_MIN_SOFT_PCT = 10%,
-    HOT_CPU_MEDIAN_FACTOR = 4 x the machine's median). Fires when the hottest CPU spends
+    HOT_CPU_MEDIAN_FACTOR = 4 x the median of the other CPUs: the hottest one left out, so that on a
+    2-CPU host it is not its own reference). Fires when the hottest CPU spends
     >= FIRE_SOFT_PCT = 20% in softirq and the hot CPUs hold >= CONCENTRATION_SHARE_PCT = 60% of
     all softirq time while being at most FEW_CPUS_SHARE = 25% of the CPUs, or all on one node of
     a multi-node machine. Critical when the hottest CPU is at >= CRITICAL_SOFT_PCT = 50%.
     Event path (no ``%soft``): the same shape on NET_RX+NET_TX+BLOCK events with
     EVENT_SHARE_PCT = 80%, and at least MIN_EVENTS_PER_S = 100/s (rates) or MIN_EVENTS = 5,000
     (counter growth) on the hottest CPU; always a warning, since events are not time.
-    Machines with fewer than MIN_CPUS = 4 CPUs are not judged: two vCPUs cannot spread much.
+    A one-node machine with fewer than MIN_CPUS = 4 CPUs is not judged (two vCPUs cannot spread
+    much); a machine with two or more NUMA nodes is judged whatever its CPU count (three 1-CPU
+    nodes with every NIC interrupt on node 0 is the case behind that).
+    The finding names the I/O devices (``derive.cpu.device_class``) whose interrupts land on the
+    hot CPUs (``/proc/interrupts`` growth), and links the ``irq-affinity-skew`` finding of each.
+    Impact ``cpu_share`` (time path only): the hot CPUs' ``%soft`` + ``%irq`` above the host's mean,
+    summed, as a share of all the host's CPU time, i.e. the interrupt work an even spread would move
+    off them. The event path cannot tell time, so it sets none.
 
 Remediation:
     Spread receive processing: more NIC queues (``ethtool -L IFACE combined N``), IRQ affinity
@@ -49,14 +57,16 @@ from dbdiag import tables as t
 from dbdiag.charts import per_cpu_by_node
 from dbdiag.cpulist import format_cpu_list
 from dbdiag.derive.cpu import device_interrupts
-from dbdiag.findings import Evidence, Finding, Scope, Severity
+from dbdiag.findings import CPU_SHARE, Evidence, Finding, Scope, Severity, finding_id
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
+from dbdiag.rules.cpu import interrupt_placement as P
 
 RULE_ID = "softirq-concentration"
 
 MIN_CPUS = 4
-HOT_CPU_MIN_SOFT_PCT = 10.0
-HOT_CPU_MEDIAN_FACTOR = 4.0
+HOT_CPU_MIN_SOFT_PCT = P.HOT_CPU_MIN_SOFT_PCT
+HOT_CPU_MEDIAN_FACTOR = P.HOT_CPU_MEDIAN_FACTOR
+IRQ_AFFINITY_SKEW = "irq-affinity-skew"  # the rule whose findings about the same devices are linked
 FIRE_SOFT_PCT = 20.0
 CRITICAL_SOFT_PCT = 50.0
 CONCENTRATION_SHARE_PCT = 60.0
@@ -68,8 +78,11 @@ MIN_EVENTS = 5_000
 
 def check(inp: RuleInput) -> Verdict:
     per_cpu = inp.derived["per_cpu"]
-    if per_cpu.height < MIN_CPUS:
-        raise Skip(f"{per_cpu.height} CPU(s) in the capture; concentration is judged from {MIN_CPUS} CPUs up")
+    if per_cpu.height < MIN_CPUS and _node_count(per_cpu) < 2:
+        raise Skip(
+            f"{per_cpu.height} CPU(s) on one NUMA node in the capture; concentration is judged from {MIN_CPUS} CPUs up "
+            "(any count on 2+ nodes)"
+        )
     if "soft_pct" in per_cpu.columns and per_cpu["soft_pct"].drop_nulls().len() > 0:
         return _check_time(inp, per_cpu)
     return _check_events(inp, per_cpu)
@@ -96,8 +109,7 @@ def _check_time(inp: RuleInput, per_cpu: pl.DataFrame) -> Verdict:
     top = soft.sort("soft_pct", descending=True).row(0, named=True)
     if total_soft <= 0:
         return Verdict(measured=f"no softirq time on any of {soft.height} CPUs")
-    hot_floor = max(HOT_CPU_MIN_SOFT_PCT, HOT_CPU_MEDIAN_FACTOR * float(soft["soft_pct"].median()))
-    hot = soft.filter(pl.col("soft_pct") >= hot_floor)["cpu"].to_list()
+    hot, hot_floor = P.hot_softirq_cpus(soft)
     hot_share_pct = 100.0 * soft.filter(pl.col("cpu").is_in(hot))["soft_pct"].sum() / total_soft
     node = _hot_node(soft, hot)
     measured = (
@@ -113,25 +125,30 @@ def _check_time(inp: RuleInput, per_cpu: pl.DataFrame) -> Verdict:
     )
     if not fires:
         return Verdict(measured=measured)
-    where = f"CPUs {format_cpu_list(hot)}" + (f" (node {node})" if node is not None else "")
+    where = _where(hot, node)
+    devices = _nic_devices(inp, hot)
     severity = Severity.CRITICAL if top["soft_pct"] >= CRITICAL_SOFT_PCT else Severity.WARNING
     others = soft.filter(~pl.col("cpu").is_in(hot))
+    _, cpu_share = P.interrupt_cost(soft, hot)
     finding = Finding(
         rule=RULE_ID,
         scope=Scope.HOST,
         severity=severity,
         title=(
-            f"{hot_share_pct:.0f}% of softirq time on {where}; threshold {CONCENTRATION_SHARE_PCT:.0f}% "
+            f"{hot_share_pct:.0f}% of softirq time on {where}{_device_text(devices)}; threshold {CONCENTRATION_SHARE_PCT:.0f}% "
             f"(CPU {top['cpu']} at {top['soft_pct']:.1f}% %soft)"
         ),
         subject=where,
+        related=_related(inp, devices),
         impact={
+            CPU_SHARE: round(cpu_share, 4),
             "share_pct": round(hot_share_pct, 1),
             "description": (
                 f"{len(hot)} of {soft.height} CPUs carry {hot_share_pct:.0f}% of all softirq time; "
                 f"they spend {soft.filter(pl.col('cpu').is_in(hot))['soft_pct'].mean():.1f}% of their time in softirq "
                 f"while the other CPUs spend {others['soft_pct'].mean():.1f}% there and are "
-                f"{others['busy_pct'].mean():.1f}% busy"
+                f"{others['busy_pct'].mean():.1f}% busy; their %soft+%irq above the host's mean is "
+                f"{cpu_share:.1%} of all its CPU time (cpu_share: what an even spread would move off them)"
             ),
             "hot_cpus": hot,
             "hot_node": node,
@@ -143,7 +160,7 @@ def _check_time(inp: RuleInput, per_cpu: pl.DataFrame) -> Verdict:
             _node_evidence(soft, "soft_pct", "share of softirq time %"),
             *_irq_device_evidence(inp, hot),
         ),
-        remediation=_remediation(inp, soft, hot, node),
+        remediation=_remediation(soft, hot, node, devices),
         sources=_sources(inp, (t.CPU_UTIL, t.SOFTIRQ_RATE, t.SOFTIRQ_COUNT, t.TOPOLOGY)),
         charts=(
             per_cpu_by_node(
@@ -202,16 +219,18 @@ def _check_events(inp: RuleInput, per_cpu: pl.DataFrame) -> Verdict:
     )
     if top[column] < floor or not _is_concentrated(events, hot, node):
         return Verdict(measured=measured)
-    where = f"CPUs {format_cpu_list(hot)}" + (f" (node {node})" if node is not None else "")
+    where = _where(hot, node)
+    devices = _nic_devices(inp, hot)
     finding = Finding(
         rule=RULE_ID,
         scope=Scope.HOST,
         severity=Severity.WARNING,
         title=(
-            f"{share_pct:.0f}% of NET_RX/NET_TX/BLOCK softirqs on {where}; threshold {EVENT_SHARE_PCT:.0f}% "
-            f"on at most {FEW_CPUS_SHARE:.0%} of CPUs or one node"
+            f"{share_pct:.0f}% of NET_RX/NET_TX/BLOCK softirqs on {where}{_device_text(devices)}; "
+            f"threshold {EVENT_SHARE_PCT:.0f}% on at most {FEW_CPUS_SHARE:.0%} of CPUs or one node"
         ),
         subject=where,
+        related=_related(inp, devices),
         impact={
             "share_pct": round(share_pct, 1),
             "description": (
@@ -226,7 +245,7 @@ def _check_events(inp: RuleInput, per_cpu: pl.DataFrame) -> Verdict:
             _node_evidence(events, column, "share of events %"),
             *_irq_device_evidence(inp, hot),
         ),
-        remediation=_remediation(inp, events, hot, node),
+        remediation=_remediation(events, hot, node, devices),
         sources=_sources(inp, (t.SOFTIRQ_RATE, t.SOFTIRQ_COUNT, t.TOPOLOGY)),
         charts=(
             per_cpu_by_node(
@@ -318,26 +337,60 @@ def _irq_device_evidence(inp: RuleInput, hot: list[int]) -> tuple[Evidence, ...]
 
 
 def _nic_devices(inp: RuleInput, hot: list[int]) -> list[tuple[str, list[str]]]:
-    """(device family, its IRQ numbers) for devices whose interrupts go mostly to the hot CPUs."""
+    """(device family, its IRQ numbers) for I/O devices whose interrupts go mostly to the hot CPUs,
+    most IRQ lines first; other devices (GPU, USB, input...) only when no I/O device lands there."""
     irq_delta = inp.derived.get("irq_delta")
     if irq_delta is None or irq_delta.height == 0:
         return []
-    families: dict[str, list[str]] = {}
     per_irq = device_interrupts(irq_delta).group_by("irq", "family").agg(
-        pl.col("delta").filter(pl.col("cpu").is_in(hot)).sum().alias("on_hot"), pl.col("delta").sum().alias("total")
+        pl.col("delta").filter(pl.col("cpu").is_in(hot)).sum().alias("on_hot"),
+        pl.col("delta").sum().alias("total"),
+        (pl.col("device_class") == "io").any().alias("io"),
     )
-    for irq, family, on_hot, total in per_irq.sort("irq").rows():
+    chosen = {True: {}, False: {}}
+    for irq, family, on_hot, total, io in per_irq.sort("irq").rows():
         if total and on_hot / total >= 0.5:
-            families.setdefault(family, []).append(irq)
+            chosen[io].setdefault(family, []).append(irq)
+    families = chosen[True] or chosen[False]
     return sorted(families.items(), key=lambda item: -len(item[1]))
 
 
-def _remediation(inp: RuleInput, per_cpu: pl.DataFrame, hot: list[int], node: int | None) -> str:
+def _where(hot: list[int], node: int | None) -> str:
+    cpus = f"CPU{'s' if len(hot) > 1 else ''} {format_cpu_list(hot)}"
+    return cpus + (f" (node {node})" if node is not None else "")
+
+
+def _device_text(devices: list[tuple[str, list[str]]]) -> str:
+    """The device with the most IRQ lines on the hot CPUs (the others are in the remediation)."""
+    if not devices:
+        return ""
+    name, irqs = devices[0]
+    more = f" and {len(devices) - 1} more device(s)" if len(devices) > 1 else ""
+    return f", where the interrupts of {name} (IRQ {_irq_list(irqs)}){more} land"
+
+
+def _irq_list(irqs: list[str]) -> str:
+    """``42-49`` for numbered lines in a row; names as they are."""
+    if all(irq.isdigit() for irq in irqs):
+        return format_cpu_list([int(irq) for irq in irqs])
+    return ", ".join(irqs)
+
+
+def _related(inp: RuleInput, devices: list[tuple[str, list[str]]]) -> tuple[str, ...]:
+    """The irq-affinity-skew findings about the devices named here (same problem, seen from the IRQ side)."""
+    names = {name for name, _ in devices}
+    return tuple(
+        finding_id(IRQ_AFFINITY_SKEW, skew.family)
+        for skew in P.judge_devices(inp)
+        if skew.skewed and skew.family in names
+    )
+
+
+def _remediation(per_cpu: pl.DataFrame, hot: list[int], node: int | None, devices: list[tuple[str, list[str]]]) -> str:
     hot_list = format_cpu_list(hot)
     all_nodes = sorted(n for n in per_cpu["node"].drop_nulls().unique().to_list())
     other_nodes = [n for n in all_nodes if n != node]
     other_cpus = format_cpu_list(per_cpu.filter(~pl.col("cpu").is_in(hot))["cpu"].to_list())
-    devices = _nic_devices(inp, hot)
     device_line = (
         "Devices whose interrupts land there: "
         + "; ".join(f"{name} (IRQ {', '.join(irqs)})" for name, irqs in devices[:4])
@@ -347,7 +400,7 @@ def _remediation(inp: RuleInput, per_cpu: pl.DataFrame, hot: list[int], node: in
     )
     irq_example = devices[0][1][0] if devices else "N"
     steps = [
-        f"Softirq work is concentrated on CPUs {hot_list}" + (f" (NUMA node {node})" if node is not None else "") + ".",
+        f"Softirq work is concentrated on {_where(hot, node)}.",
         device_line.strip(),
         "1. See the queues and where their interrupts go:",
         "   ethtool -l IFACE",

@@ -18,9 +18,16 @@ How it is detected:
     proxysql, pgbouncer ...). Kinds ``oom-kill`` and ``crash`` are critical; ``fatal``, ``restart``,
     ``start`` and ``recovery`` (crash recovery at start: the previous instance died) are warnings;
     the same event read from two logs counts once; a start counts only after an earlier stop of the
-    same process (a log that begins with the server starting is no incident). Starts and recoveries
-    count only inside the capture window (the span
-    of the other timed inputs: mpstat, statements, metrics, load tests) when one is known.
+    same process, or after a host restart (a log that begins with the server starting is no
+    incident; a stop alone is the end of a capture, no incident either). Kind ``host-restart``
+    (sysstat ``LINUX RESTART`` records: the host booted) is a warning of its own.
+    Starts, recoveries and host restarts count only inside the capture window when one is known:
+    the union of the spans of every timed input but the event logs themselves (OS collectors such
+    as mpstat/sar and /proc snapshots, statements, metrics, load tests, proxy stats), widened by
+    WINDOW_MARGIN_S = 60 s on each side, so that a server restarted just before the first statement
+    counts. An event without a time (a PostgreSQL log whose prefix has no %m/%t) cannot be placed:
+    it is kept and reported "time unknown", and a start without a time is a restart when a stop
+    comes before it in the same log.
     For each event with a time, throughput and mean latency in the AROUND_S = 60 s before and
     after it are shown from the load test samples or the statement log when they cover it.
 
@@ -53,8 +60,16 @@ RULE_ID = "oom-restart"
 
 AROUND_S = 60
 CRITICAL_KINDS = ("oom-kill", "crash")
-WARNING_KINDS = ("fatal", "start", "restart", "recovery")
-WINDOWED_KINDS = ("start", "recovery")  # old starts are history, not an incident of this capture
+WARNING_KINDS = ("fatal", "start", "restart", "recovery", "host-restart")
+WINDOWED_KINDS = ("start", "recovery", "host-restart")  # old starts are history, not an incident of this capture
+WINDOW_MARGIN_S = 60
+# Timed inputs whose span is the capture's (statement_summary's first_seen can be weeks old; events are judged)
+WINDOW_COLUMNS = (
+    (t.CPU_UTIL, ("ts",)), (t.NODE_UTIL, ("ts",)), (t.SOFTIRQ_RATE, ("ts",)), (t.IRQ_RATE, ("ts",)),
+    (t.SOFTIRQ_COUNT, ("ts",)), (t.IRQ_COUNT, ("ts",)), (t.NUMA_COUNTER, ("ts",)), (t.VMSTAT_COUNT, ("ts",)),
+    (t.STATEMENT, ("start_ts", "end_ts")), (t.METRIC_SAMPLE, ("ts",)), (t.LOAD_SAMPLE, ("start_ts",)),
+    (t.LOAD_INTERVAL, ("ts",)), (t.PROXY_STAT, ("ts",)),
+)
 DATABASE_COMPONENTS = ("tidb", "tikv", "pd", "tiflash", "mysqld", "mariadbd", "mysql", "postgres", "postgresql", "haproxy")
 MAX_EVIDENCE_ROWS = 20
 
@@ -66,48 +81,76 @@ def check(inp: RuleInput) -> Verdict:
         & (
             pl.col("component").is_in(DATABASE_COMPONENTS)
             | pl.col("process").map_elements(is_database_or_proxy, return_dtype=pl.Boolean).fill_null(False)
+            | (pl.col("kind") == "host-restart")
         )
     )
-    window = _capture_window(inp)
+    window = capture_window(inp)
+    outside = 0
     if window is not None:
         start, end = window
-        relevant = relevant.filter(~pl.col("kind").is_in(WINDOWED_KINDS) | pl.col("ts").is_between(start, end))
-    # the same kill is often in both dmesg and /var/log/messages
-    relevant = relevant.unique(subset=["kind", "process", "pid", "ts"], keep="first", maintain_order=True)
+        margin = timedelta(seconds=WINDOW_MARGIN_S)
+        kept = ~pl.col("kind").is_in(WINDOWED_KINDS) | pl.col("ts").is_between(start - margin, end + margin) | pl.col("ts").is_null()
+        outside = relevant.filter(~kept).height
+        relevant = relevant.filter(kept)
+    relevant = _once(relevant)
     relevant = _restarts_only(relevant).filter(pl.col("kind") != "shutdown")  # a stop alone is no incident
     measured = f"{relevant.height} database/proxy event(s) of {events.height} read" + (
-        f"; capture window {window[0]:%Y-%m-%d %H:%M:%S} .. {window[1]:%H:%M:%S} UTC" if window else "; no capture window known"
+        f"; capture window {window[0]:%Y-%m-%d %H:%M:%S} .. {window[1]:%H:%M:%S} UTC (+/- {WINDOW_MARGIN_S} s)"
+        + (f"; {outside} start/recovery/host restart(s) outside it left out" if outside else "")
+        if window else "; no capture window known"
     )
     if relevant.height == 0:
         return Verdict(measured=measured)
     return Verdict(findings=[_finding(inp, relevant.sort("ts", nulls_last=True))], measured=measured)
 
 
+def _once(events: pl.DataFrame) -> pl.DataFrame:
+    """The same kill is often in both dmesg and /var/log/messages: one row per (kind, process, pid, time).
+    Rows without a time are the same event only with the same pid; without a pid each line stays."""
+    untimed = pl.col("ts").is_null()
+    keyed = events.filter(~untimed | pl.col("pid").is_not_null())
+    keyed = keyed.unique(subset=["kind", "process", "pid", "ts"], keep="first", maintain_order=True)
+    return pl.concat([keyed, events.filter(untimed & pl.col("pid").is_null())], how="vertical_relaxed")
+
+
 def _restarts_only(events: pl.DataFrame) -> pl.DataFrame:
-    """A start is a restart only after a stop of the same process (kill, crash, shutdown...) seen earlier:
-    a log that begins with the server starting is not an incident."""
-    stops = events.filter(pl.col("kind") != "start").select("process", pl.col("ts").alias("stop_ts")).drop_nulls()
+    """A start is a restart only after a stop of the same process (kill, crash, shutdown...) or a host
+    restart seen earlier: a log that begins with the server starting is not an incident. Earlier is by
+    time; when the start or the stop has no time, by line within the same log."""
+    others = events.filter(pl.col("kind") != "start")
     starts = events.filter(pl.col("kind") == "start")
     if starts.is_empty():
         return events
-    first_stop = stops.group_by("process").agg(pl.col("stop_ts").min())
-    restarted = (
-        starts.with_row_index("start_row")
-        .join(first_stop, on="process", how="left")
-        .filter(pl.col("stop_ts").is_not_null() & (pl.col("stop_ts") <= pl.col("ts")))
-        .drop("start_row", "stop_ts")
+    stops = others.filter(pl.col("kind") != "host-restart")
+    first_timed = stops.drop_nulls("ts").group_by("process").agg(pl.col("ts").min().alias("stop_ts"))
+    first_host = others.filter(pl.col("kind") == "host-restart")["ts"].drop_nulls().min()
+    # by line: any stop when the start has no time, an untimed stop when it has one
+    first_line = stops.group_by("process", "source").agg(
+        pl.col("line").min().alias("stop_line"), pl.col("line").filter(pl.col("ts").is_null()).min().alias("untimed_stop_line")
     )
-    return pl.concat([events.filter(pl.col("kind") != "start"), restarted], how="vertical_relaxed").sort("ts", nulls_last=True)
+    joined = starts.join(first_timed, on="process", how="left", nulls_equal=True).join(
+        first_line, on=["process", "source"], how="left", nulls_equal=True
+    )
+    by_time = pl.col("ts").is_not_null() & (
+        (pl.col("stop_ts") <= pl.col("ts")) | (pl.lit(first_host, dtype=t.UTC_TIME) <= pl.col("ts"))
+    )
+    by_line = pl.when(pl.col("ts").is_null()).then(pl.col("stop_line") < pl.col("line")).otherwise(
+        pl.col("untimed_stop_line") < pl.col("line")
+    )
+    restarted = joined.filter((by_time.fill_null(False) | by_line.fill_null(False))).select(starts.columns)
+    return pl.concat([others, restarted], how="vertical_relaxed").sort("ts", nulls_last=True)
 
 
-def _capture_window(inp: RuleInput):
+def capture_window(inp: RuleInput):
+    """(first, last) time of every timed input but the event logs, or None when none has a time."""
     spans = []
-    for table, column in ((t.CPU_UTIL, "ts"), (t.STATEMENT, "start_ts"), (t.METRIC_SAMPLE, "ts"), (t.LOAD_SAMPLE, "start_ts"), (t.PROXY_STAT, "ts")):
+    for table, columns in WINDOW_COLUMNS:
         frame = inp.table(table)
-        if frame is not None and column in frame.columns:
-            values = frame[column].drop_nulls()
-            if values.len():
-                spans.append((values.min(), values.max()))
+        for column in columns:
+            if frame is not None and column in frame.columns:
+                values = frame[column].drop_nulls()
+                if values.len():
+                    spans.append((values.min(), values.max()))
     if not spans:
         return None
     return min(s for s, _ in spans), max(e for _, e in spans)
@@ -119,13 +162,17 @@ def _finding(inp: RuleInput, events: pl.DataFrame) -> Finding:
     counts = events.group_by("kind").len().sort("kind")
     summary = ", ".join(f"{n} {kind}" for kind, n in counts.rows())
     first = events.row(0, named=True)
-    who = first.get("process") or first.get("component") or "a database process"
+    who = "the host" if first["kind"] == "host-restart" else first.get("process") or first.get("component") or "a database process"
+    when = " during the capture" if first["ts"] is not None else f" (time unknown: {first['source']}:{first['line']} has no timestamp)"
     evidence = [
         Evidence(
             title="Events (log lines)",
             columns=("time (UTC)", "kind", "process", "pid", "line", "source"),
             rows=tuple(
-                (r["ts"], r["kind"], r["process"] or r["component"], r["pid"], (r["message"] or "")[:300], f"{r['source']}:{r['line']}")
+                (
+                    "time unknown" if r["ts"] is None else r["ts"], r["kind"], r["process"] or r["component"], r["pid"],
+                    (r["message"] or "")[:300], f"{r['source']}:{r['line']}",
+                )
                 for r in events.head(MAX_EVIDENCE_ROWS).iter_rows(named=True)
             ),
         )
@@ -137,10 +184,10 @@ def _finding(inp: RuleInput, events: pl.DataFrame) -> Finding:
         rule=RULE_ID,
         scope=Scope.DATABASE,
         severity=Severity.CRITICAL if critical else Severity.WARNING,
-        title=f"{who} {_verb(first['kind'])}" + (f" ({summary})" if events.height > 1 else "") + " during the capture",
+        title=f"{who} {_verb(first['kind'])}" + (f" ({summary})" if events.height > 1 else "") + when,
         subject=str(who),
         impact={
-            "description": f"{summary} of database/proxy processes",
+            "description": f"{summary} ({_whose(events)})",
             "events": events.height,
             "first_ts": None if first["ts"] is None else str(first["ts"]),
         },
@@ -150,10 +197,17 @@ def _finding(inp: RuleInput, events: pl.DataFrame) -> Finding:
     )
 
 
+def _whose(events: pl.DataFrame) -> str:
+    host = (events["kind"] == "host-restart").any()
+    processes = (events["kind"] != "host-restart").any()
+    return " and ".join(w for w, seen in (("database/proxy processes", processes), ("the host", host)) if seen)
+
+
 def _verb(kind: str) -> str:
     return {
         "oom-kill": "was killed by the OOM killer", "crash": "crashed", "fatal": "logged a fatal error",
         "start": "restarted", "restart": "restarted", "recovery": "restarted after an unclean stop",
+        "host-restart": "rebooted (sysstat LINUX RESTART)",
     }.get(kind, kind)
 
 
@@ -213,6 +267,15 @@ def _remediation(events: pl.DataFrame) -> str:
         lines.append("Crash: keep the error log's stack trace (and a core: LimitCORE=infinity) and report it with the version.")
     if events["kind"].is_in(["start", "restart", "fatal", "recovery"]).any():
         lines.append("Restart/fatal: journalctl -u <unit> --since <time> for the supervisor's reason; the log lines before the start.")
+    if (events["kind"] == "host-restart").any():
+        lines.append(
+            "Host reboot: journalctl --list-boots and journalctl -b -1 -e for how the previous boot ended; "
+            "last -x reboot shutdown; a cold start empties the buffer pool / shared_buffers and the OS page cache."
+        )
+    if events["ts"].is_null().any():
+        lines.append(
+            "Time unknown: the log has no timestamps; PostgreSQL: log_line_prefix = '%m [%p] ' (reload) so the next capture places events."
+        )
     return "\n".join(lines)
 
 

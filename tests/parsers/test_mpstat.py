@@ -228,7 +228,11 @@ def test_old_column_set_mapped_by_name() -> None:
 
 def test_sar_text_reads_cpu_table_only(corpus: Path) -> None:
     result = _parse("mpstat-text", _corpus_text(corpus, "sar/sysstat__expected.sar-all.txt"))
-    assert set(result.tables) == {T.CPU_UTIL, T.HOST_FACT}
+    assert set(result.tables) == {T.CPU_UTIL, T.HOST_FACT, T.EVENT}
+    restart = result.tables[T.EVENT].row(0, named=True)  # line 762: "13:37:29     LINUX RESTART\t(9 CPU)"
+    assert (restart["kind"], restart["ts"], restart["host"], restart["line"]) == (
+        "host-restart", _utc(2019, 4, 18, 13, 37, 29), "SYSSTAT.TEST", 762
+    )
     cpu = result.tables[T.CPU_UTIL]
     assert cpu.height == 36 and result.records == 4
     # sar orders %steal before %irq: columns must follow the header, not a fixed order
