@@ -341,6 +341,9 @@ LOAD_RUN_SCHEMA = {
     "latency_sum_ms": pl.Float64,  # sysbench "sum": total time spent in transactions
     "rate_limit_tps": pl.Float64,  # pgbench -R / sysbench --rate, when set
     "scale": pl.Int32,  # pgbench scaling factor
+    "connect_avg_ms": pl.Float64,  # pgbench -C "average connection time": connect + disconnect per transaction
+    "initial_connect_ms": pl.Float64,  # pgbench "initial connection time" (once per client, without -C)
+    "latency_includes_connect": pl.Boolean,  # latency_avg_ms holds connect_avg_ms (pgbench -C without -P/-L, or -R)
     "source": pl.String,
 }
 
@@ -416,6 +419,7 @@ PROXY_STAT_SCHEMA = {
     "econ": pl.Int64,
     "eresp": pl.Int64,
     "source": pl.String,
+    "line": pl.Int64,  # line of the row in the member (file:line)
 }
 
 # Events from logs: OOM kills, restarts, crashes, fatal errors, aborted connections.
