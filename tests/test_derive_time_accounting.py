@@ -302,13 +302,15 @@ def test_postgres_pgbench_capture() -> None:
     """pgbench TPC-B (sort of), 4 clients, -R about 32 tps, 10 s, against PostgreSQL with
     log_min_duration_statement=0.
 
-    User response time = pgbench's transactions x latency average = 311 x 1.599 ms = 0.497289 s.
+    User response time = pgbench's transactions x latency average = 311 x 1.599 ms = 0.497289 s,
+    plus its initial connection time, waited once by each client: 4 x 10.629 ms = 0.042516 s;
+    0.539805 s in all.
     DB time = Σ ``duration:`` of the 2,177 statements of the 4 pgbench connections (311 x 7 script
     statements: the log holds every one) = 0.304365 s. The ``pgbench -i`` initialisation before the
     run (CREATE DATABASE, data load, 0.94 s) and pgbench's vacuum session are other connections and
     are not counted: summing the whole log would give 1.247 s, more than the users waited.
 
-    Ratio 0.612: the server worked 0.98 ms of each 1.60 ms transaction. The rest: with -R, pgbench
+    Ratio 0.5638 (0.612 of the transactions' own latency): the server worked 0.98 ms of each 1.60 ms transaction. The rest: with -R, pgbench
     measures latency from the scheduled start, so the 0.135 ms average schedule lag is in it
     (311 x 0.135 = 42 ms); the remaining ~0.48 ms per transaction are 7 client round trips (about
     0.07 ms each, the in-transaction idle gap mean measured in test_derive_idle_gaps) outside the
@@ -320,11 +322,16 @@ def test_postgres_pgbench_capture() -> None:
         "capture/app/pgbench.txt": pgbench.SPEC, "capture/db/postgresql.log": None,
     })
     metric, windows = time_accounting(tables)
-    assert metric["user_response_time_s"] == pytest.approx(0.497289)
+    assert metric["user_response_time_s"] == pytest.approx(0.539805)
     assert metric["db_time_s"] == pytest.approx(0.304365)
-    assert metric["db_time_ratio"] == 0.612 and windows is None
+    assert metric["db_time_ratio"] == 0.5638 and windows is None
+    assert (metric["connection_time_s"], metric["connection_per_transaction"]) == (pytest.approx(0.042516), False)
+    assert metric["connection_ms_per_transaction"] is None  # connected once per client, not per transaction
     assert tables[t.STATEMENT]["query_time_s"].sum() == pytest.approx(1.247283)  # the whole log, init included
     user, db = metric["sources"]
-    assert user["detail"] == "pgbench transactions x latency average (311 x 1.599 ms)"
+    assert user["detail"] == (
+        "pgbench transactions x latency average (311 x 1.599 ms); connecting: pgbench initial connection time "
+        "10.629 ms x 4 clients = 0.043 s (each client waited for it once; added)"
+    )
     assert (db["count"], db["from"], db["to"]) == (2177, "2026-11-29T19:12:27.180883+00:00", "2026-11-29T19:12:37.133000+00:00")
     assert "the run sent 311 transactions x 7 SQL statements = 2,177" in metric["alignment"]
