@@ -259,7 +259,7 @@ def test_ceiling_one_snapshot_needs_a_queue():
     finding = queued.findings[0]
     assert finding.subject == "db/tidb1"
     assert finding.title.startswith("HAProxy backend db: 1 of 1 servers at their maxconn 500 (500 in all) in 1 of 1 snapshots, up to 37 requests queued")
-    assert "'server <name> ... maxconn 1000' for each server of backend db (was 500)" in finding.remediation
+    assert "'server tidb1 ... maxconn 1000' for each server of backend db (was 500)" in finding.remediation
 
 
 def test_ceiling_real_haproxy_sample_reports_past_peaks_as_info(corpus):
