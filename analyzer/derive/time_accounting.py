@@ -12,6 +12,14 @@ one period), ``run_placed`` (a load-test run without clock was placed on a stret
 side, from ``from`` to ``to``), ``window_s``, ``windows`` (the per-window rows below), ``notes`` and
 ``unavailable_reason`` (why the ratio is null when one side is missing).
 
+**Connection set-up**, when the load tool measured it (``dbdiag.derive.connection_time``):
+``connection_time_s`` (the part of ``user_response_time_s`` users spent connecting: pgbench -C
+transactions x "average connection time", added to a latency measured after connecting; pgbench's
+"initial connection time" x clients; JMeter Σ ``Connect``), ``connection_share_of_user_time``
+(0..1), ``connection_ms_per_transaction`` (pgbench -C, JMeter), ``connection_per_transaction``
+(a new connection per transaction: pgbench -C) and ``connection_detail`` (the sum in words); null
+(false) when no tool measured it (sysbench prints no connection time).
+
 **User response time** (Σ of the latency of the users' transactions), the first of:
 
 1. ``load_sample`` (JMeter): Σ ``elapsed_ms`` of the samples started in the period. When the table
@@ -51,7 +59,10 @@ connections (the ``threads`` connections with the most statements, accepted when
 agrees with the queries the run counted and their span with its duration), else on the
 ``duration_s`` stretch of the log that holds the most statements (of counter metrics: the most DB
 time); several runs, or JMeter samples without a timeStamp column, are compared as totals with the
-whole DB side. ``alignment`` says which was done.
+whole DB side. ``alignment`` says which was done. A run with a new connection per transaction
+(pgbench -C) is never matched by connections (each holds one transaction): it takes the stretch of
+its whole span (transactions / tps, reconnections included) with the most statements, plus the
+statements continuing it at its edges (gaps under :data:`EDGE_GAP_S`), every one of them counted.
 
 **Per-window table** ``time_accounting_windows`` (only when both sides have timestamps):
 ``window_start`` (windows of ``window_s`` aligned to multiples of ``window_s`` since the epoch),
@@ -117,6 +128,7 @@ COMPLETE_LOG_MAX_MIN_S = 0.001  # a log of every statement has sub-millisecond o
 COMPLETE_LOG_MIN_SHARE = 0.8  # of the queries a load test counted, when it counted them
 SPAN_SLACK = 1.5  # a load test's connections may span up to 1.5 x its duration (+ 2 s) ...
 SPAN_SLACK_S = 2.0  # ... to allow for 1-second log timestamps and connection set-up
+EDGE_GAP_S = 1.0  # a -C run's stretch takes in the statements just outside it, while they follow each other this closely
 THRESHOLD_SETTINGS = ("long_query_time", "log_min_duration_statement", "log_slow_rate_limit", "log_statement_sample_rate")
 
 
@@ -179,8 +191,6 @@ def time_accounting(tables: dict[str, pl.DataFrame], window_s: float = 10.0) -> 
     shown = period if period != (None, None) else db.coverage
     metric["from"], metric["to"] = (_iso(shown[0]), _iso(shown[1])) if shown else (None, None)
     metric["db_time_ratio"] = round(db_s / user_s, 4) if user_s else None
-    if metric["connection_time_s"] is not None and user_s:
-        metric["connection_share_of_user_time"] = round(metric["connection_time_s"] / user_s, 4)
     windows = None
     if user.events is not None and db.events is not None and period != (None, None):
         effective_s = max([window_s, *(_scrape_step_s(side) for side in (user, db))])
@@ -540,6 +550,8 @@ def _align(user: Side, db: Side, runs: pl.DataFrame | None,
                 return _restricted(db, events, text)
         if run["duration_s"]:
             events, text = _busiest(db.events, _run_span_s(run))
+            if per_transaction:
+                events, text = _with_edges(db.events, events, text)
             complete = db.kind != "statement-log" or _complete_for_run(events, run, tables)
             # a new connection per transaction spreads the run over thousands of connections: every
             # statement of the stretch is the run's, not those of the few busiest connections
@@ -621,6 +633,36 @@ def _busiest(events: pl.DataFrame, duration_s: float) -> tuple[pl.DataFrame, str
     return chosen, text
 
 
+def _with_edges(events: pl.DataFrame, chosen: pl.DataFrame, text: str) -> tuple[pl.DataFrame, str]:
+    """``chosen`` (a stretch of ``events``) with the statements just outside it that continue it: each
+    within EDGE_GAP_S of the previous one, up to SPAN_SLACK_S beyond each edge.
+
+    The stretch of a -C run's span is a little longer than its statements (the first connection
+    comes before the first statement): it may slide onto pgbench's set-up session before the run
+    and leave the run's last statement out; the run is one dense burst, so its edges are taken in.
+    """
+    low, high = chosen["ts"].min(), chosen["ts"].max()
+    if low is None or high is None:
+        return chosen, text
+
+    def continuing(side: pl.DataFrame, edge: Any, descending: bool) -> pl.DataFrame:
+        ordered = side.sort("ts", descending=descending)
+        gap_s = (ordered["ts"] - ordered["ts"].shift(1, fill_value=edge)).dt.total_microseconds().abs() / 1e6
+        breaks = (gap_s > EDGE_GAP_S).arg_true()
+        return ordered.head(int(breaks[0]) if breaks.len() else ordered.height)
+
+    slack = timedelta(seconds=SPAN_SLACK_S)
+    before = continuing(events.filter((pl.col("ts") < low) & (pl.col("ts") >= low - slack)), low, True)
+    after = continuing(events.filter((pl.col("ts") > high) & (pl.col("ts") <= high + slack)), high, False)
+    if not before.height and not after.height:
+        return chosen, text
+    extended = pl.concat([before, chosen, after]).sort("ts")
+    return extended, (
+        f"{text}; {before.height:,} statement(s) just before it and {after.height:,} just after it continue it "
+        f"(gaps under {EDGE_GAP_S:g} s) and are counted"
+    )
+
+
 def _complete_for_run(events: pl.DataFrame, run: dict[str, Any], tables: dict[str, pl.DataFrame]) -> bool:
     return log_completeness(events.rename({"seconds": "query_time_s"}), expected=run["expected_queries"])[0]
 
@@ -679,6 +721,9 @@ def _fill_connection(metric: dict[str, Any], side: Side, connect_s: float | None
     if connect_s is None:
         return
     metric["connection_time_s"] = round(connect_s, 6)
+    user_s = metric["user_response_time_s"]  # set by the caller: the user side's sum over the same period
+    if user_s:
+        metric["connection_share_of_user_time"] = round(connect_s / user_s, 4)
     metric["connection_per_transaction"] = side.connect_per_transaction or side.kind == "load-test-intervals"
     if transactions:
         metric["connection_ms_per_transaction"] = round(1000.0 * connect_s / transactions, 3)
