@@ -422,6 +422,19 @@ PROXY_STAT_SCHEMA = {
     "line": pl.Int64,  # line of the row in the member (file:line)
 }
 
+# HAProxy configuration (haproxy.cfg): one row per directive, with the session limit it sets.
+PROXY_CONFIG = "proxy_config"
+PROXY_CONFIG_SCHEMA = {
+    "section": pl.String,  # "global", "defaults", "frontend", "backend", "listen", ...
+    "proxy": pl.String,  # the section's name; null for an unnamed global/defaults
+    "keyword": pl.String,  # the directive's first word ("maxconn", "server", "bind" ...)
+    "server": pl.String,  # the server's name on a server line
+    "args": pl.String,  # the rest of the line without its comment
+    "maxconn": pl.Int64,  # the limit the line sets (maxconn N, or a server/default-server maxconn N parameter)
+    "line": pl.Int64,
+    "source": pl.String,
+}
+
 # Events from logs: OOM kills, restarts, crashes, fatal errors, aborted connections.
 EVENT = "event"
 EVENT_SCHEMA = {
@@ -465,6 +478,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     METRIC_SAMPLE: METRIC_SAMPLE_SCHEMA,
     STATEMENT_SUMMARY: STATEMENT_SUMMARY_SCHEMA,
     PROXY_STAT: PROXY_STAT_SCHEMA,
+    PROXY_CONFIG: PROXY_CONFIG_SCHEMA,
     EVENT: EVENT_SCHEMA,
 }
 
