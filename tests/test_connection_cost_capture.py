@@ -31,6 +31,7 @@ MAX_FIXTURE_BYTES = 300_000
 PGBENCH = "capture/app/pgbench.txt"
 PG_LOG = "capture/db/postgresql.log"
 STAT = "capture/proxy/haproxy-stat.txt"
+CONFIG = "capture/app/haproxy.cfg"
 RUN_STATEMENT = "SELECT abalance FROM pgbench_accounts WHERE aid = "  # -S: one statement per transaction
 
 
@@ -150,6 +151,12 @@ def test_ceiling_names_the_server_its_maxconn_and_the_row(document: dict) -> Non
     row = _member(STAT).split("\n")[int(line) - 1].split(",")
     assert row[:2] == ["be_pg", "pg1"] and row[4] == row[6] == "2"  # scur = slim = 2: at the limit on that row
     assert "'server pg1 ... maxconn 4'" in ceiling["remediation"]
+    # and the line of haproxy.cfg that sets it, first among the sources
+    configured = ceiling["impact"]["limit_settings"]["pg1"]
+    assert ceiling["sources"][0] == configured and configured.startswith(CONFIG + ":")
+    text = _member(CONFIG).split("\n")[int(configured.rsplit(":", 1)[1]) - 1].split()
+    assert text[:2] == ["server", "pg1"] and text[-2:] == ["maxconn", "2"]
+    assert f"Set at pg1: {configured} 'server pg1 " in ceiling["remediation"]
     # its cost: the users' wait for a connection, in the findings' cost names
     impact = ceiling["impact"]
     assert impact["user_time_s"] == account["connection_time_s"]

@@ -21,7 +21,8 @@ Why it matters:
     raised it, while application latency climbed.
 
 How it is detected:
-    Inputs: ``proxy_stat`` (HAProxy ``show stat`` CSV, one or more snapshots), ``metric_sample``
+    Inputs: ``proxy_stat`` (HAProxy ``show stat`` CSV, one or more snapshots), ``proxy_config``
+    (``haproxy.cfg``, optional), ``metric_sample``
     (Prometheus/Grafana series with the names in CONNECTION_METRICS, limits in LIMIT_METRICS;
     other series whose name or file name says connection/session and that are not counters,
     durations or sizes, e.g. a Grafana "Connection Count" panel, count too but have no known limit),
@@ -35,6 +36,17 @@ How it is detected:
     reached after (the demand the old limit held back). A backend's ``slim`` is its
     ``fullconn`` (a tuning knob, not a limit) and is not judged; its queue is read as demand. ``smax`` >= ``slim`` alone gives an info
     finding (the limit was hit at some time since the counters were reset).
+    The limit's line in ``haproxy.cfg`` (``proxy_config``, when the capture has the file: the
+    server's ``maxconn`` parameter, else ``default-server maxconn`` of its backend or of defaults;
+    a frontend's ``maxconn``, else the defaults' or the global one) is named with ``file:line``
+    beside the first ``show stat`` row at the limit.
+    Cost: when the load test measured its connection time (``metrics.time_accounting``:
+    ``connection_time_s``, pgbench -C, JMeter Connect), connections queued behind the limit and a
+    snapshot at the limit falls within PERIOD_MARGIN_S = 5 s of the account's period, the users'
+    wait for a connection is the cost the finding explains: ``user_time_s`` = connection time,
+    ``share_of_user_time`` its share of user response time, ``db_time_s`` = ``share_of_db_time``
+    = 0 (the wait is outside the database); critical from CRITICAL_USER_SHARE_PCT = 50% of the
+    users' time. The connection time includes the server's own set-up of each connection.
     (b) A plateau is a run of consecutive samples all within 1% of the run's highest value,
     lasting at least PLATEAU_MIN_SAMPLES = 5 samples and PLATEAU_MIN_S = 60 s. It fires when
     the plateau is at a known limit (warning: new connections are refused), or at a round
@@ -73,7 +85,7 @@ import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.findings import DB_TIME_S, SHARE_OF_DB_TIME, SHARE_OF_USER_TIME, USER_TIME_S, Evidence, Finding, Scope, Severity
-from dbdiag.rules.app.common import iso
+from dbdiag.rules.app.common import haproxy_limit_line, iso
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 
 RULE_ID = "connection-ceiling"
@@ -129,7 +141,7 @@ def check(inp: RuleInput) -> Verdict:
     judged_any = False
     stats = inp.table(t.PROXY_STAT)
     if stats is not None:
-        proxy_findings, proxy_measured, judged = _proxy_findings(stats, inp.metrics.get("time_accounting"))
+        proxy_findings, proxy_measured, judged = _proxy_findings(stats, inp.metrics.get("time_accounting"), inp.table(t.PROXY_CONFIG))
         findings += proxy_findings
         measured.append(proxy_measured)
         judged_any |= judged
@@ -151,7 +163,8 @@ def check(inp: RuleInput) -> Verdict:
 # ---- HAProxy show stat ---------------------------------------------------------------------------
 
 
-def _proxy_findings(stats: pl.DataFrame, accounting: dict[str, Any] | None = None) -> tuple[list[Finding], str, bool]:
+def _proxy_findings(stats: pl.DataFrame, accounting: dict[str, Any] | None = None,
+                    config: pl.DataFrame | None = None) -> tuple[list[Finding], str, bool]:
     limited = stats.filter(pl.col("type").is_in(["frontend", "listener", "server"]) & (pl.col("slim") > 0))
     if limited.height == 0:
         return [], "HAProxy: no frontend, listener or server with a session limit", False
@@ -181,7 +194,7 @@ def _proxy_findings(stats: pl.DataFrame, accounting: dict[str, Any] | None = Non
             elif at_limit.height == 0 and (group["smax"] >= group["slim"]).any():
                 history.append(group.row(-1, named=True))
         if hit:
-            findings.append(_proxy_finding(source, proxy, unit, members, hit, accounting))
+            findings.append(_proxy_finding(source, proxy, unit, members, hit, accounting, config))
     if history:
         findings.append(_history_finding(history))
     at_limit_count = rows.filter(pl.col("at_limit")).select("source", "proxy", "server").unique().height
@@ -194,7 +207,7 @@ def _proxy_findings(stats: pl.DataFrame, accounting: dict[str, Any] | None = Non
 
 
 def _proxy_finding(source: str, proxy: str, unit: str, members: pl.DataFrame, hit: list[str],
-                   accounting: dict[str, Any] | None = None) -> Finding:
+                   accounting: dict[str, Any] | None = None, config: pl.DataFrame | None = None) -> Finding:
     """One finding per frontend (with its listeners) or per backend's servers: the limit in force when it was hit."""
     # A frontend's listeners carry the same sessions as the frontend: its own row speaks for it when it was hit.
     shown = ["FRONTEND"] if unit == "frontend" and "FRONTEND" in hit else hit
@@ -241,9 +254,10 @@ def _proxy_finding(source: str, proxy: str, unit: str, members: pl.DataFrame, hi
     first_rows = at_limit_rows.sort("snapshot").group_by("server", maintain_order=True).first()
     where = {server: f"{source}:{line}" for server, line in first_rows.select("server", "line").iter_rows() if line is not None}
     cost = _wait_cost(accounting, times, max_queue)
+    configured = {server: found for server in shown if (found := haproxy_limit_line(config, proxy, server)) is not None}
     errors = rows.select(*(pl.col(c).max() - pl.col(c).min() for c in ("ereq", "econ", "eresp") if c in rows.columns)).row(0, named=True)
     error_text = ", ".join(f"{name} +{int(v):,}" for name, v in errors.items() if v)
-    first_step = first_step or f"1. Raise the limit that was hit: {setting}."
+    first_step = first_step or f"1. Raise the limit that was hit: {setting}." + _config_text(configured, limit_then)
     cost_text = _cost_text(cost)
     remediation = "\n".join(
         [
@@ -280,6 +294,7 @@ def _proxy_finding(source: str, proxy: str, unit: str, members: pl.DataFrame, hi
             "max_queue": max_queue,
             "objects": shown,
             "limit_rows": where,
+            "limit_settings": {server: found["where"] for server, found in configured.items()},
             **cost,
         },
         evidence=(
@@ -295,7 +310,7 @@ def _proxy_finding(source: str, proxy: str, unit: str, members: pl.DataFrame, hi
             Evidence(
                 title="Where the limit is set",
                 columns=("object", "limit when hit", "snapshots at it", "highest scur", "limit at the end", "setting",
-                         "errors during the capture", "first row at the limit"),
+                         "errors during the capture", "first row at the limit", "set in the configuration"),
                 rows=tuple(
                     (
                         f"{proxy}/{server}",
@@ -306,6 +321,7 @@ def _proxy_finding(source: str, proxy: str, unit: str, members: pl.DataFrame, hi
                         "maxconn (frontend/listener)" if unit == "frontend" else "server ... maxconn",
                         error_text or "none counted",
                         where.get(server),
+                        f"{configured[server]['where']}: {configured[server]['text']}" if server in configured else None,
                     )
                     for (server,), group in members.filter(pl.col("server").is_in(hit)).group_by("server", maintain_order=True)
                 ),
@@ -313,8 +329,19 @@ def _proxy_finding(source: str, proxy: str, unit: str, members: pl.DataFrame, hi
             *_cost_evidence(cost),
         ),
         remediation=remediation,
-        sources=tuple(dict.fromkeys([*where.values(), source])),
+        sources=tuple(dict.fromkeys([*(found["where"] for found in configured.values()), *where.values(), source])),
     )
+
+
+def _config_text(configured: dict[str, dict[str, Any]], limit: int) -> str:
+    """Where the configuration in the capture sets the limit, and whether it agrees with show stat."""
+    texts = []
+    for server, found in configured.items():
+        text = f" {server}: {found['where']} '{found['text']}'"
+        if found["maxconn"] != limit:
+            text += f" (maxconn {found['maxconn']} there, {limit} in show stat: the running process read another configuration)"
+        texts.append(text)
+    return (" Set at" + ";".join(texts) + ".") if texts else ""
 
 
 def _wait_cost(accounting: dict[str, Any] | None, times: pl.Series, max_queue: int) -> dict[str, Any]:

@@ -259,6 +259,27 @@ def test_ceiling_carries_the_users_wait_for_a_connection():
     assert _evidence(finding, "What the limit cost").rows[0] == ("time users waited for a connection (s)", impact["user_time_s"])
 
 
+def _config(rows: list[tuple]) -> pl.DataFrame:
+    """(section, proxy, keyword, server, args, maxconn, line) -> ``proxy_config`` rows."""
+    columns = ("section", "proxy", "keyword", "server", "args", "maxconn", "line")
+    return t.conform(t.PROXY_CONFIG, pl.DataFrame([dict(zip(columns, row)) for row in rows]).with_columns(source=pl.lit("app/haproxy.cfg")))
+
+
+def test_ceiling_names_the_configuration_line_that_sets_the_limit():
+    config = _config([
+        ("defaults", None, "default-server", None, "maxconn 50", 50, 6),
+        ("backend", "be_pg", "server", "pg1", "pg1 127.0.0.1:5432 maxconn 2", 2, 17),
+    ])
+    finding = _ceiling({t.PROXY_STAT: _stat(_server_at_limit(qcur=16)), t.PROXY_CONFIG: config}).findings[0]
+    assert finding.sources[0] == "app/haproxy.cfg:17" and finding.impact["limit_settings"] == {"pg1": "app/haproxy.cfg:17"}
+    assert "Set at pg1: app/haproxy.cfg:17 'server pg1 127.0.0.1:5432 maxconn 2'." in finding.remediation
+    # without its own maxconn the server takes the defaults' default-server one; a file that disagrees is said so
+    fallback = _config([("defaults", None, "default-server", None, "maxconn 50", 50, 6),
+                        ("backend", "be_pg", "server", "pg1", "pg1 127.0.0.1:5432", None, 17)])
+    finding = _ceiling({t.PROXY_STAT: _stat(_server_at_limit(qcur=16)), t.PROXY_CONFIG: fallback}).findings[0]
+    assert "Set at pg1: app/haproxy.cfg:6 'default-server maxconn 50' (maxconn 50 there, 2 in show stat" in finding.remediation
+
+
 def test_ceiling_without_a_queue_or_a_measured_connection_time_has_no_cost():
     queued_without_time = _ceiling({t.PROXY_STAT: _stat(_server_at_limit(qcur=16)), t.LOAD_RUN: _connect_run(None)}).findings[0]
     at_limit_no_queue = _ceiling({t.PROXY_STAT: _stat(_server_at_limit(qcur=0)), t.LOAD_RUN: _connect_run()}).findings[0]
