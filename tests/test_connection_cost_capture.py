@@ -116,7 +116,8 @@ def test_one_db_time_in_the_report(document: dict) -> None:
     assert set(stated) == {"bottleneck-outside-database", "connection-ceiling"}
     assert set(stated.values()) == {account["db_time_s"]}
     bottleneck = _finding(document, "bottleneck-outside-database")
-    assert f"({account['db_time_s']:,.1f} s of {account['user_response_time_s']:,.1f} s)" in bottleneck["title"]
+    share = 100.0 * account["db_time_ratio"]
+    assert f"the database worked {share:.1f}% of it ({account['db_time_s']:,.1f} s); threshold 30%" in bottleneck["title"]
     rows = dict(bottleneck["evidence"][0]["rows"])
     assert rows["DB time (s)"] == round(account["db_time_s"], 3)
 
@@ -125,11 +126,13 @@ def test_bottleneck_says_connecting_dominates(document: dict) -> None:
     account = document["metrics"]["time_accounting"]
     bottleneck = _finding(document, "bottleneck-outside-database")
     share = 100.0 * account["connection_share_of_user_time"]
+    latency_ms = _summary_ms(_member(PGBENCH), "latency average")
     assert bottleneck["severity"] == "critical"
     assert bottleneck["title"].startswith(
-        f"Bottleneck outside the database: connecting took {account['connection_ms_per_transaction']:,.1f} ms per transaction, "
-        f"{share:.0f}% of the time users waited ({account['connection_time_s']:,.1f} s of {account['user_response_time_s']:,.1f} s)"
+        f"Bottleneck outside the database: connecting took {account['connection_ms_per_transaction']:,.1f} ms per transaction ("
     )
+    assert (f"x the transaction's own {latency_ms:,.2f} ms), {share:.0f}% of the time users waited "
+            f"({account['connection_time_s']:,.1f} s of {account['user_response_time_s']:,.1f} s); threshold 50%") in bottleneck["title"]
     impact = bottleneck["impact"]
     outside_s = account["user_response_time_s"] - account["db_time_s"]
     assert impact["user_time_s"] == pytest.approx(outside_s, abs=1e-5)

@@ -657,10 +657,8 @@ def _with_edges(events: pl.DataFrame, chosen: pl.DataFrame, text: str) -> tuple[
     if not before.height and not after.height:
         return chosen, text
     extended = pl.concat([before, chosen, after]).sort("ts")
-    return extended, (
-        f"{text}; {before.height:,} statement(s) just before it and {after.height:,} just after it continue it "
-        f"(gaps under {EDGE_GAP_S:g} s) and are counted"
-    )
+    edges = " and ".join(f"{n:,} statement(s) just {where} it" for n, where in ((before.height, "before"), (after.height, "after")) if n)
+    return extended, f"{text}; {edges} continue it (gaps under {EDGE_GAP_S:g} s) and are counted"
 
 
 def _complete_for_run(events: pl.DataFrame, run: dict[str, Any], tables: dict[str, pl.DataFrame]) -> bool:

@@ -143,7 +143,9 @@ def _finding(
     parts = []
     if connecting and accounting:
         parts.append(_connect_text(accounting))
-    if low_share and accounting:
+    if low_share and accounting and connecting:
+        parts.append(f"the database worked {_pct(share)} of it ({_seconds(accounting['db_time_s'])}); threshold {DB_SHARE_MAX_PCT:.0f}%")
+    elif low_share and accounting:
         parts.append(
             f"the database worked {_pct(share)} of the time users waited "
             f"({_seconds(accounting['db_time_s'])} of {_seconds(accounting['user_response_time_s'])}); threshold {DB_SHARE_MAX_PCT:.0f}%"
@@ -192,12 +194,12 @@ def _finding(
 def _connect_text(accounting: dict[str, Any]) -> str:
     per_txn = accounting.get("connection_ms_per_transaction")
     how = f"{per_txn:,.1f} ms per transaction" if per_txn is not None else "connection set-up"
-    connect_s, user_s = float(accounting["connection_time_s"]), float(accounting["user_response_time_s"])
-    text = f"connecting took {how}, {_pct(100.0 * connect_s / user_s)} of the time users waited ({_seconds(connect_s)} of {_seconds(user_s)})"
     latency = _transaction_latency_ms(accounting)
-    if per_txn is not None and latency:
-        text += f", {per_txn / latency:,.0f}x the transactions' own latency ({latency:,.2f} ms)"
-    return text + f"; threshold {CONNECT_DOMINATES_PCT:.0f}%"
+    if per_txn is not None and latency and per_txn >= 2 * latency:
+        how += f" ({per_txn / latency:,.0f}x the transaction's own {latency:,.2f} ms)"
+    connect_s, user_s = float(accounting["connection_time_s"]), float(accounting["user_response_time_s"])
+    return (f"connecting took {how}, {_pct(100.0 * connect_s / user_s)} of the time users waited "
+            f"({_seconds(connect_s)} of {_seconds(user_s)}); threshold {CONNECT_DOMINATES_PCT:.0f}%")
 
 
 def _transaction_latency_ms(accounting: dict[str, Any]) -> float | None:
