@@ -341,6 +341,9 @@ LOAD_RUN_SCHEMA = {
     "latency_sum_ms": pl.Float64,  # sysbench "sum": total time spent in transactions
     "rate_limit_tps": pl.Float64,  # pgbench -R / sysbench --rate, when set
     "scale": pl.Int32,  # pgbench scaling factor
+    "connect_avg_ms": pl.Float64,  # pgbench -C "average connection time": connect + disconnect per transaction
+    "initial_connect_ms": pl.Float64,  # pgbench "initial connection time" (once per client, without -C)
+    "latency_includes_connect": pl.Boolean,  # latency_avg_ms holds connect_avg_ms (pgbench -C without -P/-L, or -R)
     "source": pl.String,
 }
 
@@ -416,6 +419,20 @@ PROXY_STAT_SCHEMA = {
     "econ": pl.Int64,
     "eresp": pl.Int64,
     "source": pl.String,
+    "line": pl.Int64,  # line of the row in the member (file:line)
+}
+
+# HAProxy configuration (haproxy.cfg): one row per directive, with the session limit it sets.
+PROXY_CONFIG = "proxy_config"
+PROXY_CONFIG_SCHEMA = {
+    "section": pl.String,  # "global", "defaults", "frontend", "backend", "listen", ...
+    "proxy": pl.String,  # the section's name; null for an unnamed global/defaults
+    "keyword": pl.String,  # the directive's first word ("maxconn", "server", "bind" ...)
+    "server": pl.String,  # the server's name on a server line
+    "args": pl.String,  # the rest of the line without its comment
+    "maxconn": pl.Int64,  # the limit the line sets (maxconn N, or a server/default-server maxconn N parameter)
+    "line": pl.Int64,
+    "source": pl.String,
 }
 
 # Events from logs: OOM kills, restarts, crashes, fatal errors, aborted connections.
@@ -461,6 +478,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     METRIC_SAMPLE: METRIC_SAMPLE_SCHEMA,
     STATEMENT_SUMMARY: STATEMENT_SUMMARY_SCHEMA,
     PROXY_STAT: PROXY_STAT_SCHEMA,
+    PROXY_CONFIG: PROXY_CONFIG_SCHEMA,
     EVENT: EVENT_SCHEMA,
 }
 

@@ -251,6 +251,86 @@ def test_pgbench_progress_timestamps_give_a_timed_user_side() -> None:
     assert windows["user_response_time_s"].to_list() == [pytest.approx(2.0), pytest.approx(1.5)]
 
 
+# ------------------------------------------------------------ connection set-up
+
+
+def pgbench_connect_run(**values) -> pl.DataFrame:
+    """A pgbench -C run: 16 clients, 20 s, 2,798 transactions at 2.26 ms measured (-P) + 112.312 ms connecting."""
+    base = {"run": 0, "tool": "pgbench", "threads": 16, "duration_s": 20.0, "transactions": 2798, "errors": 0,
+            "tps": 139.395035, "latency_avg_ms": 2.26, "connect_avg_ms": 112.312, "latency_includes_connect": False,
+            "source": "app/pgbench.txt"}
+    return t.conform(t.LOAD_RUN, pl.DataFrame([{**base, **values}]))
+
+
+def test_pgbench_connect_time_is_added_to_a_measured_latency() -> None:
+    # the issue's case: each transaction's connection through a proxy at its limit took 50x its statement
+    metric, _ = time_accounting({t.LOAD_RUN: pgbench_connect_run()})
+    assert metric["user_response_time_s"] == pytest.approx(2798 * (2.26 + 112.312) / 1000.0)
+    assert metric["connection_time_s"] == pytest.approx(2798 * 112.312 / 1000.0)
+    assert metric["connection_share_of_user_time"] == pytest.approx(112.312 / (2.26 + 112.312), abs=1e-4)
+    assert (metric["connection_ms_per_transaction"], metric["connection_per_transaction"]) == (112.312, True)
+    assert "outside its measured latency (added to it)" in metric["connection_detail"]
+
+
+def test_pgbench_connect_time_already_in_a_computed_latency_is_not_added_twice() -> None:
+    # without -P pgbench prints run time x clients / transactions: 146.637 ms holds the 138.582 ms of connecting
+    run = pgbench_connect_run(transactions=691, duration_s=6.0, latency_avg_ms=146.637, connect_avg_ms=138.582,
+                              latency_includes_connect=True)
+    metric, _ = time_accounting({t.LOAD_RUN: run})
+    assert metric["user_response_time_s"] == pytest.approx(691 * 146.637 / 1000.0)
+    assert metric["connection_time_s"] == pytest.approx(691 * 138.582 / 1000.0)
+    assert metric["connection_share_of_user_time"] == pytest.approx(138.582 / 146.637, abs=1e-4)
+    assert "already in its latency average" in metric["connection_detail"]
+
+
+def test_connection_per_transaction_run_counts_every_statement_not_the_busiest_connections() -> None:
+    # 2,798 transactions of one statement each, every one on its own connection, over 20 s; pgbench -S
+    # without -r says nothing of its queries. Matching the 16 busiest connections took 16 statements
+    # (the "1% of the time users waited" headline); the run is all of them.
+    rows = [(str(1000 + i), 5 + i * (20.0 / 2798), 0.0008) for i in range(2798)]
+    rows += [("900", 1.0, 0.2, "CREATE DATABASE bench")]  # set-up long before: not the run's
+    metric, _ = time_accounting({t.LOAD_RUN: pgbench_connect_run(), t.STATEMENT: statements(rows)})
+    db = [s for s in metric["sources"] if s["side"] == "db"]
+    assert [s["count"] for s in db] == [2798]
+    assert metric["db_time_s"] == pytest.approx(2798 * 0.0008)
+    assert "connections with the most statements" not in metric["alignment"]
+    assert "every statement of that stretch counts" in metric["alignment"]
+
+
+def test_connection_per_transaction_stretch_takes_in_its_edges() -> None:
+    # the run's statements span a little more than the printed span (transactions / tps = 20.07 s): the
+    # stretch finds all but one, and the last one, 10 ms after the others, is taken in
+    rows = [(str(1000 + i), 5 + i * (20.2 / 2797), 0.0008) for i in range(2798)]
+    metric, _ = time_accounting({t.LOAD_RUN: pgbench_connect_run(), t.STATEMENT: statements(rows)})
+    assert [s["count"] for s in metric["sources"] if s["side"] == "db"] == [2798]
+    assert "just after it continue it" in metric["alignment"]
+
+
+def test_a_persistent_run_still_matches_its_connections() -> None:
+    run = pgbench_connect_run(connect_avg_ms=None, latency_includes_connect=None, initial_connect_ms=10.0, threads=2,
+                              transactions=200, latency_avg_ms=5.0)
+    rows = [(conn, 1 + i * 0.05, 0.001) for conn in ("5", "6") for i in range(200)] + [("9", 3, 0.2, "SHOW STATUS")]
+    metric, _ = time_accounting({t.LOAD_RUN: run, t.STATEMENT: statements(rows)})
+    assert "matched to the 2 connections with the most statements" in metric["alignment"]
+    assert metric["user_response_time_s"] == pytest.approx(200 * 0.005 + 2 * 0.010)
+    assert metric["connection_per_transaction"] is False and metric["connection_ms_per_transaction"] is None
+
+
+def test_jmeter_connect_is_part_of_elapsed() -> None:
+    samples = jmeter([(i * 0.1, 50.0) for i in range(100)], connect_ms=[40.0] * 100)
+    rows = [("1", i * 0.1, 0.0005) for i in range(100)]
+    metric, _ = time_accounting({t.LOAD_SAMPLE: samples, t.STATEMENT: statements(rows)})
+    assert metric["user_response_time_s"] == pytest.approx(5.0)  # Σ elapsed, the connect inside it
+    assert metric["db_time_ratio"] == pytest.approx(0.01)
+    assert metric["connection_time_s"] == pytest.approx(4.0) and metric["connection_share_of_user_time"] == 0.8
+    assert metric["connection_ms_per_transaction"] == 40.0
+
+
+def test_sysbench_prints_no_connection_time() -> None:
+    metric, _ = time_accounting({t.LOAD_RUN: sysbench_run()})
+    assert metric["connection_time_s"] is None and metric["connection_share_of_user_time"] is None
+
+
 # ------------------------------------------------------------ real captures
 
 
@@ -302,13 +382,15 @@ def test_postgres_pgbench_capture() -> None:
     """pgbench TPC-B (sort of), 4 clients, -R about 32 tps, 10 s, against PostgreSQL with
     log_min_duration_statement=0.
 
-    User response time = pgbench's transactions x latency average = 311 x 1.599 ms = 0.497289 s.
+    User response time = pgbench's transactions x latency average = 311 x 1.599 ms = 0.497289 s,
+    plus its initial connection time, waited once by each client: 4 x 10.629 ms = 0.042516 s;
+    0.539805 s in all.
     DB time = Σ ``duration:`` of the 2,177 statements of the 4 pgbench connections (311 x 7 script
     statements: the log holds every one) = 0.304365 s. The ``pgbench -i`` initialisation before the
     run (CREATE DATABASE, data load, 0.94 s) and pgbench's vacuum session are other connections and
     are not counted: summing the whole log would give 1.247 s, more than the users waited.
 
-    Ratio 0.612: the server worked 0.98 ms of each 1.60 ms transaction. The rest: with -R, pgbench
+    Ratio 0.5638 (0.612 of the transactions' own latency): the server worked 0.98 ms of each 1.60 ms transaction. The rest: with -R, pgbench
     measures latency from the scheduled start, so the 0.135 ms average schedule lag is in it
     (311 x 0.135 = 42 ms); the remaining ~0.48 ms per transaction are 7 client round trips (about
     0.07 ms each, the in-transaction idle gap mean measured in test_derive_idle_gaps) outside the
@@ -320,11 +402,16 @@ def test_postgres_pgbench_capture() -> None:
         "capture/app/pgbench.txt": pgbench.SPEC, "capture/db/postgresql.log": None,
     })
     metric, windows = time_accounting(tables)
-    assert metric["user_response_time_s"] == pytest.approx(0.497289)
+    assert metric["user_response_time_s"] == pytest.approx(0.539805)
     assert metric["db_time_s"] == pytest.approx(0.304365)
-    assert metric["db_time_ratio"] == 0.612 and windows is None
+    assert metric["db_time_ratio"] == 0.5638 and windows is None
+    assert (metric["connection_time_s"], metric["connection_per_transaction"]) == (pytest.approx(0.042516), False)
+    assert metric["connection_ms_per_transaction"] is None  # connected once per client, not per transaction
     assert tables[t.STATEMENT]["query_time_s"].sum() == pytest.approx(1.247283)  # the whole log, init included
     user, db = metric["sources"]
-    assert user["detail"] == "pgbench transactions x latency average (311 x 1.599 ms)"
+    assert user["detail"] == (
+        "pgbench transactions x latency average (311 x 1.599 ms); connecting: pgbench initial connection time "
+        "10.629 ms x 4 clients = 0.043 s (each client waited for it once; added)"
+    )
     assert (db["count"], db["from"], db["to"]) == (2177, "2026-11-29T19:12:27.180883+00:00", "2026-11-29T19:12:37.133000+00:00")
     assert "the run sent 311 transactions x 7 SQL statements = 2,177" in metric["alignment"]

@@ -12,6 +12,14 @@ one period), ``run_placed`` (a load-test run without clock was placed on a stret
 side, from ``from`` to ``to``), ``window_s``, ``windows`` (the per-window rows below), ``notes`` and
 ``unavailable_reason`` (why the ratio is null when one side is missing).
 
+**Connection set-up**, when the load tool measured it (``dbdiag.derive.connection_time``):
+``connection_time_s`` (the part of ``user_response_time_s`` users spent connecting: pgbench -C
+transactions x "average connection time", added to a latency measured after connecting; pgbench's
+"initial connection time" x clients; JMeter Σ ``Connect``), ``connection_share_of_user_time``
+(0..1), ``connection_ms_per_transaction`` (pgbench -C, JMeter), ``connection_per_transaction``
+(a new connection per transaction: pgbench -C) and ``connection_detail`` (the sum in words); null
+(false) when no tool measured it (sysbench prints no connection time).
+
 **User response time** (Σ of the latency of the users' transactions), the first of:
 
 1. ``load_sample`` (JMeter): Σ ``elapsed_ms`` of the samples started in the period. When the table
@@ -51,7 +59,10 @@ connections (the ``threads`` connections with the most statements, accepted when
 agrees with the queries the run counted and their span with its duration), else on the
 ``duration_s`` stretch of the log that holds the most statements (of counter metrics: the most DB
 time); several runs, or JMeter samples without a timeStamp column, are compared as totals with the
-whole DB side. ``alignment`` says which was done.
+whole DB side. ``alignment`` says which was done. A run with a new connection per transaction
+(pgbench -C) is never matched by connections (each holds one transaction): it takes the stretch of
+its whole span (transactions / tps, reconnections included) with the most statements, plus the
+statements continuing it at its edges (gaps under :data:`EDGE_GAP_S`), every one of them counted.
 
 **Per-window table** ``time_accounting_windows`` (only when both sides have timestamps):
 ``window_start`` (windows of ``window_s`` aligned to multiples of ``window_s`` since the epoch),
@@ -71,6 +82,7 @@ from typing import Any
 import polars as pl
 
 from dbdiag import tables as t
+from dbdiag.derive.connection_time import interval_connect, run_connect
 from dbdiag.derive.histogram import counter_deltas
 
 # Application latency histograms/summaries: family -> (seconds per unit, what emits it).
@@ -116,6 +128,7 @@ COMPLETE_LOG_MAX_MIN_S = 0.001  # a log of every statement has sub-millisecond o
 COMPLETE_LOG_MIN_SHARE = 0.8  # of the queries a load test counted, when it counted them
 SPAN_SLACK = 1.5  # a load test's connections may span up to 1.5 x its duration (+ 2 s) ...
 SPAN_SLACK_S = 2.0  # ... to allow for 1-second log timestamps and connection set-up
+EDGE_GAP_S = 1.0  # a -C run's stretch takes in the statements just outside it, while they follow each other this closely
 THRESHOLD_SETTINGS = ("long_query_time", "log_min_duration_statement", "log_slow_rate_limit", "log_statement_sample_rate")
 
 
@@ -131,6 +144,9 @@ class Side:
     coverage: tuple[datetime, datetime] | None = None
     counter: DbCounter | None = None  # the exporter counter the DB side comes from
     what: str = ""  # what the contributions are, for ``detail``
+    connect_s: float | None = None  # user time spent connecting, for a side given as a total (load-test runs)
+    connect_detail: str = ""
+    connect_per_transaction: bool = False  # a new connection per transaction (pgbench -C)
 
 
 def time_accounting(tables: dict[str, pl.DataFrame], window_s: float = 10.0) -> tuple[dict[str, Any] | None, pl.DataFrame | None]:
@@ -149,6 +165,8 @@ def time_accounting(tables: dict[str, pl.DataFrame], window_s: float = 10.0) -> 
         "user_response_time_s": None, "db_time_s": None, "db_time_ratio": None, "sources": [],
         "from": None, "to": None, "alignment": None, "run_placed": False, "window_s": window_s, "windows": [],
         "notes": notes, "unavailable_reason": None,
+        "connection_time_s": None, "connection_share_of_user_time": None, "connection_ms_per_transaction": None,
+        "connection_per_transaction": False, "connection_detail": None,
     }
     if user is None or db is None:
         present = user or db
@@ -195,7 +213,7 @@ def _user_side(tables: dict[str, pl.DataFrame], notes: list[str]) -> tuple[Side 
     samples = tables.get(t.LOAD_SAMPLE)
     if samples is not None and samples.filter(pl.col("elapsed_ms").is_not_null()).height:
         return _from_samples(samples, notes), ""
-    intervals = _timed_intervals(tables.get(t.LOAD_INTERVAL))
+    intervals = _timed_intervals(tables.get(t.LOAD_INTERVAL), tables.get(t.LOAD_RUN))
     if intervals is not None:
         return intervals, ""
     runs = _runs(tables)
@@ -223,6 +241,7 @@ def _from_samples(samples: pl.DataFrame, notes: list[str]) -> Side:
             f"JMeter: {dropped:,} sampler rows not counted: the transaction controllers' samples span their children "
             "(a JTL does not link children to parents, so samplers outside any controller are left out as well)"
         )
+    connect_s = (pl.col("connect_ms") / 1000.0) if "connect_ms" in frame.columns else pl.lit(None, pl.Float64)
     if frame["start_ts"].null_count() == frame.height:
         sources = [
             {"side": "user", "kind": "jmeter-samples", "detail": f"JMeter Σ elapsed of {level} from {row['source']} "
@@ -231,11 +250,14 @@ def _from_samples(samples: pl.DataFrame, notes: list[str]) -> Side:
             for row in frame.group_by("source", maintain_order=True)
             .agg(pl.len().alias("count"), (pl.col("elapsed_ms").sum() / 1000.0).alias("seconds")).iter_rows(named=True)
         ]
+        connected = frame.select(connect_s.alias("s"))["s"].drop_nulls()
         return Side("user", "jmeter-samples", total_s=float(frame["elapsed_ms"].sum()) / 1000.0, sources=sources,
-                    what=f"JMeter samples without timeStamp ({frame.height:,})")
+                    what=f"JMeter samples without timeStamp ({frame.height:,})",
+                    connect_s=float(connected.sum()) if connected.len() else None, connect_detail=_JMETER_CONNECT)
     frame = frame.filter(pl.col("start_ts").is_not_null())
     events = frame.select(
-        pl.col("start_ts").alias("ts"), (pl.col("elapsed_ms") / 1000.0).alias("seconds"), "source", pl.lit(1.0).alias("weight")
+        pl.col("start_ts").alias("ts"), (pl.col("elapsed_ms") / 1000.0).alias("seconds"), "source", pl.lit(1.0).alias("weight"),
+        connect_s.alias("connect_s"),
     )
     ends = frame.select((pl.col("start_ts") + pl.duration(microseconds=(pl.col("elapsed_ms") * 1000).cast(pl.Int64))).max())
     side = Side("user", "jmeter-samples", events=events, what=f"JMeter Σ elapsed of {level}",
@@ -243,8 +265,14 @@ def _from_samples(samples: pl.DataFrame, notes: list[str]) -> Side:
     return side
 
 
-def _timed_intervals(intervals: pl.DataFrame | None) -> Side | None:
+_JMETER_CONNECT = "JMeter Σ Connect of the samples counted (the time to open the connection, or to get one from the pool; part of elapsed)"
+
+
+def _timed_intervals(intervals: pl.DataFrame | None, runs: pl.DataFrame | None) -> Side | None:
     """pgbench --progress-timestamp: each progress line's TPS x average latency x interval, at its wall time.
+
+    A -C run's connection time (its summary's average, per transaction) is added to each line
+    when the progress latency leaves it out (``connection_time.interval_connect``).
 
     Only when every interval line has a wall time and an average latency (sysbench prints a
     percentile, and no wall time); the interval length is the time since the previous line (for the
@@ -257,13 +285,15 @@ def _timed_intervals(intervals: pl.DataFrame | None) -> Side | None:
         return None
     key = ["source", "run"]
     step = (pl.col("ts") - pl.col("ts").shift(1)).over(key).dt.total_microseconds() / 1e6
-    frame = usable.sort(*key, "ts").with_columns(step.alias("interval_s")).with_columns(
+    frame = interval_connect(usable, runs).sort(*key, "ts").with_columns(step.alias("interval_s")).with_columns(
         pl.col("interval_s").fill_null(pl.col("interval_s").shift(-1).over(key)).fill_null(1.0)
     )
+    connect_s = pl.col("tps") * pl.col("connect_ms") / 1000.0 * pl.col("interval_s")
+    latency_s = pl.col("tps") * pl.col("latency_ms") / 1000.0 * pl.col("interval_s")
     events = frame.select(  # at the interval's start, as samples and statements are placed by theirs
         (pl.col("ts") - pl.duration(microseconds=(pl.col("interval_s") * 1e6).cast(pl.Int64))).alias("ts"),
-        (pl.col("tps") * pl.col("latency_ms") / 1000.0 * pl.col("interval_s")).alias("seconds"), "source",
-        pl.lit(1.0).alias("weight"), pl.col("ts").alias("end_ts"),
+        (latency_s + pl.when(pl.col("connect_added")).then(connect_s).otherwise(0.0)).alias("seconds"), "source",
+        pl.lit(1.0).alias("weight"), pl.col("ts").alias("end_ts"), connect_s.alias("connect_s"),
     ).filter(pl.col("seconds").is_not_null())
     if not events.height:
         return None
@@ -276,19 +306,24 @@ def _runs(tables: dict[str, pl.DataFrame]) -> pl.DataFrame | None:
     runs = tables.get(t.LOAD_RUN)
     if runs is None:
         return None
-    runs = runs.with_columns(
-        pl.when(pl.col("latency_sum_ms").is_not_null())
-        .then(pl.col("latency_sum_ms") / 1000.0)
-        .when(pl.col("transactions").is_not_null() & pl.col("latency_avg_ms").is_not_null())
-        .then(pl.col("transactions") * pl.col("latency_avg_ms") / 1000.0)
-        .otherwise(pl.col("tps") * pl.col("latency_avg_ms") * pl.col("duration_s") / 1000.0)
-        .alias("user_s"),
+    runs = run_connect(runs).with_columns(
+        (
+            pl.when(pl.col("latency_sum_ms").is_not_null())
+            .then(pl.col("latency_sum_ms") / 1000.0)
+            .when(pl.col("transactions").is_not_null() & pl.col("latency_avg_ms").is_not_null())
+            .then(pl.col("transactions") * pl.col("latency_avg_ms") / 1000.0)
+            .otherwise(pl.col("tps") * pl.col("latency_avg_ms") * pl.col("duration_s") / 1000.0)
+            + pl.when(pl.col("connect_added")).then(pl.col("connect_s")).otherwise(0.0)
+        ).alias("user_s"),
         pl.when(pl.col("latency_sum_ms").is_not_null())
         .then(pl.format("{} latency sum ({} ms over {} transactions)", "tool", "latency_sum_ms", "transactions"))
         .when(pl.col("transactions").is_not_null() & pl.col("latency_avg_ms").is_not_null())
         .then(pl.format("{} transactions x latency average ({} x {} ms)", "tool", "transactions", "latency_avg_ms"))
         .otherwise(pl.format("{} tps x latency average x duration ({} x {} ms x {} s)", "tool", "tps", "latency_avg_ms", "duration_s"))
         .alias("detail"),
+    ).with_columns(
+        pl.when(pl.col("connect_detail").is_not_null())
+        .then(pl.format("{}; connecting: {}", "detail", "connect_detail")).otherwise("detail").alias("detail")
     ).filter(pl.col("user_s").is_not_null())
     if not runs.height:
         return None
@@ -320,7 +355,13 @@ def _from_runs(runs: pl.DataFrame) -> Side:
          "from": None, "to": None, "count": row["transactions"], "seconds": round(row["user_s"], 6)}
         for row in runs.iter_rows(named=True)
     ]
-    return Side("user", "load-test-run", total_s=float(runs["user_s"].sum()), sources=sources)
+    connecting = runs.filter(pl.col("connect_s").is_not_null())
+    return Side(
+        "user", "load-test-run", total_s=float(runs["user_s"].sum()), sources=sources,
+        connect_s=float(connecting["connect_s"].sum()) if connecting.height else None,
+        connect_detail="; ".join(connecting["connect_detail"].to_list()),
+        connect_per_transaction=bool(runs["connect_per_transaction"].any()),
+    )
 
 
 def _from_app_metrics(metrics: pl.DataFrame, notes: list[str]) -> Side | None:
@@ -364,9 +405,7 @@ def _db_side(tables: dict[str, pl.DataFrame], notes: list[str]) -> tuple[Side | 
     reasons: list[str] = []
     statements = tables.get(t.STATEMENT)
     if statements is not None:
-        timed = statements.filter(
-            pl.col("query_time_s").is_not_null() & pl.col("start_ts").is_not_null() & ~pl.col("is_internal").fill_null(False)
-        )
+        timed = db_statements(statements)
         if timed.height:
             complete, why = log_completeness(timed, _threshold_settings(tables))
             if complete:
@@ -395,6 +434,17 @@ def _db_side(tables: dict[str, pl.DataFrame], notes: list[str]) -> tuple[Side | 
             "no DB time: no statement log with durations, no DB-time counter (" + ", ".join(c.metric for c in DB_TIME_COUNTERS) + ")"
         )
     return None, "; ".join(reasons)
+
+
+def db_statements(statements: pl.DataFrame) -> pl.DataFrame:
+    """The statements whose durations are DB time: timed, placed, not the server's own.
+
+    The one place time accounting chooses statements (a class of statements that is not work,
+    such as sleeps, is left out here).
+    """
+    return statements.filter(
+        pl.col("query_time_s").is_not_null() & pl.col("start_ts").is_not_null() & ~pl.col("is_internal").fill_null(False)
+    )
 
 
 def log_completeness(statements: pl.DataFrame, settings: dict[str, str] | None = None,
@@ -492,16 +542,22 @@ def _align(user: Side, db: Side, runs: pl.DataFrame | None,
     if runs is not None and runs.height == 1:
         run = runs.row(0, named=True)
         tool = run["tool"] or "the load test"
-        if db.kind == "statement-log":
+        per_transaction = run.get("connect_per_transaction")
+        if db.kind == "statement-log" and not per_transaction:
             matched = _by_connections(db.events, run)
             if matched is not None:
                 events, text = matched
                 return _restricted(db, events, text)
         if run["duration_s"]:
-            events, text = _busiest(db.events, run["duration_s"])
+            events, text = _busiest(db.events, _run_span_s(run))
+            if per_transaction:
+                events, text = _with_edges(db.events, events, text)
             complete = db.kind != "statement-log" or _complete_for_run(events, run, tables)
+            # a new connection per transaction spreads the run over thousands of connections: every
+            # statement of the stretch is the run's, not those of the few busiest connections
+            why = f" ({tool} -C opens a connection per transaction: every statement of that stretch counts)" if per_transaction else ""
             if complete:
-                return _restricted(db, events, f"{tool} prints no wall-clock time: {text}")
+                return _restricted(db, events, f"{tool} prints no wall-clock time: {text}{why}")
             return None, (
                 f"{tool} prints no wall-clock time and the statement log could not be matched to it: "
                 f"{_complete_reason(events, run, tables)}"
@@ -509,6 +565,15 @@ def _align(user: Side, db: Side, runs: pl.DataFrame | None,
     what = f"{runs.height} load-test run(s)" if runs is not None else user.what
     text = f"{what} without wall-clock times: assumed to cover the whole span of the DB side; whole totals are compared"
     return (None, None), text, db
+
+
+def _run_span_s(run: dict[str, Any]) -> float:
+    """How long the run lasted: ``duration_s``, or for pgbench -C its transactions / tps when longer
+    (that tps counts the reconnections: it is the run's whole span, the last transactions included)."""
+    span_s = float(run["duration_s"])
+    if run.get("connect_per_transaction") and run.get("tps") and run.get("transactions"):
+        span_s = max(span_s, run["transactions"] / run["tps"])
+    return span_s
 
 
 def _by_connections(events: pl.DataFrame, run: dict[str, Any]) -> tuple[pl.DataFrame, str] | None:
@@ -568,6 +633,34 @@ def _busiest(events: pl.DataFrame, duration_s: float) -> tuple[pl.DataFrame, str
     return chosen, text
 
 
+def _with_edges(events: pl.DataFrame, chosen: pl.DataFrame, text: str) -> tuple[pl.DataFrame, str]:
+    """``chosen`` (a stretch of ``events``) with the statements just outside it that continue it: each
+    within EDGE_GAP_S of the previous one, up to SPAN_SLACK_S beyond each edge.
+
+    The stretch of a -C run's span is a little longer than its statements (the first connection
+    comes before the first statement): it may slide onto pgbench's set-up session before the run
+    and leave the run's last statement out; the run is one dense burst, so its edges are taken in.
+    """
+    low, high = chosen["ts"].min(), chosen["ts"].max()
+    if low is None or high is None:
+        return chosen, text
+
+    def continuing(side: pl.DataFrame, edge: Any, descending: bool) -> pl.DataFrame:
+        ordered = side.sort("ts", descending=descending)
+        gap_s = (ordered["ts"] - ordered["ts"].shift(1, fill_value=edge)).dt.total_microseconds().abs() / 1e6
+        breaks = (gap_s > EDGE_GAP_S).arg_true()
+        return ordered.head(int(breaks[0]) if breaks.len() else ordered.height)
+
+    slack = timedelta(seconds=SPAN_SLACK_S)
+    before = continuing(events.filter((pl.col("ts") < low) & (pl.col("ts") >= low - slack)), low, True)
+    after = continuing(events.filter((pl.col("ts") > high) & (pl.col("ts") <= high + slack)), high, False)
+    if not before.height and not after.height:
+        return chosen, text
+    extended = pl.concat([before, chosen, after]).sort("ts")
+    edges = " and ".join(f"{n:,} statement(s) just {where} it" for n, where in ((before.height, "before"), (after.height, "after")) if n)
+    return extended, f"{text}; {edges} continue it (gaps under {EDGE_GAP_S:g} s) and are counted"
+
+
 def _complete_for_run(events: pl.DataFrame, run: dict[str, Any], tables: dict[str, pl.DataFrame]) -> bool:
     return log_completeness(events.rename({"seconds": "query_time_s"}), expected=run["expected_queries"])[0]
 
@@ -590,6 +683,10 @@ def _fill_side(metric: dict[str, Any], side: Side, period: tuple[Any, Any] | Non
     if side.events is None:
         metric["sources"] += side.sources
         metric[key] = round(side.total_s or 0.0, 6)
+        if side.side == "user":
+            per_transaction = side.kind == "load-test-run" and side.connect_per_transaction
+            transactions = sum(s["count"] or 0 for s in side.sources) if per_transaction else None
+            _fill_connection(metric, side, side.connect_s, transactions)
         return side.total_s or 0.0
     events = side.events
     if period is not None and period != (None, None) and side.kind == "statement-summary":
@@ -607,7 +704,30 @@ def _fill_side(metric: dict[str, Any], side: Side, period: tuple[Any, Any] | Non
         })
     total = float(events["seconds"].sum())
     metric[key] = round(total, 6)
+    if side.side == "user" and "connect_s" in events.columns and events["connect_s"].null_count() < events.height:
+        connected = events.filter(pl.col("connect_s").is_not_null())
+        transactions = (
+            connected.height if side.kind == "jmeter-samples"
+            else None  # progress lines: the transactions are TPS x interval, not rows
+        )
+        _fill_connection(metric, side, float(connected["connect_s"].sum()), transactions)
     return total
+
+
+def _fill_connection(metric: dict[str, Any], side: Side, connect_s: float | None, transactions: int | None) -> None:
+    """The user time spent connecting (part of ``user_response_time_s``), when the load tool measured it."""
+    if connect_s is None:
+        return
+    metric["connection_time_s"] = round(connect_s, 6)
+    user_s = metric["user_response_time_s"]  # set by the caller: the user side's sum over the same period
+    if user_s:
+        metric["connection_share_of_user_time"] = round(connect_s / user_s, 4)
+    metric["connection_per_transaction"] = side.connect_per_transaction or side.kind == "load-test-intervals"
+    if transactions:
+        metric["connection_ms_per_transaction"] = round(1000.0 * connect_s / transactions, 3)
+    metric["connection_detail"] = side.connect_detail or (
+        _JMETER_CONNECT if side.kind == "jmeter-samples" else "pgbench -C progress lines: TPS x interval x the run's average connection time"
+    )
 
 
 def _prorated(events: pl.DataFrame, period: tuple[Any, Any]) -> pl.DataFrame:

@@ -53,6 +53,7 @@ MODULES = (
     "grafana_csv",
     "tidb_statements",
     "haproxy_stat",
+    "haproxy_cfg",
     "jmeter_jtl_csv",
     "jmeter_jtl_xml",
 )

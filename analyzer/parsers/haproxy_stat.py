@@ -23,6 +23,7 @@ Output table ``proxy_stat`` (one row per snapshot and proxy/server line):
     scur smax slim stot qcur qmax qlimit rate rate_max ereq econ eresp
               Int64     as printed; an empty cell (not applicable to this row type) is null
     source    String    member path
+    line      Int64     line of the row in the member
 
 ``records`` is the number of snapshots. Columns are found by the names in each snapshot's
 header, so any column count reads. Rows before the first header are skipped with a warning.

@@ -35,7 +35,11 @@ progress times, UTC), ``offset_s`` (seconds since the start, when not an epoch),
 
 ``load_run`` (one row per run): ``test`` (transaction type without ``<builtin: >``), ``threads``
 (clients), ``duration_s`` (``-T``), ``transactions``, ``tps``, ``errors`` (failed transactions),
-``latency_avg_ms``, ``scale``. pgbench does not print the ``-R`` target rate: ``rate_limit_tps``
+``latency_avg_ms``, ``scale``, ``connect_avg_ms`` (``-C``: "average connection time", connect and
+disconnect per transaction), ``initial_connect_ms`` (without ``-C``: "initial connection time", the
+time until every client was connected), ``latency_includes_connect`` (``-C`` runs: whether
+``latency_avg_ms`` holds the connection time, see :func:`_latency_includes_connect`; null without
+``-C``; PostgreSQL 13 and older print no connection time per transaction). pgbench does not print the ``-R`` target rate: ``rate_limit_tps``
 comes from an echoed command line (``+ pgbench -R 100 ...`` as ``bash -x`` prints it) when there is
 one, else stays null (a schedule-lag line or lag in progress lines still shows a rate was set).
 
@@ -103,8 +107,8 @@ _QUIET_RE = re.compile(
     r"creating primary keys\.\.\.|creating foreign keys\.\.\.|vacuuming\.\.\.|"
     r"generating data(?: \([\w-]+\))?\.\.\.|\d+ of \d+ tuples \(\d+%\) done.*|done in .*|"
     r"NOTICE: .*|done\.|set primary keys\.\.\.|query mode: .*|number of threads: .*|"
-    r"maximum number of tries: .*|number of transactions per client: .*|latency stddev.*|"
-    r"rate limit schedule lag: .*|initial connection time = .*|number of transactions skipped: .*|"
+    r"maximum number of tries: .*|number of transactions per client: .*|"
+    r"number of transactions skipped: .*|"
     r"number of transactions above the .*|number of transactions retried: .*|total number of retries: .*|"
     r"number of (?:serialization|deadlock|other) failures: .*|"
     r"- weight: .*|- \d+ transactions \(.*\)|- number of .*|- latency .*|- statement latencies in .*|"
@@ -118,6 +122,8 @@ class _Run:
     summary: bool = False
     script: str | None = None
     in_statements: bool = False
+    latency_measured: bool = False  # "latency stddev" printed: per-transaction latencies were measured
+    throttled: bool = False  # "rate limit schedule lag" printed: -R, latencies count from the schedule
     values: dict[str, float | int | str | None] = field(default_factory=dict)
     statements: list[tuple[str | None, str, float | None, int | None]] = field(default_factory=list)
 
@@ -286,6 +292,14 @@ def _summary_value(run: _Run, stripped: str, raw: str) -> bool:
         values["errors"] = int(number.group(1))
     elif key == "latency average" and number:
         values["latency_avg_ms"] = float(number.group(1))
+    elif key == "latency stddev":
+        run.latency_measured = True
+    elif key == "rate limit schedule lag":
+        run.throttled = True
+    elif key == "average connection time" and number:
+        values["connect_avg_ms"] = float(number.group(1))
+    elif key == "initial connection time" and number:
+        values["initial_connect_ms"] = float(number.group(1))
     elif key == "tps" and number:
         # keep the figure without connection time when both are printed (PostgreSQL <= 13)
         if "including connections" not in value or "tps" not in values:
@@ -293,6 +307,19 @@ def _summary_value(run: _Run, stripped: str, raw: str) -> bool:
     else:
         return False
     return True
+
+
+def _latency_includes_connect(run: _Run) -> bool | None:
+    """Whether ``latency average`` holds the connection time of a -C run (null without -C).
+
+    pgbench -C connects before each transaction's clock starts, so a measured latency (-P, -L:
+    "latency stddev" printed) leaves the connection out; without a measurement pgbench prints the
+    run time x clients / transactions, connections included; with -R a latency counts from the
+    scheduled start, which is before the connection.
+    """
+    if run.values.get("connect_avg_ms") is None:
+        return None
+    return not run.latency_measured or run.throttled or run.values.get("rate_limit_tps") is not None
 
 
 def _split(stripped: str) -> tuple[str, str, str]:
@@ -316,7 +343,8 @@ def _tables(runs: list[_Run], progress: pl.DataFrame, run_index: pl.Series, sour
         source=pl.lit(source),
     )
     run_rows = [
-        {"run": number, "tool": TOOL, "source": source, **run.values} for number, run in enumerate(runs)
+        {"run": number, "tool": TOOL, "source": source, **run.values, "latency_includes_connect": _latency_includes_connect(run)}
+        for number, run in enumerate(runs)
     ]
     run_schema = {"run": pl.Int32, "tool": pl.String, "source": pl.String, "test": pl.String}
     run_frame = (

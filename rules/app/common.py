@@ -159,3 +159,42 @@ def rounded(value: float | None, digits: int = 2) -> float | None:
     if value is None or (isinstance(value, float) and (math.isnan(value) or math.isinf(value))):
         return None
     return round(float(value), digits)
+
+
+def haproxy_limit_line(config: pl.DataFrame | None, proxy: str, server: str) -> dict[str, Any] | None:
+    """Where ``haproxy.cfg`` sets the session limit of ``proxy``/``server`` (a ``proxy_config`` table).
+
+    A server's ``maxconn`` parameter, else its backend's ``default-server maxconn``, else the
+    defaults section's; a frontend's (``server`` FRONTEND or a listener) ``maxconn`` directive, else the
+    defaults' ``maxconn``, else the global one (HAProxy's fall-backs, in that order). Returns
+    ``{"where": "file:line", "text": "keyword args", "maxconn": N, "scope": "server"|"backend"|...}`` or None.
+
+    >>> cfg = pl.DataFrame({"section": ["defaults", "backend"], "proxy": [None, "be"], "keyword": ["default-server", "server"],
+    ...     "server": [None, "db1"], "args": ["maxconn 50", "db1 10.0.0.5:5432"], "maxconn": [50, None],
+    ...     "line": [3, 9], "source": "haproxy.cfg"})
+    >>> haproxy_limit_line(cfg, "be", "db1")
+    {'where': 'haproxy.cfg:3', 'text': 'default-server maxconn 50', 'maxconn': 50, 'scope': 'defaults'}
+    """
+    if config is None or not config.height:
+        return None
+    limits = config.filter(pl.col("maxconn").is_not_null())
+    mine = pl.col("proxy") == proxy
+    if server == "FRONTEND" or server not in config.filter(pl.col("keyword") == "server")["server"].to_list():
+        candidates = (
+            ("frontend", mine & pl.col("section").is_in(["frontend", "listen"]) & (pl.col("keyword") == "maxconn")),
+            ("defaults", (pl.col("section") == "defaults") & (pl.col("keyword") == "maxconn")),
+            ("global", (pl.col("section") == "global") & (pl.col("keyword") == "maxconn")),
+        )
+    else:
+        candidates = (
+            ("server", mine & (pl.col("keyword") == "server") & (pl.col("server") == server)),
+            ("backend", mine & pl.col("section").is_in(["backend", "listen"]) & (pl.col("keyword") == "default-server")),
+            ("defaults", (pl.col("section") == "defaults") & (pl.col("keyword") == "default-server")),
+        )
+    for scope, condition in candidates:
+        found = limits.filter(condition)
+        if found.height:
+            row = found.row(-1, named=True)  # the last one read wins, as in HAProxy
+            return {"where": f"{row['source']}:{row['line']}", "text": f"{row['keyword']} {row['args']}".strip(),
+                    "maxconn": int(row["maxconn"]), "scope": scope}
+    return None

@@ -21,7 +21,8 @@ Why it matters:
     raised it, while application latency climbed.
 
 How it is detected:
-    Inputs: ``proxy_stat`` (HAProxy ``show stat`` CSV, one or more snapshots), ``metric_sample``
+    Inputs: ``proxy_stat`` (HAProxy ``show stat`` CSV, one or more snapshots), ``proxy_config``
+    (``haproxy.cfg``, optional), ``metric_sample``
     (Prometheus/Grafana series with the names in CONNECTION_METRICS, limits in LIMIT_METRICS;
     other series whose name or file name says connection/session and that are not counters,
     durations or sizes, e.g. a Grafana "Connection Count" panel, count too but have no known limit),
@@ -35,6 +36,17 @@ How it is detected:
     reached after (the demand the old limit held back). A backend's ``slim`` is its
     ``fullconn`` (a tuning knob, not a limit) and is not judged; its queue is read as demand. ``smax`` >= ``slim`` alone gives an info
     finding (the limit was hit at some time since the counters were reset).
+    The limit's line in ``haproxy.cfg`` (``proxy_config``, when the capture has the file: the
+    server's ``maxconn`` parameter, else ``default-server maxconn`` of its backend or of defaults;
+    a frontend's ``maxconn``, else the defaults' or the global one) is named with ``file:line``
+    beside the first ``show stat`` row at the limit.
+    Cost: when the load test measured its connection time (``metrics.time_accounting``:
+    ``connection_time_s``, pgbench -C, JMeter Connect), connections queued behind the limit and a
+    snapshot at the limit falls within PERIOD_MARGIN_S = 5 s of the account's period, the users'
+    wait for a connection is the cost the finding explains: ``user_time_s`` = connection time,
+    ``share_of_user_time`` its share of user response time, ``db_time_s`` = ``share_of_db_time``
+    = 0 (the wait is outside the database); critical from CRITICAL_USER_SHARE_PCT = 50% of the
+    users' time. The connection time includes the server's own set-up of each connection.
     (b) A plateau is a run of consecutive samples all within 1% of the run's highest value,
     lasting at least PLATEAU_MIN_SAMPLES = 5 samples and PLATEAU_MIN_S = 60 s. It fires when
     the plateau is at a known limit (warning: new connections are refused), or at a round
@@ -72,8 +84,8 @@ from typing import Any
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.findings import Evidence, Finding, Scope, Severity
-from dbdiag.rules.app.common import iso
+from dbdiag.findings import DB_TIME_S, SHARE_OF_DB_TIME, SHARE_OF_USER_TIME, USER_TIME_S, Evidence, Finding, Scope, Severity
+from dbdiag.rules.app.common import haproxy_limit_line, iso
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 
 RULE_ID = "connection-ceiling"
@@ -85,6 +97,8 @@ PLATEAU_MIN_SAMPLES = 5
 PLATEAU_MIN_S = 60.0
 ROUND_MULTIPLE = 500
 ROUND_POWER_OF_TWO_FROM = 256
+CRITICAL_USER_SHARE_PCT = 50.0  # of the users' time spent waiting for a connection behind the limit
+PERIOD_MARGIN_S = 5.0  # a snapshot this close to the time account's period still counts as during it
 
 # Connection series -> the series (same instance, same labels) holding their limit, and the database
 # settings (``db_setting`` names, of which engines) that can hold it instead.
@@ -127,7 +141,7 @@ def check(inp: RuleInput) -> Verdict:
     judged_any = False
     stats = inp.table(t.PROXY_STAT)
     if stats is not None:
-        proxy_findings, proxy_measured, judged = _proxy_findings(stats)
+        proxy_findings, proxy_measured, judged = _proxy_findings(stats, inp.metrics.get("time_accounting"), inp.table(t.PROXY_CONFIG))
         findings += proxy_findings
         measured.append(proxy_measured)
         judged_any |= judged
@@ -149,7 +163,8 @@ def check(inp: RuleInput) -> Verdict:
 # ---- HAProxy show stat ---------------------------------------------------------------------------
 
 
-def _proxy_findings(stats: pl.DataFrame) -> tuple[list[Finding], str, bool]:
+def _proxy_findings(stats: pl.DataFrame, accounting: dict[str, Any] | None = None,
+                    config: pl.DataFrame | None = None) -> tuple[list[Finding], str, bool]:
     limited = stats.filter(pl.col("type").is_in(["frontend", "listener", "server"]) & (pl.col("slim") > 0))
     if limited.height == 0:
         return [], "HAProxy: no frontend, listener or server with a session limit", False
@@ -179,7 +194,7 @@ def _proxy_findings(stats: pl.DataFrame) -> tuple[list[Finding], str, bool]:
             elif at_limit.height == 0 and (group["smax"] >= group["slim"]).any():
                 history.append(group.row(-1, named=True))
         if hit:
-            findings.append(_proxy_finding(source, proxy, unit, members, hit))
+            findings.append(_proxy_finding(source, proxy, unit, members, hit, accounting, config))
     if history:
         findings.append(_history_finding(history))
     at_limit_count = rows.filter(pl.col("at_limit")).select("source", "proxy", "server").unique().height
@@ -191,7 +206,8 @@ def _proxy_findings(stats: pl.DataFrame) -> tuple[list[Finding], str, bool]:
     return findings, measured, True
 
 
-def _proxy_finding(source: str, proxy: str, unit: str, members: pl.DataFrame, hit: list[str]) -> Finding:
+def _proxy_finding(source: str, proxy: str, unit: str, members: pl.DataFrame, hit: list[str],
+                   accounting: dict[str, Any] | None = None, config: pl.DataFrame | None = None) -> Finding:
     """One finding per frontend (with its listeners) or per backend's servers: the limit in force when it was hit."""
     # A frontend's listeners carry the same sessions as the frontend: its own row speaks for it when it was hit.
     shown = ["FRONTEND"] if unit == "frontend" and "FRONTEND" in hit else hit
@@ -233,14 +249,22 @@ def _proxy_finding(source: str, proxy: str, unit: str, members: pl.DataFrame, hi
     else:
         what = f"backend {proxy}"
         head = f"{len(hit)} of {members['server'].n_unique()} servers at their maxconn {limit_then:,} ({limit_total:,} in all)"
-        setting = f"'server <name> ... maxconn {limit_then * 2}' for each server of backend {proxy} (was {limit_then})"
+        named = hit[0] if len(hit) == 1 else "<name>"
+        setting = f"'server {named} ... maxconn {limit_then * 2}' for each server of backend {proxy} (was {limit_then})"
+    first_rows = at_limit_rows.sort("snapshot").group_by("server", maintain_order=True).first()
+    where = {server: f"{source}:{line}" for server, line in first_rows.select("server", "line").iter_rows() if line is not None}
+    cost = _wait_cost(accounting, times, max_queue)
+    configured = {server: found for server in shown if (found := haproxy_limit_line(config, proxy, server)) is not None}
     errors = rows.select(*(pl.col(c).max() - pl.col(c).min() for c in ("ereq", "econ", "eresp") if c in rows.columns)).row(0, named=True)
     error_text = ", ".join(f"{name} +{int(v):,}" for name, v in errors.items() if v)
-    first_step = first_step or f"1. Raise the limit that was hit: {setting}."
+    first_step = first_step or f"1. Raise the limit that was hit: {setting}." + _config_text(configured, limit_then)
+    cost_text = _cost_text(cost)
     remediation = "\n".join(
         [
             f"HAProxy {what} held {int(snapshots_at_limit['scur'].max()):,} sessions against {limit_total:,} in "
-            f"{snapshots_at_limit.height} of {per_snapshot.height} snapshots{queue_text}.",
+            f"{snapshots_at_limit.height} of {per_snapshot.height} snapshots{queue_text}"
+            + (f" ({', '.join(f'{server}: {at}' for server, at in where.items())})" if where else "") + "."
+            + (f" {cost_text[0].upper()}{cost_text[1:]}." if cost_text else ""),
             first_step,
             f"2. Keep global maxconn above the sum of the frontends' maxconn (at least {limit_total * 2:,} if this one doubles); "
             "'show info' prints Maxconn, and ulimit-n must follow.",
@@ -256,10 +280,11 @@ def _proxy_finding(source: str, proxy: str, unit: str, members: pl.DataFrame, hi
     return Finding(
         rule=RULE_ID,
         scope=Scope.HOST,
-        severity=Severity.WARNING,
+        severity=Severity.CRITICAL if cost and cost[SHARE_OF_USER_TIME] * 100 >= CRITICAL_USER_SHARE_PCT else Severity.WARNING,
         title=(
-            f"HAProxy {what}: {head} in {snapshots_at_limit.height} of {per_snapshot.height} snapshots{queue_text}{raised_text}; "
-            f"threshold {AT_LIMIT_SHARE_PCT:g}% of slim in {MIN_SNAPSHOTS_AT_LIMIT} snapshots, or with a queue"
+            f"HAProxy {what}: {head} in {snapshots_at_limit.height} of {per_snapshot.height} snapshots{queue_text}{raised_text}"
+            + (f"; {cost_text}" if cost_text else "")
+            + f"; threshold {AT_LIMIT_SHARE_PCT:g}% of slim in {MIN_SNAPSHOTS_AT_LIMIT} snapshots, or with a queue"
         ),
         subject=f"{proxy}/FRONTEND" if unit == "frontend" and shown == ["FRONTEND"] else (f"{proxy}/{hit[0]}" if len(hit) == 1 else proxy),
         impact={
@@ -268,6 +293,9 @@ def _proxy_finding(source: str, proxy: str, unit: str, members: pl.DataFrame, hi
             "snapshots_at_limit": snapshots_at_limit.height,
             "max_queue": max_queue,
             "objects": shown,
+            "limit_rows": where,
+            "limit_settings": {server: found["where"] for server, found in configured.items()},
+            **cost,
         },
         evidence=(
             Evidence(
@@ -281,7 +309,8 @@ def _proxy_finding(source: str, proxy: str, unit: str, members: pl.DataFrame, hi
             ),
             Evidence(
                 title="Where the limit is set",
-                columns=("object", "limit when hit", "snapshots at it", "highest scur", "limit at the end", "setting", "errors during the capture"),
+                columns=("object", "limit when hit", "snapshots at it", "highest scur", "limit at the end", "setting",
+                         "errors during the capture", "first row at the limit", "set in the configuration"),
                 rows=tuple(
                     (
                         f"{proxy}/{server}",
@@ -291,14 +320,96 @@ def _proxy_finding(source: str, proxy: str, unit: str, members: pl.DataFrame, hi
                         int(group["slim"][-1]),
                         "maxconn (frontend/listener)" if unit == "frontend" else "server ... maxconn",
                         error_text or "none counted",
+                        where.get(server),
+                        f"{configured[server]['where']}: {configured[server]['text']}" if server in configured else None,
                     )
                     for (server,), group in members.filter(pl.col("server").is_in(hit)).group_by("server", maintain_order=True)
                 ),
             ),
+            *_cost_evidence(cost),
         ),
         remediation=remediation,
-        sources=(source,),
+        sources=tuple(dict.fromkeys([*(found["where"] for found in configured.values()), *where.values(), source])),
     )
+
+
+def _config_text(configured: dict[str, dict[str, Any]], limit: int) -> str:
+    """Where the configuration in the capture sets the limit, and whether it agrees with show stat."""
+    texts = []
+    for server, found in configured.items():
+        text = f" {server}: {found['where']} '{found['text']}'"
+        if found["maxconn"] != limit:
+            text += f" (maxconn {found['maxconn']} there, {limit} in show stat: the running process read another configuration)"
+        texts.append(text)
+    return (" Set at" + ";".join(texts) + ".") if texts else ""
+
+
+def _wait_cost(accounting: dict[str, Any] | None, times: pl.Series, max_queue: int) -> dict[str, Any]:
+    """The users' time spent waiting for a connection behind the limit, in the findings' cost names.
+
+    Known when the load test measured its connection time (``metrics.time_accounting``:
+    ``connection_time_s``, pgbench -C or JMeter Connect), connections queued at the limit, and the
+    snapshots at the limit fall in the account's period (or the period has no clock: a single run
+    without wall time, compared as a whole). The connection time includes the server's own
+    set-up of each connection, which the limit does not cause: said in the evidence.
+    """
+    if not accounting or accounting.get("connection_time_s") is None or not max_queue:
+        return {}
+    user_s = accounting.get("user_response_time_s")
+    if not user_s:
+        return {}
+    start, end = (_parse_iso(accounting.get(k)) for k in ("from", "to"))
+    if start is not None and end is not None and times.len():
+        low, high = start.timestamp() - PERIOD_MARGIN_S, end.timestamp() + PERIOD_MARGIN_S
+        if not any(low <= ts.timestamp() <= high for ts in times.to_list()):
+            return {}
+    connect_s = float(accounting["connection_time_s"])
+    cost: dict[str, Any] = {
+        USER_TIME_S: round(connect_s, 6), SHARE_OF_USER_TIME: round(connect_s / float(user_s), 4),
+        DB_TIME_S: 0.0, SHARE_OF_DB_TIME: 0.0,
+        "measured_user_time_s": user_s, "measured_db_time_s": accounting.get("db_time_s"),
+    }
+    if accounting.get("connection_ms_per_transaction") is not None:
+        cost["connection_ms_per_transaction"] = accounting["connection_ms_per_transaction"]
+    cost["connection_detail"] = accounting.get("connection_detail")
+    return cost
+
+
+def _cost_text(cost: dict[str, Any]) -> str:
+    if not cost:
+        return ""
+    per_txn = cost.get("connection_ms_per_transaction")
+    how = f", {per_txn:,.1f} ms per transaction" if per_txn is not None else ""
+    return (f"users waited {cost[USER_TIME_S]:,.1f} s for a connection behind it ({100.0 * cost[SHARE_OF_USER_TIME]:.0f}% of "
+            f"their {float(cost['measured_user_time_s']):,.1f} s{how})")
+
+
+def _cost_evidence(cost: dict[str, Any]) -> tuple[Evidence, ...]:
+    if not cost:
+        return ()
+    return (
+        Evidence(
+            title="What the limit cost the users (the load test's own connection time)",
+            columns=("measure", "value"),
+            rows=(
+                ("time users waited for a connection (s)", cost[USER_TIME_S]),
+                ("share of the time users waited", f"{100.0 * cost[SHARE_OF_USER_TIME]:.1f}%"),
+                ("connection time per transaction (ms)", cost.get("connection_ms_per_transaction")),
+                ("user response time (s), DB time (s)", f"{cost['measured_user_time_s']}, {cost['measured_db_time_s']}"),
+                ("measured as", cost.get("connection_detail") or "?"),
+                ("includes", "the server's own connection set-up (PostgreSQL forks a backend per connection), which the limit does not cause"),
+            ),
+        ),
+    )
+
+
+def _parse_iso(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def _evidence_rows(per_snapshot: pl.DataFrame) -> pl.DataFrame:

@@ -229,6 +229,77 @@ def _ceiling(tables: dict[str, pl.DataFrame]):
     return run_rule(connection_ceiling.RULE, rule_input(tables))
 
 
+def _connect_run(connect_avg_ms: float | None = 105.011) -> pl.DataFrame:
+    """pgbench -C through the proxy: 2,993 transactions, 2.232 ms measured + 105.011 ms connecting each."""
+    return t.conform(t.LOAD_RUN, pl.DataFrame([{
+        "run": 0, "tool": "pgbench", "threads": 16, "duration_s": 20.0, "transactions": 2993, "errors": 0, "tps": 148.73,
+        "latency_avg_ms": 2.232, "connect_avg_ms": connect_avg_ms, "latency_includes_connect": False if connect_avg_ms else None,
+        "source": "app/pgbench.txt",
+    }]))
+
+
+def _server_at_limit(qcur: int) -> list[list[dict]]:
+    server = {"proxy": "be_pg", "server": "pg1", "type": "server", "scur": 2, "slim": 2, "smax": 2, "qcur": 0, "line": 16}
+    backend = {"proxy": "be_pg", "server": "BACKEND", "type": "backend", "scur": 18, "slim": 26, "smax": 18, "qcur": qcur, "line": 17}
+    return [[server, backend]] * 3
+
+
+def test_ceiling_carries_the_users_wait_for_a_connection():
+    outcome = _ceiling({t.PROXY_STAT: _stat(_server_at_limit(qcur=16)), t.LOAD_RUN: _connect_run()})
+    finding = outcome.findings[0]
+    connect_s, user_s = 2993 * 105.011 / 1000.0, 2993 * (2.232 + 105.011) / 1000.0
+    impact = finding.impact
+    assert impact["user_time_s"] == pytest.approx(connect_s, abs=1e-5)
+    assert impact["share_of_user_time"] == pytest.approx(connect_s / user_s, abs=1e-4)
+    assert (impact["db_time_s"], impact["share_of_db_time"]) == (0.0, 0.0)
+    assert finding.severity is Severity.CRITICAL  # most of the users' time
+    assert f"users waited {connect_s:,.1f} s for a connection behind it (98% of their {user_s:,.1f} s, 105.0 ms per transaction)" in finding.title
+    assert impact["limit_rows"] == {"pg1": "proxy/show-stat.csv:16"} and finding.sources[0] == "proxy/show-stat.csv:16"
+    assert "(pg1: proxy/show-stat.csv:16)" in finding.remediation and "'server pg1 ... maxconn 4'" in finding.remediation
+    assert _evidence(finding, "What the limit cost").rows[0] == ("time users waited for a connection (s)", impact["user_time_s"])
+
+
+def _config(rows: list[tuple]) -> pl.DataFrame:
+    """(section, proxy, keyword, server, args, maxconn, line) -> ``proxy_config`` rows."""
+    columns = ("section", "proxy", "keyword", "server", "args", "maxconn", "line")
+    return t.conform(t.PROXY_CONFIG, pl.DataFrame([dict(zip(columns, row)) for row in rows]).with_columns(source=pl.lit("app/haproxy.cfg")))
+
+
+def test_ceiling_names_the_configuration_line_that_sets_the_limit():
+    config = _config([
+        ("defaults", None, "default-server", None, "maxconn 50", 50, 6),
+        ("backend", "be_pg", "server", "pg1", "pg1 127.0.0.1:5432 maxconn 2", 2, 17),
+    ])
+    finding = _ceiling({t.PROXY_STAT: _stat(_server_at_limit(qcur=16)), t.PROXY_CONFIG: config}).findings[0]
+    assert finding.sources[0] == "app/haproxy.cfg:17" and finding.impact["limit_settings"] == {"pg1": "app/haproxy.cfg:17"}
+    assert "Set at pg1: app/haproxy.cfg:17 'server pg1 127.0.0.1:5432 maxconn 2'." in finding.remediation
+    # without its own maxconn the server takes the defaults' default-server one; a file that disagrees is said so
+    fallback = _config([("defaults", None, "default-server", None, "maxconn 50", 50, 6),
+                        ("backend", "be_pg", "server", "pg1", "pg1 127.0.0.1:5432", None, 17)])
+    finding = _ceiling({t.PROXY_STAT: _stat(_server_at_limit(qcur=16)), t.PROXY_CONFIG: fallback}).findings[0]
+    assert "Set at pg1: app/haproxy.cfg:6 'default-server maxconn 50' (maxconn 50 there, 2 in show stat" in finding.remediation
+
+
+def test_ceiling_without_a_queue_or_a_measured_connection_time_has_no_cost():
+    queued_without_time = _ceiling({t.PROXY_STAT: _stat(_server_at_limit(qcur=16)), t.LOAD_RUN: _connect_run(None)}).findings[0]
+    at_limit_no_queue = _ceiling({t.PROXY_STAT: _stat(_server_at_limit(qcur=0)), t.LOAD_RUN: _connect_run()}).findings[0]
+    for finding in (queued_without_time, at_limit_no_queue):
+        assert "user_time_s" not in finding.impact and finding.severity is Severity.WARNING
+        assert "for a connection behind it" not in finding.title
+
+
+def test_ceiling_snapshots_outside_the_run_explain_none_of_its_time():
+    # the run was placed on the statement log an hour after the snapshots at the limit
+    start = T0 + timedelta(hours=1)
+    statements = t.conform(t.STATEMENT, pl.DataFrame({
+        "conn_id": [str(1000 + i) for i in range(2993)],
+        "start_ts": [start + timedelta(seconds=i * 20.0 / 2993) for i in range(2993)],
+        "query_time_s": 0.0008, "sql": "SELECT 1", "source": "db/postgresql.log",
+    }))
+    outcome = _ceiling({t.PROXY_STAT: _stat(_server_at_limit(qcur=16)), t.LOAD_RUN: _connect_run(), t.STATEMENT: statements})
+    assert "user_time_s" not in outcome.findings[0].impact
+
+
 def test_ceiling_haproxy_frontend_at_maxconn_in_several_snapshots_fires():
     outcome = _ceiling({t.PROXY_STAT: _stat([[_frontend(2000)]] * 3)})
     assert outcome.status is Status.FIRED
@@ -259,7 +330,7 @@ def test_ceiling_one_snapshot_needs_a_queue():
     finding = queued.findings[0]
     assert finding.subject == "db/tidb1"
     assert finding.title.startswith("HAProxy backend db: 1 of 1 servers at their maxconn 500 (500 in all) in 1 of 1 snapshots, up to 37 requests queued")
-    assert "'server <name> ... maxconn 1000' for each server of backend db (was 500)" in finding.remediation
+    assert "'server tidb1 ... maxconn 1000' for each server of backend db (was 500)" in finding.remediation
 
 
 def test_ceiling_real_haproxy_sample_reports_past_peaks_as_info(corpus):

@@ -60,6 +60,42 @@ def test_db_share_just_under_and_over_threshold():
     assert over.status is Status.PASSED and "30.0%" in over.measured
 
 
+def _connecting(user_s: float, db_s: float, connect_s: float, per_txn_ms: float | None = 112.312) -> dict:
+    return {**_accounting(user_s, db_s), "connection_time_s": connect_s, "connection_share_of_user_time": round(connect_s / user_s, 4),
+            "connection_ms_per_transaction": per_txn_ms, "connection_per_transaction": per_txn_ms is not None,
+            "connection_detail": "pgbench -C: average connection time 112.312 ms x 2,798 transactions = 314.249 s"}
+
+
+def test_connecting_dominates_fires_with_its_numbers():
+    # a pgbench -C run where the database did 40% of the waiting (not under 30%) but connecting took 55%
+    outcome = run_rule(bottleneck.RULE, _metrics_input({"time_accounting": _connecting(1000.0, 400.0, 550.0)}))
+    assert outcome.status is Status.FIRED
+    finding = outcome.findings[0]
+    assert finding.severity is Severity.CRITICAL
+    # 550 s of connecting / 112.312 ms = 4,897 transactions, 450 s / 4,897 = 91.9 ms of their own: not twice, no factor
+    assert finding.title.startswith("Bottleneck outside the database: connecting took 112.3 ms per transaction, "
+                                    "55% of the time users waited (550.0 s of 1,000.0 s)")
+    assert "threshold 50%" in finding.title and "the database worked" not in finding.title
+    impact = finding.impact
+    assert (impact["user_time_s"], impact["share_of_user_time"], impact["db_time_s"], impact["share_of_db_time"]) == (600.0, 0.6, 0.0, 0.0)
+    assert (impact["measured_user_time_s"], impact["measured_db_time_s"]) == (1000.0, 400.0)
+    assert impact["connection_time_s"] == 550.0 and impact["connection_ms_per_transaction"] == 112.312
+    rows = dict(finding.evidence[0].rows)
+    assert rows["of which connecting (s)"] == 550.0 and rows["connecting / user response time"] == "55.0%"
+    assert finding.remediation.startswith("0. Connecting is the cost (112.3 ms per transaction)")
+
+
+def test_connecting_just_under_half_passes():
+    outcome = run_rule(bottleneck.RULE, _metrics_input({"time_accounting": _connecting(1000.0, 400.0, 499.0)}))
+    assert outcome.status is Status.PASSED and "connecting 49.9% of user response time" in outcome.measured
+
+
+def test_low_db_share_carries_the_user_time_outside_the_database():
+    finding = run_rule(bottleneck.RULE, _metrics_input({"time_accounting": _accounting(1000.0, 100.0)})).findings[0]
+    assert (finding.impact["user_time_s"], finding.impact["share_of_user_time"]) == (900.0, 0.9)
+    assert "connection_time_s" not in finding.impact and not finding.remediation.startswith("0.")
+
+
 def test_idle_gaps_several_times_sql_latency_fire_alone():
     outcome = run_rule(bottleneck.RULE, _metrics_input({"idle_gaps": _gaps(25.0, 3.84)}))
     assert outcome.status is Status.FIRED
