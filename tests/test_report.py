@@ -92,3 +92,14 @@ def test_summary_lists_every_critical_and_warning_and_folds_the_infos():
     assert not any(f"finding number {i}<" in shown for i in range(8, 11))
     assert "+3 more (info)" in verdict
     assert '<a href="#finding-2" title="finding number 1">#2 r/s1</a>' in verdict
+
+
+def test_where_the_time_went_names_the_connection_set_up_the_load_tool_measured():
+    from dbdiag.report import _where_time_went
+
+    accounting = {"user_response_time_s": 321.0, "db_time_s": 2.89, "db_time_ratio": 0.009, "sources": [],
+                  "connection_time_s": 314.3, "connection_share_of_user_time": 0.979, "connection_ms_per_transaction": 105.0}
+    sentence = _where_time_went(accounting)["sentence"]
+    assert "the rest was outside the database, of it 314 s (98%) connecting: 105.0 ms per transaction." in sentence
+    del accounting["connection_time_s"]
+    assert "connecting" not in _where_time_went(accounting)["sentence"]
