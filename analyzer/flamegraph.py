@@ -9,7 +9,8 @@ Two steps, so the JSON carries the same tree the HTML draws:
 
   - **direct recursion collapsed**: a frame repeated consecutively (``parse;parse;parse``) is one
     frame with a count (``repeats``: the least and most repeats seen under that node, drawn
-    ``parse ×3`` or ``parse ×2–5``);
+    ``parse ×3`` or ``parse ×2–5``); so is a run of frames perf could not name (``[mariadbd]``,
+    ``[unknown]``: distinct functions of one dso, said so in the tooltip, not called recursion);
   - **depth capped** at ``max_depth`` frames: a deeper stack keeps its ``ROOT_FRAMES`` outermost
     frames (a quarter of ``max_depth`` at most) and its innermost ones (the leaf, where the CPU was), with one marker frame
     :data:`CUT_FRAME` between them (``hidden_frames``: how many it stands for, drawn
@@ -272,9 +273,16 @@ def frame_label(node: dict[str, Any]) -> str:
 def _note(node: dict[str, Any], max_depth: int) -> str | None:
     if node["frame"] == CUT_FRAME:
         return f"frames between the outermost and the innermost not drawn: the stack is deeper than {max_depth} levels"
+    if node.get("repeats") and _unnamed(node["frame"]):
+        return f"{_span(node['repeats'])} frames in a row without a symbol ({node['frame']}), drawn once"
     if node.get("repeats"):
         return f"direct recursion: {node['frame']} called itself, {_span(node['repeats'])} frames in a row, drawn once"
     return None
+
+
+def _unnamed(frame: str) -> bool:
+    """A frame perf could not name (``[unknown]``, ``[mariadbd]``: the dso only): a run of them is not recursion."""
+    return frame.startswith("[") and frame.endswith("]")
 
 
 def _fit(label: str, width_px: float) -> str:

@@ -344,3 +344,17 @@ def test_tooling_names(comm, tooling):
     from dbdiag.derive.cpu_tooling import is_tooling
 
     assert is_tooling(comm) is tooling
+
+
+def test_perf_report_tooling_is_apart_by_its_command_column(corpus):
+    """Real perf report --sort comm,dso,symbol of the 2-node guest: perf, mpstat and sleep ran the capture."""
+    from dbdiag.parsers import perf_report
+
+    with tarfile.open(corpus / "captures" / "numa2-guest-iperf-debian12.tar.gz") as archive:
+        text = archive.extractfile("capture/os/perf-report.txt").read().decode()
+    _, metric = cpu_profile(perf_report.parse(text, ParseContext(source="capture/os/perf-report.txt")).tables)
+    assert metric["weight"] == "percent" and metric["source_kind"] == "perf report"
+    tooling = {p["comm"] for p in metric["tooling"]["processes"]}
+    assert {"mpstat", "perf", "sleep"} <= tooling and not tooling & {p["comm"] for p in metric["processes"]}
+    assert metric["idle_samples"] + metric["tooling_samples"] + metric["busy_samples"] == metric["samples"]
+    assert 0 < metric["tooling"]["share_pct"] < 1

@@ -245,3 +245,9 @@ def test_recursion_counts_differ_per_stack():
     tree = flamegraph.fold_tree(_stacks([("db;f;f;g", "other", 1), ("db;f;f;f;f;f;g", "other", 1), ("db;f;h", "other", 1)]), min_share=0.0)
     f = next(n for n in tree["nodes"] if n["frame"] == "f")
     assert f["repeats"] == [1, 5] and flamegraph.frame_label(f) == "f ×1–5"
+
+
+def test_a_run_of_unnamed_frames_is_not_called_recursion():
+    tree = flamegraph.fold_tree(_stacks([("mariadbd;start_thread;[mariadbd];[mariadbd];do_command", "database", 3)]), min_share=0.0)
+    rect = next(r for r in flamegraph.layout(tree)["rects"] if r["label"] == "[mariadbd] ×2")
+    assert "without a symbol" in rect["note"] and "recursion" not in rect["note"]
