@@ -20,8 +20,9 @@ How it is detected:
     counts; the idle loop and the capture's own tooling left out), judged from
     MIN_BUSY_SAMPLES = 200. Fires at LOCK_SHARE_PCT = 5% or more; critical from
     CRITICAL_SHARE_PCT = 15%. Evidence: the lock owners (with stacks), the hottest lock symbols,
-    the processes, and the callers above the lock frames. Impact: ``cpu_share``, the lock code's
-    share of the host CPU time the profile covers.
+    the processes, and the callers above the lock frames. Owners under OWNER_REMEDY_PCT = 10% of
+    the lock samples get no remedy of their own (the heaviest always does). Impact:
+    ``cpu_share``, the lock code's share of the host CPU time the profile covers.
 
 Remediation:
     The owner of each lock, from the stack (``dbdiag.rules.cpu.lock_owner``: the innermost frame
