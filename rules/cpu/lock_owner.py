@@ -91,6 +91,7 @@ NEUTRAL_FRAMES = (
     r"|ut_delay|PolicyMutex\b.*|TTAS\w*Mutex\b.*|sync_array_\w+|mutex_spin_wait|rw_lock_[sx]\w*"
     r"|(srw_mutex_impl|ssux_lock_impl|srw_lock_impl|sux_lock|srw_spin_lock\w*|ssux_lock|srw_lock)\b.*"
     r"|LWLock\w*|s_lock\w*|perform_spin_delay|finish_spin_delay|spin_delay|PGSemaphore\w*|pg_usleep"
+    r"|__new_sem_\w+|__old_sem_\w+|sem_(wait|post|timedwait|clockwait)\w*|do_futex_wait\w*|__futex_abstimed_wait\w*"
 )
 
 _SUFFIX = re.compile(r"(\.(isra|constprop|part|cold|lto_priv|llvm)(\.\d+)?)+$|@@?[\w.]+$|@plt$")
@@ -112,12 +113,20 @@ def frame_owner(frame: str) -> str | None:
     return None
 
 
+def _naming_frame(frames: Sequence[str]) -> tuple[str | None, int]:
+    """The owner named by the innermost frame that names one, and that frame's index (-1: none)."""
+    for index in range(len(frames) - 1, -1, -1):
+        owner = frame_owner(frames[index])
+        if owner is not None:
+            return owner, index
+    return None, -1
+
+
 def owner_of(frames: Sequence[str], comm: str | None, database: bool, leaf_kernel: bool | None = None) -> tuple[str, str | None]:
     """The owner of the lock one stack (root first) is in, and the frame that named it (None when the process did)."""
-    for frame in reversed(frames):
-        owner = frame_owner(frame)
-        if owner is not None:
-            return owner, frame
+    owner, index = _naming_frame(frames)
+    if owner is not None:
+        return owner, frames[index]
     return process_owner(comm, database, leaf_kernel), None
 
 
@@ -131,8 +140,11 @@ def process_owner(comm: str | None, database: bool, leaf_kernel: bool | None) ->
 
 
 def caller_of(frames: Sequence[str]) -> str | None:
-    """The innermost frame that is neither lock code nor the way into the kernel: who took the lock."""
-    for frame in reversed(frames):
+    """Who took the lock: the innermost frame, at or outside the one that named the owner, that is
+    neither lock code nor the way into the kernel (``LockReleaseAll``, not the ``do_send_sig_info``
+    of the ``kill`` it made; ``lock_sys_t::wr_lock``, not the ``srw_mutex_impl`` under it)."""
+    _, index = _naming_frame(frames)
+    for frame in reversed(frames[: index + 1] if index >= 0 else frames):
         if not _NEUTRAL_RE.match(_normalise(frame)):
             return frame
     return None

@@ -25,6 +25,8 @@ MARIADB_STATEMENTS = (
 POSTGRESQL_STATEMENTS = (
     "SELECT wait_event_type, wait_event, count(*) FROM pg_stat_activity WHERE state = 'active' GROUP BY 1, 2 ORDER BY 3 DESC;",
     "SELECT mode, fastpath, count(*) FROM pg_locks GROUP BY 1, 2 ORDER BY 3 DESC;",
+    "SELECT pid, wait_event, pg_blocking_pids(pid) AS blocked_by, left(query, 60) FROM pg_stat_activity "
+    "WHERE wait_event_type = 'Lock';",
     "SELECT name, blks_hit, blks_read FROM pg_stat_slru ORDER BY blks_read DESC;",
     "SHOW shared_buffers;",
     "SHOW wal_buffers;",
@@ -119,8 +121,11 @@ def _postgresql(_processes: list[str], caller: str) -> list[str]:
         lines.append("   Buffer mapping: pages replaced all the time. SHOW shared_buffers; then raise it (restart).")
     elif caller.startswith(("XLog", "WAL", "WaitXLog")):
         lines.append("   WAL insertion / flush: SHOW wal_buffers; larger wal_buffers, a faster WAL disk, commit_delay.")
-    elif caller.startswith(("LockAcquire", "LockRelease")):
-        lines.append("   Lock manager: SELECT mode, fastpath, count(*) FROM pg_locks GROUP BY 1, 2 ORDER BY 3 DESC;"
+    elif caller.startswith(("LockAcquire", "LockRelease", "ProcSleep", "ProcReleaseLocks", "XactLockTableWait")):
+        lines.append("   Heavyweight locks: transactions waiting for rows or tables that others hold (hot rows), and who blocks them:")
+        lines.append("   SELECT pid, wait_event, pg_blocking_pids(pid) AS blocked_by, left(query, 60) FROM pg_stat_activity "
+                     "WHERE wait_event_type = 'Lock';")
+        lines.append("   The lock manager itself: SELECT mode, fastpath, count(*) FROM pg_locks GROUP BY 1, 2 ORDER BY 3 DESC;"
                      "  -- fewer relations and partitions per transaction")
     elif caller.startswith(("SimpleLru", "Slru")):
         lines.append("   SLRU: SELECT name, blks_hit, blks_read FROM pg_stat_slru ORDER BY blks_read DESC;  -- subtransactions, multixacts")

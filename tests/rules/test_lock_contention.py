@@ -2,7 +2,8 @@
 
 Real stacks: the 2-node guest capture of the corpus (iperf3 into a single-queue virtio NIC: the
 TX-queue lock in NAPI and the socket lock), fixtures/perf/mariadb-hot-row.tar.xz (32 sysbench
-threads updating 4 rows of MariaDB 10.11). The SQL of the remedies runs on the real MariaDB and
+threads updating 4 rows of MariaDB 10.11), fixtures/perf/pg-contention.tar.xz (32 pgbench clients
+updating the same rows of PostgreSQL 15). The SQL of the remedies runs on the real MariaDB and
 PostgreSQL when they are installed.
 """
 
@@ -75,6 +76,20 @@ def test_futex_inside_mariadb_is_the_database_s_under_its_handler_call():
     assert any("thread_handling = pool-of-threads" in line for line in lines) and not any("PgBouncer" in line for line in lines)
 
 
+def test_postgresql_row_lock_waits_are_postgresql_s_and_named_by_their_caller():
+    """Real: pgbench TPC-B-like updates, 32 clients on scale 1 (make_pg_contention.sh): the backends' lock
+    stacks are PostgreSQL's heavyweight lock waits (XactLockTableWait -> ProcSleep -> LWLockAcquire -> semaphore)."""
+    derived, _ = cpu_profile(_capture(FIXTURES / "pg-contention.tar.xz"))
+    stacks = derived["cpu_profile_stacks"].filter((pl.col("category") == "locks-futex") & (pl.col("comm") == "postgres"))
+    named = lock_owner.owners(stacks)
+    backend = named.filter(pl.col("owner") == "postgresql")
+    assert backend.height and set(backend["caller"]) <= {"ProcSleep", "LockRelease", "LockReleaseAll", "LockAcquireExtended"}
+    assert int(backend.filter(pl.col("caller") == "ProcSleep")["samples"].sum()) == 5
+    assert set(named["owner"]) == {"postgresql", "network-socket"}  # and the unix socket of the client connection
+    text = "\n".join(lock_remedies.remedy("postgresql", ["postgres"], "ProcSleep"))
+    assert "pg_blocking_pids(pid)" in text and "INNODB" not in text.upper() and "performance_schema" not in text
+
+
 @pytest.mark.parametrize(("stack", "comm", "database", "owner", "caller"), [
     # real shapes (corpus captures and the fixtures of this repo)
     ("swapper;handle_softirqs;net_rx_action;__napi_poll;virtnet_poll_tx;_raw_spin_lock;native_queued_spin_lock_slowpath",
@@ -118,7 +133,7 @@ def test_each_owner_s_remedy_names_no_other_engine():
     )
     assert all(statement in every_sql for statement in lock_remedies.MARIADB_STATEMENTS)
     pg_sql = "\n".join(
-        line for caller in ("GetSnapshotData", "BufferAlloc", "XLogInsertRecord", "LockAcquire", "SimpleLruReadPage")
+        line for caller in ("GetSnapshotData", "BufferAlloc", "XLogInsertRecord", "ProcSleep", "SimpleLruReadPage")
         for line in lock_remedies.remedy("postgresql", ["postgres"], caller)
     )
     assert all(statement in pg_sql for statement in lock_remedies.POSTGRESQL_STATEMENTS)
