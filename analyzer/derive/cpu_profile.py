@@ -45,7 +45,7 @@ Outputs of :func:`cpu_profile`:
 - ``cpu_profile_stacks``: the ``perf_stack`` rows of the chosen event plus ``category``,
   ``database_process``, ``weight`` (period sum or samples) and ``tooling`` (perf script input only).
 - ``cpu_profile_symbols``: per (comm, leaf symbol, category, tooling): ``samples``, ``weight``,
-  ``kernel``, ``share_pct`` (of the whole weight) and ``busy_share_pct`` (of the busy weight;
+  ``kernel``, ``database_process``, ``share_pct`` (of the whole weight) and ``busy_share_pct`` (of the busy weight;
   null for idle and tooling).
 - ``metrics.cpu_profile``: ``samples`` = ``idle_samples`` + ``tooling_samples`` + ``busy_samples``,
   ``weight`` ("period", "samples" or "percent") with ``weight_note``, ``total_weight``,
@@ -413,7 +413,7 @@ def _from_stacks(stacks: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], dict[st
     )
     rows = (
         chosen.group_by("comm", "leaf", "category", "tooling")
-        .agg(pl.col("samples").sum(), pl.col("weight").sum(), pl.col("leaf_kernel").any().alias("kernel"))
+        .agg(pl.col("samples").sum(), pl.col("weight").sum(), pl.col("leaf_kernel").any().alias("kernel"), pl.col("database_process").any())
         .rename({"leaf": "symbol"})
     )
     metric = summarise(rows, weight=weight_kind, categories=CATEGORIES)
@@ -486,12 +486,15 @@ def _from_symbols(symbols: pl.DataFrame, chains: pl.DataFrame | None) -> tuple[d
     for comm, pid, symbol, kernel, self_pct, samples in chosen.select("comm", "pid", "symbol", "kernel", "self_pct", "_samples").iter_rows():
         symbol = symbol or "[unknown]"
         category = chain_category.get(symbol) or frame_category([symbol], comm, pid in db_pids)
-        entries.append({"comm": comm, "symbol": symbol, "category": category, "kernel": kernel, "self_pct": self_pct, "samples": samples})
-    frame = pl.DataFrame(entries, schema={"comm": pl.String, "symbol": pl.String, "category": pl.String, "kernel": pl.Boolean, "self_pct": pl.Float64, "samples": pl.Int64})
+        database = pid in db_pids or re.fullmatch(DATABASE_COMMS, comm or "") is not None
+        entries.append({"comm": comm, "symbol": symbol, "category": category, "kernel": kernel, "database_process": database,
+                        "self_pct": self_pct, "samples": samples})
+    frame = pl.DataFrame(entries, schema={"comm": pl.String, "symbol": pl.String, "category": pl.String, "kernel": pl.Boolean,
+                                          "database_process": pl.Boolean, "self_pct": pl.Float64, "samples": pl.Int64})
     rows = (
         frame.with_columns((tooling_expr(pl.col("comm")) & (pl.col("category") != IDLE)).alias("tooling"))
         .group_by("comm", "symbol", "category", "tooling")
-        .agg(pl.col("samples").sum(), pl.col("kernel").any(), pl.col("self_pct").sum().alias("weight"))
+        .agg(pl.col("samples").sum(), pl.col("kernel").any(), pl.col("database_process").any(), pl.col("self_pct").sum().alias("weight"))
     )
     metric = summarise(rows, weight="percent", categories=CATEGORIES, total_weight=100.0)
     if header_total is not None:

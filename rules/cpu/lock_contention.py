@@ -114,7 +114,9 @@ def _owners(inp: RuleInput) -> pl.DataFrame | None:
     """Per owner of the lock stacks: weight, samples, processes (busiest first) and the busiest caller; heaviest first."""
     stacks = category_stacks(inp, CATEGORY)
     if stacks is None or stacks.height == 0:
-        return None
+        stacks = _flat_entries(inp)
+        if stacks is None:
+            return None
     named = lock_owner.owners(stacks)
     callers = (
         named.group_by("owner", "caller").agg(pl.col("weight").sum())
@@ -132,6 +134,18 @@ def _owners(inp: RuleInput) -> pl.DataFrame | None:
         .with_columns((pl.col("weight") / pl.col("weight").sum()).alias("of_locks"))
         .sort(["weight", "owner"], descending=[True, False])
     )
+
+
+def _flat_entries(inp: RuleInput) -> pl.DataFrame | None:
+    """Without stacks (perf report / perf top): each lock entry as a one-frame stack of its process."""
+    symbols = inp.derived.get("cpu_profile_symbols")
+    if symbols is None or "weight" not in symbols.columns:
+        return None
+    rows = symbols.filter((pl.col("category") == CATEGORY) & ~pl.col("tooling").fill_null(False))
+    if rows.height == 0:
+        return None
+    return rows.select("comm", pl.col("symbol").alias("stack"), "samples", "weight", pl.col("kernel").alias("leaf_kernel"),
+                       pl.col("database_process") if "database_process" in rows.columns else pl.lit(False).alias("database_process"))
 
 
 def _owner_evidence(owners: pl.DataFrame, whole_weight: float) -> Evidence:

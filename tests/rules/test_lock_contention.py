@@ -191,3 +191,17 @@ def test_postgresql_remedy_sql_runs_on_postgresql():
                 assert run.returncode == 0, f"{statement}: {run.stderr}"
         finally:
             subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-w", "stop"], capture_output=True, timeout=120)
+
+
+def test_flat_report_owner_comes_from_the_entry_and_its_process():
+    """perf report / perf top without stacks: an InnoDB spin symbol in mariadbd is InnoDB's; gzip (tooling) is left out."""
+    from dbdiag import tables as t
+
+    symbols = t.conform(t.PERF_SYMBOL, pl.DataFrame({
+        "event": "cycles", "comm": ["mariadbd", "mariadbd", "swapper", "gzip"], "symbol": ["ut_delay", "row_search_mvcc", "intel_idle", "deflate_slow"],
+        "self_pct": [10.0, 40.0, 20.0, 30.0], "event_samples": 1000, "source": "perf-report.txt"}))
+    outcome = run_rule(lock_contention.RULE, _rule_input({t.PERF_SYMBOL: symbols}))
+    finding = outcome.findings[0]
+    assert finding.subject == "innodb" and finding.impact["share_pct"] == 20.0 and finding.impact["cpu_share"] == 0.1
+    assert "300 samples of the capture's own tooling left out" in outcome.measured
+    assert "SHOW ENGINE INNODB STATUS;" in finding.remediation and "ethtool" not in finding.remediation
