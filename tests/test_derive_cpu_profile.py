@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import tarfile
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -183,7 +186,8 @@ def test_real_captures(corpus, capture):
     derived, metric = cpu_profile(_capture_tables(corpus, capture))
     assert metric["samples"] == total
     assert metric["idle_samples"] == idle >= halt
-    assert sum(c["samples"] for c in metric["categories"]) == total
+    assert metric["idle_samples"] + metric["tooling_samples"] + metric["busy_samples"] == total
+    assert sum(c["samples"] for c in metric["categories"]) == total - metric["tooling_samples"]
     assert sum(c["busy_share_pct"] or 0 for c in metric["categories"]) == pytest.approx(100.0, abs=0.1)
     stacks = derived["cpu_profile_stacks"]
     scalar = [frame_category(stack.split(";"), comm, pid in cp.database_pids(stacks)) for comm, pid, stack in stacks.select("comm", "pid", "stack").rows()]
@@ -230,3 +234,127 @@ def test_go_goroutine_roots_do_not_make_every_go_stack_garbage_collection() -> N
     assert cp.frame_category(query, comm="tidb-server") == "database"
     assert cp.frame_category(marking, comm="tidb-server") == "runtime-gc"
     assert cp.frame_category(["runtime.goexit", "main.handler", "runtime.mallocgc"], comm="app") == "runtime-gc"
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "perf"
+
+
+def _fixture_tables(name: str) -> dict[str, pl.DataFrame]:
+    """A perf script made by fixtures/perf/make_real_profiles.sh (a .txt.gz, or a capture .tar.xz)."""
+    from dbdiag.parsers import perf_script
+
+    path = FIXTURES / name
+    if name.endswith(".tar.xz"):
+        with tarfile.open(path) as archive:
+            data = archive.extractfile("capture/os/perf-script.txt").read()
+    else:
+        data = gzip.decompress(path.read_bytes())
+    return perf_script.parse_bytes(data, ParseContext(source=name)).tables
+
+
+def test_frequency_mode_samples_are_weighted_by_their_period():
+    """Real: perf record -e page-faults -F 999 -g of 40 runs of /bin/true then python3 touching 300 MB.
+
+    Each new process starts with a period of 1 fault per sample: by samples ``_start`` is 9.3% of
+    the profile and ``true`` 51%; by period (what perf report's Overhead shows) 0.13% and 10.5%.
+    """
+    derived, metric = cpu_profile(_fixture_tables("page-faults.perf-script.txt.gz"))
+    assert metric["weight"] == "period" and metric["samples"] == 333 and metric["period_total"] == 87_999
+    processes = {p["comm"]: p for p in metric["processes"]}
+    assert processes["true"]["samples"] == 170 and processes["true"]["busy_share_pct"] == pytest.approx(10.51, abs=0.01)
+    assert processes["python3"]["busy_share_pct"] == pytest.approx(88.39, abs=0.01)
+    assert metric["processes"][0]["comm"] == "python3"  # by samples it would be "true"
+    symbols = derived["cpu_profile_symbols"]
+    start = symbols.filter(pl.col("symbol") == "_start")
+    assert int(start["samples"].sum()) == 31
+    assert float(start["share_pct"].sum()) == pytest.approx(100.0 * 111 / 87_999, abs=0.01)
+    assert metric["flame"]["total_weight"] == pytest.approx(metric["busy_weight"])
+
+
+def _crafted_cycles_u(start_samples: int, loop_samples: int) -> str:
+    """perf script -F comm,tid,time,period,event,ip,sym,dso of a cycles:u profile (crafted: this VM has no PMU,
+    ``perf record -e cycles:u`` falls back to cpu-clock here). The layout is perf 6.1's, as in the real files."""
+    blocks = []
+    for i in range(start_samples):  # frequency mode: a new process's first samples stand for a few cycles
+        blocks.append(f"worker {3000 + i} {100.0 + i / 1000:.6f}:          {1 + i % 7} cycles:u: \n"
+                      "\t           1ab70 _start+0x0 (/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2)\n")
+    for i in range(loop_samples):
+        blocks.append(f"mariadbd 2100 {101.0 + i / 1000:.6f}:    2000000 cycles:u: \n"
+                      "\t          a757e6 row_search_mvcc+0xc6 (/usr/sbin/mariadbd)\n"
+                      "\t          83d61f do_command+0x13f (/usr/sbin/mariadbd)\n")
+    return "\n".join(blocks) + "\n"
+
+
+def test_cycles_u_start_at_ten_percent_of_samples_is_a_hundredth_of_a_percent_by_period():
+    """The issue's case, crafted: ``_start`` 10% of a ``cycles:u`` profile by samples, 0.0002% by period."""
+    from dbdiag.parsers import perf_script
+
+    tables = perf_script.parse(_crafted_cycles_u(100, 900), ParseContext(source="perf-script.txt")).tables
+    _, metric = cpu_profile(tables)
+    assert metric["event"] == "cycles:u" and metric["weight"] == "period"
+    top = {s["symbol"]: s for s in metric["top_symbols"]}
+    assert top["_start"]["samples"] == 100 and top["_start"]["busy_share_pct"] < 0.01
+    assert top["row_search_mvcc"]["busy_share_pct"] > 99.99
+
+
+def test_samples_without_a_period_are_counted():
+    """perf 3.x layouts print no period (corpus: perf-funcab-cmd-01): shares stay of sample counts."""
+    stacks = t.conform(t.PERF_STACK, pl.DataFrame({
+        "comm": ["db", "db"], "stack": ["main;f", "main;g"], "leaf": ["f", "g"], "samples": [3, 1], "source": "s"}))
+    _, metric = cpu_profile({t.PERF_STACK: stacks})
+    assert metric["weight"] == "samples" and [s["busy_share_pct"] for s in metric["top_symbols"]] == [75.0, 25.0]
+
+
+def test_one_row_per_symbol_with_its_categories_as_a_breakdown(corpus):
+    """clear_page_erms: 548 samples as page faults (python3) and 155 as network buffers: one row of 703."""
+    _, metric = cpu_profile(_capture_tables(corpus, "numa2-guest-iperf-debian12"))
+    names = [s["symbol"] for s in metric["top_symbols"]]
+    assert len(names) == len(set(names))
+    first = metric["top_symbols"][0]
+    assert first["symbol"] == "clear_page_erms" and first["samples"] == 703 and first["category"] == "page-faults-numa"
+    assert [(c["category"], c["samples"]) for c in first["categories"]] == [("page-faults-numa", 548), ("softirq-network", 155)]
+    assert first["busy_share_pct"] == pytest.approx(sum(c["busy_share_pct"] for c in first["categories"]), abs=0.02)
+
+
+def test_capture_tooling_is_shown_apart_and_left_out_of_the_shares():
+    """Real: sysbench on MariaDB while pt-query-digest, tar+gzip and mpstat ran (make_real_profiles.sh).
+
+    gzip and pt-query-digest took 53% of the non-idle samples; counted as the workload, gzip was
+    the busiest process of the profile.
+    """
+    derived, metric = cpu_profile(_fixture_tables("mariadb-tooling.tar.xz"))
+    tooling = {p["comm"]: p["samples"] for p in metric["tooling"]["processes"]}
+    assert tooling["gzip"] == 564 and tooling["pt-query-digest"] == 285 and tooling["tar"] == 48
+    assert metric["tooling_samples"] == 900 and metric["tooling"]["non_idle_share_pct"] == pytest.approx(56.6, abs=0.01)
+    assert [p["comm"] for p in metric["processes"]] == ["mariadbd", "sysbench"]
+    assert metric["busy_samples"] == 690 and metric["samples"] == 1590
+    assert sum(c["busy_share_pct"] or 0 for c in metric["categories"]) == pytest.approx(100.0, abs=0.1)
+    assert not any(s for s in metric["top_symbols"] if set(s["processes"]) & set(tooling))
+    stacks = derived["cpu_profile_stacks"]
+    assert set(stacks.filter(pl.col("tooling"))["comm"].unique()) == set(tooling)
+    assert "gzip" not in json.dumps(metric["flame"])
+
+
+@pytest.mark.parametrize(("comm", "tooling"), [
+    ("pt-query-digest", True), ("pt-stalk", True), ("mpstat", True), ("sadc", True), ("perf-exec", True), ("xz", True),
+    ("zstd", True), ("sosreport", True), ("dbdiag", True), ("collect.sh", True), ("sh", True),
+    ("mariadbd", False), ("postgres", False), ("sysbench", False), ("pgbench", False), ("psql", False), ("swapper", False),
+])
+def test_tooling_names(comm, tooling):
+    from dbdiag.derive.cpu_tooling import is_tooling
+
+    assert is_tooling(comm) is tooling
+
+
+def test_perf_report_tooling_is_apart_by_its_command_column(corpus):
+    """Real perf report --sort comm,dso,symbol of the 2-node guest: perf, mpstat and sleep ran the capture."""
+    from dbdiag.parsers import perf_report
+
+    with tarfile.open(corpus / "captures" / "numa2-guest-iperf-debian12.tar.gz") as archive:
+        text = archive.extractfile("capture/os/perf-report.txt").read().decode()
+    _, metric = cpu_profile(perf_report.parse(text, ParseContext(source="capture/os/perf-report.txt")).tables)
+    assert metric["weight"] == "percent" and metric["source_kind"] == "perf report"
+    tooling = {p["comm"] for p in metric["tooling"]["processes"]}
+    assert {"mpstat", "perf", "sleep"} <= tooling and not tooling & {p["comm"] for p in metric["processes"]}
+    assert metric["idle_samples"] + metric["tooling_samples"] + metric["busy_samples"] == metric["samples"]
+    assert 0 < metric["tooling"]["share_pct"] < 1

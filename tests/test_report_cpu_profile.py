@@ -190,3 +190,64 @@ def test_flame_script_is_allowed_by_its_hash_and_nothing_else(document):
 def test_no_script_and_no_script_source_without_a_flame_graph():
     html = render_html(_document({"host_config": HOST_CONFIG}))
     assert "<script" not in html and "script-src" not in html
+
+
+DEEP = Path(__file__).resolve().parent.parent / "fixtures" / "perf" / "deep-stacks.perf-script.txt.gz"
+
+
+def _deep_metric() -> dict:
+    """Real: fixtures/perf/make_deep_stacks.sh (perf record -F 999 -g of deep_stacks.c): perf keeps 127
+    frames of stacks 300 (direct recursion, descend) and 200 (ping/pong, mutual) deep."""
+    import gzip
+
+    from dbdiag.parsers import perf_script
+    from dbdiag.parsers.base import ParseContext
+
+    tables = perf_script.parse_bytes(gzip.decompress(DEEP.read_bytes()), ParseContext(source="perf-script.txt")).tables
+    assert tables[t.PERF_STACK]["stack"].str.count_matches(";").max() == 126  # 127 frames: perf's cap
+    _, metric = cpu_profile(tables)
+    return metric
+
+
+def test_deep_real_stacks_collapse_recursion_and_cap_the_depth():
+    metric = _deep_metric()
+    flame = metric["flame"]
+    nodes = flame["nodes"]
+    assert max(n["depth"] for n in nodes) == flamegraph.MAX_DEPTH == 40
+    descend = [n for n in nodes if n["frame"] == "descend"]
+    assert len(descend) == 1 and descend[0]["repeats"] == [126, 126]  # direct recursion: one frame, its count
+    cuts = [n for n in nodes if n["frame"] == flamegraph.CUT_FRAME]
+    # ping/pong alternate (not direct recursion): capped, 10 outer + marker + 29 inner frames of 128 (comm included)
+    assert cuts and all(n["hidden_frames"] == [128 - 10 - 29, 128 - 10 - 29] for n in cuts)
+    assert flame["capped_stacks"] > 0 and flame["collapsed_recursion"] > 0
+    geometry = flamegraph.layout(flame)
+    assert geometry["height"] == 41 * flamegraph.ROW_HEIGHT_PX  # 697 px, not the 130 rows (2,210 px) of the raw stacks
+    labels = {r["label"] for r in geometry["rects"]}
+    assert "descend ×126" in labels and "… 89 frames" in labels
+
+
+def test_deep_stacks_in_html_show_the_marker_and_the_count():
+    html = render_html(json.loads(render_json(_document({"cpu_profile": _deep_metric()}))))
+    flame = html[html.index('<svg class="flame"'):]
+    flame = flame[: flame.index("</svg>")]
+    assert 'height="697"' in flame and '<g class="cut">' in flame
+    assert re.search(r"<title>descend ×126 — \d+ samples, [\d.]+% of busy CPU time \(sample periods\) \(other\); direct recursion", flame)
+    assert re.search(r"<title>… 89 frames — .*deeper than 40 levels</title>", flame)
+
+
+def test_widths_follow_the_weight_when_given():
+    stacks = pl.DataFrame({"stack": ["db;a", "db;b"], "samples": [90, 10], "weight": [1.0, 99.0], "category": ["database"] * 2})
+    rects = {r["label"]: r for r in flamegraph.layout(flamegraph.fold_tree(stacks, min_share=0.0), width_px=100)["rects"]}
+    assert rects["a"]["width"] == 1.0 and rects["b"]["width"] == 99.0 and rects["a"]["samples"] == 90
+
+
+def test_recursion_counts_differ_per_stack():
+    tree = flamegraph.fold_tree(_stacks([("db;f;f;g", "other", 1), ("db;f;f;f;f;f;g", "other", 1), ("db;f;h", "other", 1)]), min_share=0.0)
+    f = next(n for n in tree["nodes"] if n["frame"] == "f")
+    assert f["repeats"] == [1, 5] and flamegraph.frame_label(f) == "f ×1–5"
+
+
+def test_a_run_of_unnamed_frames_is_not_called_recursion():
+    tree = flamegraph.fold_tree(_stacks([("mariadbd;start_thread;[mariadbd];[mariadbd];do_command", "database", 3)]), min_share=0.0)
+    rect = next(r for r in flamegraph.layout(tree)["rects"] if r["label"] == "[mariadbd] ×2")
+    assert "without a symbol" in rect["note"] and "recursion" not in rect["note"]

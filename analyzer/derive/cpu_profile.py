@@ -1,8 +1,20 @@
 """CPU profile: perf samples -> one category per folded stack, hot symbols, ``metrics.cpu_profile``.
 
 Input is ``perf_stack`` (folded ``perf script`` stacks); without it, ``perf_symbol`` (``perf report``
-/ ``perf top`` flat entries, with ``perf_callchain`` branches when printed). Shares are of sample
-counts (not of periods), as ``stackcollapse-perf.pl`` counts them.
+/ ``perf top`` flat entries, with ``perf_callchain`` branches when printed).
+
+**Weights.** Shares are of the summed sample periods when every sample of the chosen event
+printed one (``perf script`` prints it by default): in frequency mode (``-F``) and for hardware
+events (``cycles:u``) perf changes the period from sample to sample, and a sample of a process
+that just started may stand for a few hundred cycles where a steady one stands for millions.
+Counted by samples, ``_start`` of short-lived processes took 10% of a ``cycles:u`` profile where
+by period it was 0.01%. This is what ``perf report`` shows as Overhead. Without periods, shares
+are of sample counts (as ``stackcollapse-perf.pl`` counts them); perf report's printed
+percentages are already by period.
+
+**Tooling.** Samples of the capture's own tools (perf, mpstat, pt-query-digest, tar/gzip,
+the collector's shells...: :mod:`dbdiag.derive.cpu_tooling`) are listed apart (``tooling``) and
+left out of the categories, hot symbols, processes, flame graph and busy shares the rules judge.
 
 **Categories.** Each stack gets exactly one of :data:`CATEGORIES`. The frames are walked from the
 sampled (leaf) frame towards the root, and **the innermost frame that matches a category decides**;
@@ -30,19 +42,25 @@ database engine (by comm, or any thread of a pid that has a database comm) -> da
 
 Outputs of :func:`cpu_profile`:
 
-- ``cpu_profile_stacks``: the ``perf_stack`` rows of the chosen event plus ``category``
-  (perf script input only).
-- ``cpu_profile_symbols``: per (comm, leaf symbol, category): ``samples``, ``kernel``,
-  ``share_pct`` (of all samples) and ``busy_share_pct`` (of non-idle samples; null for idle).
-- ``metrics.cpu_profile``: ``samples``, ``idle_samples``, ``busy_samples``, ``busy_pct``, ``event``
-  (as printed) with ``event_reason`` and ``events`` (all events seen), ``source_kind``
-  ("perf script" / "perf report"), ``sources``, ``kernel`` (samples whose leaf is kernel code),
-  ``categories`` (every category, zeros included: ``samples``, ``share_pct``, ``busy_share_pct``,
-  ``top_symbols``), ``top_symbols`` (hottest non-idle leaf symbols: ``symbol``, ``category``,
-  ``samples``, ``share_pct``, ``busy_share_pct``, ``kernel``, ``processes``), ``processes`` (by busy
-  samples, with ``top_category``), and ``flame`` (the pruned call tree of the busy samples, see
-  :mod:`dbdiag.flamegraph`). From perf report: ``samples_exact`` (false when counts were estimated
-  from percentages) and ``listed_share_pct`` (the share the report printed at all).
+- ``cpu_profile_stacks``: the ``perf_stack`` rows of the chosen event plus ``category``,
+  ``database_process``, ``weight`` (period sum or samples) and ``tooling`` (perf script input only).
+- ``cpu_profile_symbols``: per (comm, leaf symbol, category, tooling): ``samples``, ``weight``,
+  ``kernel``, ``database_process``, ``share_pct`` (of the whole weight) and ``busy_share_pct`` (of the busy weight;
+  null for idle and tooling).
+- ``metrics.cpu_profile``: ``samples`` = ``idle_samples`` + ``tooling_samples`` + ``busy_samples``,
+  ``weight`` ("period", "samples" or "percent") with ``weight_note``, ``total_weight``,
+  ``busy_weight`` (and ``period_total``), ``busy_pct`` (busy weight of all), ``event`` (as
+  printed) with ``event_reason`` and ``events`` (all events seen), ``source_kind`` ("perf script"
+  / "perf report"), ``sources``, ``kernel`` (leaf in kernel code), ``categories`` (idle and busy,
+  every category with zeros: ``samples``, ``weight``, ``share_pct``, ``busy_share_pct``,
+  ``top_symbols``), ``top_symbols`` (one row per hottest busy leaf symbol: ``symbol``, ``category``
+  (its heaviest), ``categories`` (the breakdown), ``samples``, ``share_pct``, ``busy_share_pct``,
+  ``kernel``, ``processes``), ``processes`` (busy, with ``top_category``), ``tooling``
+  (``samples``, ``share_pct`` of all, ``non_idle_share_pct``, ``processes``), and ``flame`` (the
+  pruned call tree of the busy samples, see :mod:`dbdiag.flamegraph`). From perf report:
+  ``samples_exact`` (false when counts were estimated from percentages), ``listed_share_pct``
+  (the share the report printed at all) and ``tooling_note`` when it has no Command column.
+  Field names and share rules: :mod:`dbdiag.derive.cpu_profile_summary`.
 
 >>> frame_category(["do_idle", "default_idle_call", "native_safe_halt"], comm="swapper")
 'idle'
@@ -69,6 +87,8 @@ import polars as pl
 
 from dbdiag import flamegraph
 from dbdiag import tables as t
+from dbdiag.derive.cpu_profile_summary import summarise
+from dbdiag.derive.cpu_tooling import tooling_expr
 
 IDLE = "idle"
 SOFTIRQ_NETWORK = "softirq-network"
@@ -165,9 +185,6 @@ DATABASE_COMMS = (
 _SUFFIX = r"(\.(isra|constprop|part|cold|lto_priv|llvm)(\.\d+)?)+$|@@?[\w.]+$|@plt$|_\[[kij]\]$"
 
 TIME_EVENTS = ("cpu-clock", "task-clock", "cycles", "cpu-cycles", "ref-cycles")
-TOP_SYMBOLS = 30
-TOP_PROCESSES = 15
-TOP_SYMBOLS_PER_CATEGORY = 5
 FLAME_MIN_SHARE = 0.001  # frames under 0.1% of the busy samples are not drawn
 FLAME_MAX_NODES = 3000
 
@@ -247,7 +264,8 @@ def database_pids(stacks: pl.DataFrame) -> set[int]:
 
 
 def categorize(stacks: pl.DataFrame) -> pl.DataFrame:
-    """``stacks`` (a ``perf_stack`` frame) with a ``category`` column; same result as :func:`frame_category`.
+    """``stacks`` (a ``perf_stack`` frame) with a ``category`` column, the same as :func:`frame_category`
+    gives, and ``database_process`` (a database engine's thread, by its comm or its pid's).
 
     Vectorised: the frames are exploded once, each distinct frame name is matched once, and per
     stack the matching frame nearest the leaf wins.
@@ -260,7 +278,7 @@ def categorize(stacks: pl.DataFrame) -> pl.DataFrame:
     ['idle', 'database', 'locks-futex']
     """
     if not stacks.height:
-        return stacks.with_columns(pl.lit(None, dtype=pl.String).alias("category"))
+        return stacks.with_columns(pl.lit(None, dtype=pl.String).alias("category"), pl.lit(False).alias("database_process"))
     indexed = stacks.with_row_index("_row")
     frames = (
         indexed.select("_row", pl.col("stack").fill_null("").str.split(";").alias("_frame"))
@@ -296,7 +314,7 @@ def categorize(stacks: pl.DataFrame) -> pl.DataFrame:
     return (
         indexed.join(innermost, on="_row", how="left")
         .join(leaf_hint, on="_row", how="left")
-        .with_columns(pl.coalesce("_walk", fallback).alias("category"))
+        .with_columns(pl.coalesce("_walk", fallback).alias("category"), is_db.fill_null(False).alias("database_process"))
         .sort("_row")
         .drop("_row", "_walk", "_hint")
     )
@@ -375,8 +393,11 @@ def _samples_by_event(frame: pl.DataFrame, column: str) -> dict[str | None, int]
     return {event: int(n) for event, n in grouped.iter_rows()}
 
 
-def _pct(part: float, whole: float) -> float | None:
-    return round(100.0 * part / whole, 2) if whole else None
+def _stack_weight(chosen: pl.DataFrame) -> tuple[pl.Expr, str]:
+    """The weight of each stack: its summed periods when every sample printed one, else its sample count."""
+    if chosen.height and chosen["period"].null_count() == 0 and chosen["period"].sum() > 0:
+        return pl.col("period").cast(pl.Float64), "period"
+    return pl.col("samples").cast(pl.Float64), "samples"
 
 
 def _from_stacks(stacks: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], dict[str, Any]]:
@@ -384,48 +405,64 @@ def _from_stacks(stacks: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], dict[st
     by_event = _samples_by_event(stacks, "samples")
     event, reason = choose_event(by_event)
     chosen = stacks.filter(pl.col("event").is_null() if event is None else pl.col("event") == event)
-    chosen = categorize(chosen).with_columns(pl.col("leaf").fill_null(pl.col("stack").str.split(";").list.last()))
-    total = int(chosen["samples"].sum())
-    idle = int(chosen.filter(pl.col("category") == IDLE)["samples"].sum())
-    busy = total - idle
-    symbols = (
-        chosen.group_by("comm", "leaf", "category")
-        .agg(pl.col("samples").sum(), pl.col("leaf_kernel").any().alias("kernel"))
-        .rename({"leaf": "symbol"})
-        .with_columns(
-            (100.0 * pl.col("samples") / total).round(3).alias("share_pct"),
-            pl.when(pl.col("category") != IDLE).then((100.0 * pl.col("samples") / busy).round(3) if busy else None).alias("busy_share_pct"),
-        )
-        .sort(["samples", "comm", "symbol"], descending=[True, False, False], nulls_last=True)
+    weight, weight_kind = _stack_weight(chosen)
+    chosen = categorize(chosen).with_columns(
+        pl.col("leaf").fill_null(pl.col("stack").str.split(";").list.last()),
+        weight.alias("weight"),
+        (tooling_expr(pl.col("comm")) & (pl.col("category") != IDLE)).alias("tooling"),
     )
-    flame = flamegraph.fold_tree(
-        chosen.filter(pl.col("category") != IDLE).select(
-            (pl.col("comm").fill_null("?") + pl.lit(";") + pl.col("stack").fill_null("")).alias("stack"), "samples", "category"
-        ),
+    rows = (
+        chosen.group_by("comm", "leaf", "category", "tooling")
+        .agg(pl.col("samples").sum(), pl.col("weight").sum(), pl.col("leaf_kernel").any().alias("kernel"), pl.col("database_process").any())
+        .rename({"leaf": "symbol"})
+    )
+    metric = summarise(rows, weight=weight_kind, categories=CATEGORIES)
+    workload = chosen.filter((pl.col("category") != IDLE) & ~pl.col("tooling"))
+    metric["flame"] = flamegraph.fold_tree(
+        workload.select((pl.col("comm").fill_null("?") + pl.lit(";") + pl.col("stack").fill_null("")).alias("stack"), "samples", "weight", "category"),
         min_share=FLAME_MIN_SHARE,
         max_nodes=FLAME_MAX_NODES,
-    )
-    metric = _metric(
-        symbols=symbols,
-        total=total,
-        idle=idle,
-        kernel=int(chosen.filter(pl.col("leaf_kernel").fill_null(False))["samples"].sum()),
-        kernel_busy=int(chosen.filter(pl.col("leaf_kernel").fill_null(False) & (pl.col("category") != IDLE))["samples"].sum()),
-        event=event,
-        reason=reason,
-        by_event=by_event,
-        source_kind="perf script",
-        sources=sorted(s for s in chosen["source"].unique().to_list() if s is not None),
+        weight_unit=_weight_unit(weight_kind, event),
     )
     metric["distinct_stacks"] = chosen.height
-    metric["flame"] = flame
-    return {"cpu_profile_stacks": chosen, "cpu_profile_symbols": symbols}, metric
+    if weight_kind == "period":
+        metric["period_total"] = int(chosen["period"].sum())
+    metric = {**_header(event, reason, by_event, "perf script", sorted(s for s in chosen["source"].unique().to_list() if s is not None)), **metric}
+    return {"cpu_profile_stacks": chosen, "cpu_profile_symbols": _symbol_table(rows, metric)}, metric
+
+
+def _weight_unit(weight_kind: str, event: str | None) -> str:
+    """What the flame graph's widths are of, for its tooltips: "samples", "CPU time (sample periods)"..."""
+    if weight_kind != "period":
+        return "samples"
+    base = event_base(event)
+    return "CPU time (sample periods)" if base is None or base in TIME_EVENTS else f"{base} (sample periods)"
+
+
+def _header(event: str | None, reason: str, by_event: dict[str | None, int], source_kind: str, sources: list[str]) -> dict[str, Any]:
+    return {
+        "source_kind": source_kind,
+        "sources": sources,
+        "event": event,
+        "event_reason": reason,
+        "events": [{"event": e, "samples": n} for e, n in sorted(by_event.items(), key=lambda kv: (-kv[1], kv[0] or ""))],
+    }
+
+
+def _symbol_table(rows: pl.DataFrame, metric: dict[str, Any]) -> pl.DataFrame:
+    """``cpu_profile_symbols``: per (comm, symbol, category) its samples, weight and shares (busy share null for idle and tooling)."""
+    total, busy = metric["total_weight"], metric["busy_weight"]
+    return rows.with_columns(
+        ((100.0 * pl.col("weight") / total).round(3) if total else pl.lit(None, pl.Float64)).alias("share_pct"),
+        pl.when((pl.col("category") != IDLE) & ~pl.col("tooling")).then((100.0 * pl.col("weight") / busy).round(3) if busy else None).alias("busy_share_pct"),
+    ).sort(["weight", "comm", "symbol", "category", "tooling"], descending=[True, False, False, False, False], nulls_last=True)
 
 
 def _from_symbols(symbols: pl.DataFrame, chains: pl.DataFrame | None) -> tuple[dict[str, pl.DataFrame], dict[str, Any]]:
     """Flat ``perf report``/``perf top`` entries: one source per event (percentages of different
     reports cannot be added); samples from the ``Samples`` column, else estimated from ``Overhead``
-    and the header's total."""
+    and the header's total. Shares come from the printed percentages (perf's Overhead is by
+    period, and exact even when the samples are estimated)."""
     symbols = symbols.with_columns(
         pl.coalesce(
             pl.col("samples"),
@@ -445,44 +482,34 @@ def _from_symbols(symbols: pl.DataFrame, chains: pl.DataFrame | None) -> tuple[d
     exact = chosen["samples"].null_count() == 0
     chain_category = _chain_categories(chains, event, source)
     db_pids = database_pids(chosen)
-    rows = []
+    entries = []
     for comm, pid, symbol, kernel, self_pct, samples in chosen.select("comm", "pid", "symbol", "kernel", "self_pct", "_samples").iter_rows():
         symbol = symbol or "[unknown]"
         category = chain_category.get(symbol) or frame_category([symbol], comm, pid in db_pids)
-        rows.append({"comm": comm, "symbol": symbol, "category": category, "kernel": kernel, "self_pct": self_pct, "samples": samples})
-    frame = pl.DataFrame(rows, schema={"comm": pl.String, "symbol": pl.String, "category": pl.String, "kernel": pl.Boolean, "self_pct": pl.Float64, "samples": pl.Int64})
-    # Shares come from the printed percentages (exact even when the samples are estimated).
-    total_pct = 100.0
-    idle_pct = float(frame.filter(pl.col("category") == IDLE)["self_pct"].sum())
-    busy_pct = total_pct - idle_pct
-    symbols_table = (
-        frame.group_by("comm", "symbol", "category")
-        .agg(pl.col("samples").sum(), pl.col("kernel").any(), pl.col("self_pct").sum().alias("share_pct"))
-        .with_columns(
-            pl.col("share_pct").round(3),
-            pl.when(pl.col("category") != IDLE).then((100.0 * pl.col("share_pct") / busy_pct).round(3) if busy_pct > 0 else None).alias("busy_share_pct"),
-        )
-        .sort(["share_pct", "comm", "symbol"], descending=[True, False, False], nulls_last=True)
+        database = pid in db_pids or re.fullmatch(DATABASE_COMMS, comm or "") is not None
+        entries.append({"comm": comm, "symbol": symbol, "category": category, "kernel": kernel, "database_process": database,
+                        "self_pct": self_pct, "samples": samples})
+    frame = pl.DataFrame(entries, schema={"comm": pl.String, "symbol": pl.String, "category": pl.String, "kernel": pl.Boolean,
+                                          "database_process": pl.Boolean, "self_pct": pl.Float64, "samples": pl.Int64})
+    rows = (
+        frame.with_columns((tooling_expr(pl.col("comm")) & (pl.col("category") != IDLE)).alias("tooling"))
+        .group_by("comm", "symbol", "category", "tooling")
+        .agg(pl.col("samples").sum(), pl.col("kernel").any(), pl.col("database_process").any(), pl.col("self_pct").sum().alias("weight"))
     )
-    total = int(header_total) if header_total is not None else int(frame["samples"].fill_null(0).sum())
-    idle = round(total * idle_pct / 100.0)
-    metric = _metric(
-        symbols=symbols_table.with_columns(pl.col("samples").fill_null(0)),
-        total=total,
-        idle=idle,
-        kernel=round(total * float(frame.filter(pl.col("kernel").fill_null(False))["self_pct"].sum()) / 100.0),
-        kernel_busy=round(total * float(frame.filter(pl.col("kernel").fill_null(False) & (pl.col("category") != IDLE))["self_pct"].sum()) / 100.0),
-        event=event,
-        reason=reason,
-        by_event=by_event,
-        source_kind="perf report",
-        sources=[source] if source else [],
-        pct_column="share_pct",
-        idle_pct=idle_pct,
-    )
+    metric = summarise(rows, weight="percent", categories=CATEGORIES, total_weight=100.0)
+    if header_total is not None:
+        # The counts follow the printed percentages of the header's total (the listed rows may not add up to it).
+        scale = int(header_total) / 100.0
+        metric["samples"] = int(header_total)
+        metric["idle_samples"] = round(scale * (100.0 - metric["busy_weight"] - metric["tooling"]["weight"]))
+        metric["tooling_samples"] = metric["tooling"]["samples"] = round(scale * metric["tooling"]["weight"])
+        metric["busy_samples"] = metric["samples"] - metric["idle_samples"] - metric["tooling_samples"]
+    metric = {**_header(event, reason, by_event, "perf report", [source] if source else []), **metric}
     metric["samples_exact"] = bool(exact)
     metric["listed_share_pct"] = round(float(frame["self_pct"].sum()), 2)
-    return {"cpu_profile_symbols": symbols_table}, metric
+    if chosen["comm"].null_count() == chosen.height:
+        metric["tooling_note"] = "the report has no Command column: the capture's own tooling cannot be told apart"
+    return {"cpu_profile_symbols": _symbol_table(rows, metric)}, metric
 
 
 def _chain_categories(chains: pl.DataFrame | None, event: str | None, source: str | None) -> dict[str, str]:
@@ -500,96 +527,3 @@ def _chain_categories(chains: pl.DataFrame | None, event: str | None, source: st
         if entry not in best or share > best[entry][0]:
             best[entry] = (share, category)
     return {entry: category for entry, (_, category) in best.items()}
-
-
-def _metric(
-    *,
-    symbols: pl.DataFrame,
-    total: int,
-    idle: int,
-    kernel: int,
-    kernel_busy: int,
-    event: str | None,
-    reason: str,
-    by_event: dict[str | None, int],
-    source_kind: str,
-    sources: list[str],
-    pct_column: str | None = None,
-    idle_pct: float = 0.0,
-) -> dict[str, Any]:
-    """The JSON metric. Shares come from samples, or from the printed percentages in
-    ``pct_column`` (``idle_pct`` of them idle) when the samples are estimates or unknown."""
-    busy = total - idle
-    weight = pl.col(pct_column) if pct_column else pl.col("samples").cast(pl.Float64)
-    weight_total = 100.0 if pct_column else float(total)
-    busy_weight = 100.0 - idle_pct if pct_column else float(busy)
-
-    def shares(frame: pl.DataFrame) -> pl.DataFrame:
-        return frame.with_columns(
-            (100.0 * pl.col("_w") / weight_total).round(2).alias("share_pct"),
-            pl.when(pl.col("category") != IDLE).then((100.0 * pl.col("_w") / busy_weight).round(2) if busy_weight else None).alias("busy_share_pct"),
-        )
-
-    weighted = symbols.with_columns(weight.alias("_w"))
-    by_category = shares(weighted.group_by("category").agg(pl.col("samples").sum(), pl.col("_w").sum()))
-    categories = []
-    present = {row["category"]: row for row in by_category.to_dicts()}
-    for name in CATEGORIES:
-        row = present.get(name, {"samples": 0, "share_pct": 0.0, "busy_share_pct": None if name == IDLE else 0.0})
-        top = shares(
-            weighted.filter(pl.col("category") == name).group_by("symbol", "category")
-            .agg(pl.col("samples").sum(), pl.col("_w").sum())
-            .sort(["_w", "symbol"], descending=[True, False])
-            .head(TOP_SYMBOLS_PER_CATEGORY)
-        )
-        categories.append({
-            "category": name,
-            "samples": int(row["samples"] or 0),
-            "share_pct": row["share_pct"] or 0.0,
-            "busy_share_pct": row["busy_share_pct"],
-            "top_symbols": [{"symbol": s["symbol"], "samples": int(s["samples"] or 0), "share_pct": s["share_pct"], "busy_share_pct": s["busy_share_pct"]} for s in top.to_dicts()],
-        })
-    categories.sort(key=lambda c: (-c["share_pct"], CATEGORIES.index(c["category"])))
-    busy_symbols = weighted.filter(pl.col("category") != IDLE)
-    top_symbols = shares(
-        busy_symbols.group_by("symbol", "category")
-        .agg(
-            pl.col("samples").sum(), pl.col("_w").sum(), pl.col("kernel").any(),
-            pl.col("comm").sort_by("_w", descending=True).unique(maintain_order=True).drop_nulls().head(5).alias("processes"),
-        )
-        .sort(["_w", "symbol"], descending=[True, False])
-        .head(TOP_SYMBOLS)
-    )
-    top_category = (
-        busy_symbols.group_by("comm", "category").agg(pl.col("_w").sum())
-        .sort(["_w", "category"], descending=[True, False])
-        .group_by("comm", maintain_order=True).agg(pl.col("category").first().alias("top_category"))
-    )
-    processes = shares(
-        busy_symbols.filter(pl.col("comm").is_not_null()).group_by("comm").agg(pl.col("samples").sum(), pl.col("_w").sum())
-        .join(top_category, on="comm", how="left", nulls_equal=True)
-        .with_columns(pl.lit(OTHER).alias("category"))  # any non-idle value: shares() then gives the busy share
-        .sort(["_w", "comm"], descending=[True, False])
-        .head(TOP_PROCESSES)
-    )
-    return {
-        "source_kind": source_kind,
-        "sources": sources,
-        "event": event,
-        "event_reason": reason,
-        "events": [{"event": e, "samples": n} for e, n in sorted(by_event.items(), key=lambda kv: (-kv[1], kv[0] or ""))],
-        "samples": int(total),
-        "idle_samples": int(idle),
-        "busy_samples": int(busy),
-        "busy_pct": _pct(busy, total),
-        "kernel": {"samples": int(kernel), "share_pct": _pct(kernel, total), "busy_samples": int(kernel_busy), "busy_share_pct": _pct(kernel_busy, busy)},
-        "categories": categories,
-        "top_symbols": [
-            {k: row[k] for k in ("symbol", "category", "samples", "share_pct", "busy_share_pct", "kernel", "processes")}
-            for row in top_symbols.to_dicts()
-        ],
-        "processes": [
-            {"comm": row["comm"], "samples": int(row["samples"]), "share_pct": row["share_pct"], "busy_share_pct": row["busy_share_pct"], "top_category": row["top_category"]}
-            for row in processes.to_dicts()
-        ],
-    }

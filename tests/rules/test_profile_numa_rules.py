@@ -89,7 +89,8 @@ def test_lock_contention_fires_with_innodb_callers():
     outcome = run_rule(lock_contention.RULE, inp)
     assert outcome.status is Status.FIRED
     finding = outcome.findings[0]
-    assert finding.severity is Severity.WARNING and "6.0%" in finding.title and "ut_delay" in finding.title
+    assert finding.severity is Severity.WARNING and "6.0%" in finding.title
+    assert "InnoDB mutex / rw-lock (buf_page_get_gen)" in finding.title and finding.subject == "innodb"
     paths = next(e for e in finding.evidence if e.title.startswith("Paths into it"))
     assert paths.rows[0][0] == "start_thread > do_command > buf_page_get_gen"
 
