@@ -251,3 +251,15 @@ def test_a_run_of_unnamed_frames_is_not_called_recursion():
     tree = flamegraph.fold_tree(_stacks([("mariadbd;start_thread;[mariadbd];[mariadbd];do_command", "database", 3)]), min_share=0.0)
     rect = next(r for r in flamegraph.layout(tree)["rects"] if r["label"] == "[mariadbd] ×2")
     assert "without a symbol" in rect["note"] and "recursion" not in rect["note"]
+
+
+def test_the_captures_own_tooling_is_named_apart_in_the_report(tmp_path: Path):
+    from dbdiag.pipeline import analyze
+    from dbdiag.report import build_document
+
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "perf" / "mariadb-tooling.tar.xz"
+    html = render_html(build_document(analyze(fixture)))
+    start = html.index('id="cpu-tooling"')
+    paragraph = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html[start:html.index("</p>", start)]))
+    assert "shown apart and left out of every share the rules judge: 900 samples" in paragraph
+    assert "gzip 564" in paragraph and "pt-query-digest 285" in paragraph

@@ -86,6 +86,7 @@ def _finding(inp: RuleInput, share: CategoryShare) -> Finding:
         subject=top_process or "host",
         impact={
             "share_pct": round(share.busy_share_pct, 1),
+            "cpu_share": round(share.cpu_share, 4),
             "description": f"{share.samples:,} of {share.busy_samples:,} busy samples in the scheduler's switch path",
             "samples": share.samples,
             "busy_samples": share.busy_samples,
