@@ -26,7 +26,7 @@ from typing import Any
 
 import polars as pl
 
-from dbdiag import sqlnorm
+from dbdiag import redact_text, sqlnorm
 from dbdiag import tables as t
 from dbdiag.distinct import numbered
 
@@ -392,6 +392,7 @@ def derive_sql(tables: dict[str, pl.DataFrame], options: SqlOptions) -> tuple[pl
     statements = tables.get(t.STATEMENT)
     if statements is None or statements.height == 0:
         return None, {}
+    statements = with_logged_lock_waits(statements, tables.get(t.LOCK_WAIT))
     engines = _engines(statements)
     frame = _fingerprinted(statements, options, engines)
     profile, classes = _profile(frame)
@@ -437,3 +438,41 @@ def _sleep_summary(frame: pl.DataFrame) -> dict[str, Any]:
         "time_s": float(sleeping["query_time_s"].fill_null(0.0).sum()),
         "fingerprints": per_class.head(PROFILE_LIMIT).to_dicts(),
     }
+
+
+def with_logged_lock_waits(statements: pl.DataFrame, waits: pl.DataFrame | None) -> pl.DataFrame:
+    """``statements`` whose ``lock_time_s`` includes the waits a log wrote apart (PostgreSQL ``log_lock_waits``).
+
+    Each "acquired ... after N ms" entry belongs to the first statement of the same source and connection
+    that ends at or after it (the statement that waited, then ran); its lock time is capped at its query time.
+    """
+    if waits is None or waits.height == 0:
+        return statements
+    acquired = waits.filter(pl.col("kind") == "acquired", pl.col("ts").is_not_null(), pl.col("wait_s").is_not_null())
+    if acquired.height == 0:
+        return statements
+    rows = (
+        statements.select("source", "conn_id", "end_ts", "query_time_s").with_row_index("_row")
+        .filter(pl.col("conn_id").is_in(acquired["conn_id"].unique().implode()), pl.col("end_ts").is_not_null(), pl.col("query_time_s").is_not_null())
+        .sort("end_ts")
+    )
+    matched = (
+        acquired.select("source", "conn_id", "ts", "wait_s").sort("ts")
+        .join_asof(rows, left_on="ts", right_on="end_ts", by=["source", "conn_id"], strategy="forward", check_sortedness=False)  # both sorted above
+        .filter(pl.col("_row").is_not_null())
+        .group_by("_row").agg(pl.col("wait_s").sum(), pl.col("query_time_s").first())
+    )
+    if matched.height == 0:
+        return statements
+    known = statements["lock_time_s"].gather(matched["_row"]).fill_null(0.0)
+    locked = pl.select(pl.min_horizontal(known + matched["wait_s"], matched["query_time_s"])).to_series()
+    return statements.with_columns(statements["lock_time_s"].scatter(matched["_row"], locked).alias("lock_time_s"))
+
+
+def public_lock_waits(waits: pl.DataFrame, show_literals: bool) -> pl.DataFrame:
+    """The ``lock_wait`` rows with the literals of their statement and DETAIL replaced (unless ``show_literals``)."""
+    if show_literals or waits.height == 0:
+        return waits
+    statements = pl.Series([None if sql is None else sqlnorm.redact_literals(sql, "postgresql") for sql in waits["statement"].to_list()], dtype=pl.String)
+    details = pl.Series([None if text is None else redact_text.redact_log_line(text, "postgresql") for text in waits["detail"].to_list()], dtype=pl.String)
+    return waits.with_columns(statements.alias("statement"), details.alias("detail"))

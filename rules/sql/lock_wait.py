@@ -1,0 +1,366 @@
+"""Statements that spent most of their time waiting for locks, and who held them.
+
+What it detects:
+    Statements whose time is mostly lock wait — MySQL/MariaDB/Percona slow log ``Lock_time`` (table
+    locks, metadata locks; MariaDB 10.11 does not count InnoDB row-lock waits in it), TiDB's lock
+    wait (``LockKeys_time``), PostgreSQL ``log_lock_waits`` entries ("still waiting for ShareLock on
+    transaction 735 after 100.1 ms", "acquired ... after 1111.0 ms"), deadlocks and lock timeouts —
+    grouped by the table they waited on: how many, how long in all and at p99, when, and the blocker
+    when the capture shows it.
+
+Why it matters:
+    A waiting statement does no work: its plan is not the problem, and adding an index will not help.
+    The time goes to whoever holds the lock — a long transaction left open, ``LOCK TABLES``, a DDL or
+    a batch job — and every session queued behind it waits as long as it holds. Ending or shortening
+    the blocker removes the whole wait at once.
+
+How it is detected:
+    Input: the derived ``statements`` (``lock_time_s``; PostgreSQL waits are added from the
+    ``lock_wait`` rows the log wrote), and ``lock_wait`` when present. A statement counts as waiting
+    when its lock time is at least MIN_WAIT_S = 0.05 s and at least MOSTLY_WAIT_PCT = 50% of its
+    query time. Per table (from the lock-wait CONTEXT, else the statement's only table), it fires
+    when the waits add up to at least MIN_TOTAL_WAIT_S = 1 s and MIN_SHARE_PCT = 5% of DB time
+    (statement time, sleep left out); critical from CRITICAL_SHARE_PCT = 25%. At most
+    MAX_FINDINGS = 3 tables. Deadlocks and lock timeouts of the table are counted beside.
+    The blocker: PostgreSQL's "Process holding the lock" (followed to the first holder that is not
+    itself waiting); otherwise the statements of another connection that hold the table while the
+    waits run — ``LOCK TABLES ... UNLOCK TABLES``, a transaction (BEGIN/START TRANSACTION ...
+    COMMIT/ROLLBACK) that wrote to it, a DDL on it — overlapping at least BLOCKER_OVERLAP_PCT = 50%
+    of the wait time (times on whole seconds are widened by a second).
+
+Remediation:
+    Find the blocker while it holds and end it, then keep it from coming back: MariaDB/MySQL
+    ``SHOW FULL PROCESSLIST``, ``information_schema.INNODB_LOCK_WAITS``/``INNODB_TRX`` (MariaDB; MySQL
+    8 ``performance_schema.data_lock_waits``, 5.7 ``information_schema.innodb_lock_waits``),
+    ``performance_schema.metadata_locks``, ``KILL <thread>``, ``lock_wait_timeout`` /
+    ``innodb_lock_wait_timeout``; PostgreSQL ``pg_blocking_pids()``, ``pg_locks``,
+    ``pg_terminate_backend()``, ``lock_timeout``, ``idle_in_transaction_session_timeout``; TiDB
+    ``information_schema.DATA_LOCK_WAITS``, ``CLUSTER_TIDB_TRX``, ``KILL TIDB``. Commit sooner;
+    run DDL and batch jobs off-peak or in small batches.
+
+References:
+    MariaDB KB "Information Schema INNODB_LOCK_WAITS Table", "Performance Schema metadata_locks
+    Table", "lock_wait_timeout", "KILL"; MySQL 8.0 manual "The data_lock_waits Table"; PostgreSQL 15
+    manual "log_lock_waits", "pg_locks", "pg_blocking_pids", "lock_timeout"; TiDB docs
+    "Troubleshoot Lock Conflicts", "DATA_LOCK_WAITS", "KILL [TIDB]".
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import polars as pl
+
+from dbdiag import tables as t
+from dbdiag.derive.sql import public_lock_waits
+from dbdiag.findings import Evidence, Finding, Scope, Severity
+from dbdiag.rules.base import Rule, RuleInput, Verdict
+from dbdiag.rules.sql.common import db_time_s, seconds, short_sql, statements, where
+from dbdiag.rules.sql.full_table_scan import parse_sql, table_aliases
+from dbdiag.sqlnorm import tree_errors
+
+RULE_ID = "lock-wait"
+
+MIN_WAIT_S = 0.05
+MOSTLY_WAIT_PCT = 50.0
+MIN_TOTAL_WAIT_S = 1.0
+MIN_SHARE_PCT = 5.0
+CRITICAL_SHARE_PCT = 25.0
+MAX_FINDINGS = 3
+BLOCKER_OVERLAP_PCT = 50.0
+MAX_CHAIN = 20  # holders followed at most this far (a chain of waiters)
+
+_HOLD_OPENERS = re.compile(r"^(?:lock tables?\s+(?P<tables>.+)|begin\b.*|start transaction\b.*)$")
+_CLOSERS = re.compile(r"^(?:unlock tables?|commit\b.*|rollback\b.*|end)$")
+_WRITE = re.compile(r"^(?:update|delete|insert|replace|select\b.*\bfor (?:update|share)\b|lock table\b)")
+_DDL = re.compile(r"^(?:alter table|optimize table|truncate(?: table)?|rename table|drop table|create (?:unique )?index\b.*\bon)\s+`?(?P<table>[\w.$]+)")
+
+
+def check(inp: RuleInput) -> Verdict:
+    everything = statements(inp)
+    total_s = db_time_s(everything) or 1.0
+    logged = inp.table(t.LOCK_WAIT)
+    logged = public_lock_waits(logged, inp.metrics.get("sql_summary", {}).get("literals_shown", False)) if logged is not None else None
+    waiting = everything.filter(
+        pl.col("lock_time_s").fill_null(0.0) >= MIN_WAIT_S,
+        pl.col("lock_time_s").fill_null(0.0) >= MOSTLY_WAIT_PCT / 100.0 * pl.col("query_time_s"),
+    )
+    if waiting.height == 0 and (logged is None or logged.height == 0):
+        return Verdict(measured=f"no statement waited {MIN_WAIT_S} s or more for locks (most of its time) among {everything.height:,}")
+    waiting = waiting.with_columns(pl.Series("table", [_table_of(inp, row, logged) for row in waiting.iter_rows(named=True)], dtype=pl.String))
+    per_table = (
+        waiting.group_by("table")
+        .agg(pl.len().alias("waits"), pl.col("lock_time_s").sum().alias("wait_s"))
+        .with_columns((100.0 * pl.col("wait_s") / total_s).alias("share_pct"))
+        .sort("wait_s", "table", descending=[True, False], nulls_last=True)
+    )
+    measured = "; ".join(
+        f"{row['table'] or 'unknown table'}: {row['waits']} wait(s), {seconds(row['wait_s'])}, {row['share_pct']:.1f}% of DB time"
+        for row in per_table.head(5).iter_rows(named=True)
+    ) or "no completed waits"
+    measured += f" (fires from {MIN_TOTAL_WAIT_S:.0f} s and {MIN_SHARE_PCT:.0f}%)"
+    heavy = per_table.filter(pl.col("wait_s") >= MIN_TOTAL_WAIT_S, pl.col("share_pct") >= MIN_SHARE_PCT).head(MAX_FINDINGS)
+    findings = [
+        _finding(inp, everything, waiting.filter(pl.col("table").eq_missing(row["table"])), logged, row, total_s)
+        for row in heavy.iter_rows(named=True)
+    ]
+    return Verdict(findings=findings, measured=measured)
+
+
+def _table_of(inp: RuleInput, row: dict, logged: pl.DataFrame | None) -> str | None:
+    """The table a waiting statement waited on: the PostgreSQL CONTEXT's relation, else its only table."""
+    if logged is not None and logged.height and row["engine"] == "postgresql":
+        named = logged.filter(pl.col("conn_id").eq_missing(row["conn_id"]), pl.col("relation").is_not_null())
+        if row["end_ts"] is not None:
+            named = named.filter(pl.col("ts") <= row["end_ts"], pl.col("ts") >= row["end_ts"] - timedelta(seconds=row["query_time_s"] or 0.0))
+        if named.height:
+            return named["relation"][0]
+    return only_table(row["sample_sql"], row["engine"])
+
+
+def only_table(sql: str | None, engine: str | None) -> str | None:
+    try:
+        tree = parse_sql(sql, engine)
+        names = {name.lower() for name in table_aliases(tree).values()} if tree is not None else set()
+    except tree_errors():
+        return None
+    return next(iter(names)) if len(names) == 1 else None
+
+
+def _finding(inp: RuleInput, everything: pl.DataFrame, waits: pl.DataFrame, logged: pl.DataFrame | None, row: dict, total_s: float) -> Finding:
+    table = row["table"]
+    engine = waits["engine"].drop_nulls().mode().sort()[0] if waits["engine"].drop_nulls().len() else "mysql"
+    starts = waits.select(pl.coalesce("start_ts", pl.col("end_ts") - pl.duration(microseconds=(pl.col("query_time_s") * 1e6).cast(pl.Int64))).alias("at"))["at"]
+    first, last = starts.min(), waits["end_ts"].max()
+    p99_s = float(waits["lock_time_s"].quantile(0.99, "linear"))
+    blocker = _blocker(inp, waits, logged, table)
+    failed = _failed_waits(logged, table, waits)
+    share = row["share_pct"]
+    when = f" between {first:%H:%M:%S} and {last:%H:%M:%S} UTC" if first is not None and last is not None else ""
+    blocker_text = blocker["summary"] if blocker else "no blocker visible in the capture"
+    per_class = (
+        waits.group_by("fp_id").agg(pl.col("fingerprint").first(), pl.len().alias("waits"), pl.col("lock_time_s").sum().alias("wait_s"), pl.col("query_time_s").sum().alias("query_s"))
+        .sort("wait_s", "fp_id", descending=[True, False]).head(5)
+    )
+    worst = waits.sort("lock_time_s", descending=True).head(3)
+    evidence = [
+        Evidence(
+            title="Waiting statements",
+            columns=("fingerprint", "waits", "lock wait", "query time", "wait share %"),
+            rows=tuple((r["fingerprint"], r["waits"], seconds(r["wait_s"]), seconds(r["query_s"]), round(100.0 * r["wait_s"] / (r["query_s"] or 1.0), 1)) for r in per_class.iter_rows(named=True)),
+        ),
+        Evidence(
+            title="Longest waits",
+            columns=("connection", "started", "lock wait", "query time", "where"),
+            rows=tuple((r["conn_id"], _time(r["start_ts"]), seconds(r["lock_time_s"]), seconds(r["query_time_s"]), where(r)) for r in worst.iter_rows(named=True)),
+        ),
+    ]
+    if blocker:
+        evidence.append(Evidence(
+            title=f"Blocker: connection {blocker['conn_id']} ({blocker['how']})",
+            columns=("time", "statement", "query time", "where"),
+            rows=tuple(blocker["statements"]),
+        ))
+    if failed:
+        evidence.append(Evidence(title="Waits that ended in an error", columns=("kind", "connection", "time", "detail", "where"), rows=tuple(failed)))
+    sources = [where(r) for r in worst.iter_rows(named=True)]
+    if blocker:
+        sources.insert(0, blocker["where"])
+    return Finding(
+        rule=RULE_ID,
+        scope=Scope.STATEMENT,
+        severity=Severity.CRITICAL if share >= CRITICAL_SHARE_PCT else Severity.WARNING,
+        title=(
+            f"Lock wait on {table or 'an unknown table'}: {row['waits']:,} statement(s) waited {seconds(row['wait_s'])} "
+            f"({share:.1f}% of DB time); blocker: {blocker_text}; threshold {MIN_SHARE_PCT:.0f}% and {MIN_TOTAL_WAIT_S:.0f} s"
+        ),
+        subject=f"table {table}" if table else f"fingerprint {per_class['fp_id'][0]}",
+        impact={
+            "db_time_s": round(row["wait_s"], 3),
+            "share_of_db_time": round(share / 100.0, 4),
+            "share_pct": round(share, 1),
+            "waits": row["waits"],
+            "p99_wait_s": round(p99_s, 6),
+            "max_wait_s": round(float(waits["lock_time_s"].max()), 6),
+            "failed_waits": len(failed),
+            "description": (
+                f"{row['waits']:,} statement(s) spent {seconds(row['wait_s'])} waiting for locks on {table or 'one table'}{when} "
+                f"(p99 {seconds(p99_s)}); their execution took {seconds(float(waits['exec_time_s'].sum()))}. Blocker: {blocker_text}."
+            ),
+        },
+        evidence=tuple(evidence),
+        remediation=remediation(engine, table, blocker["conn_id"] if blocker else None),
+        sources=tuple(dict.fromkeys(sources)),
+    )
+
+
+def _time(value) -> str | None:
+    return f"{value:%H:%M:%S.%f}"[:-3] if value is not None else None
+
+
+def _failed_waits(logged: pl.DataFrame | None, table: str | None, waits: pl.DataFrame) -> list[tuple]:
+    """Deadlocks and lock timeouts on the table (PostgreSQL log): the statement failed, its wait is not in the sums."""
+    if logged is None or logged.height == 0:
+        return []
+    failed = logged.filter(pl.col("kind").is_in(["deadlock", "timeout"]))
+    if table is not None:
+        failed = failed.filter(pl.col("relation").is_null() | (pl.col("relation") == table))
+    return [(r["kind"], r["conn_id"], _time(r["ts"]), short_sql(r["detail"] or r["statement"])[:300], where(r)) for r in failed.head(10).iter_rows(named=True)]
+
+
+def _blocker(inp: RuleInput, waits: pl.DataFrame, logged: pl.DataFrame | None, table: str | None) -> dict | None:
+    # every statement, sleep too: a blocker often holds its lock while it sleeps (DO SLEEP, pg_sleep)
+    everything = inp.derived["statements"]
+    return _logged_blocker(everything, waits, logged) or _overlapping_blocker(everything, waits, table)
+
+
+def _logged_blocker(everything: pl.DataFrame, waits: pl.DataFrame, logged: pl.DataFrame | None) -> dict | None:
+    """PostgreSQL: the holder the log names most often for these waits, followed to one that is not waiting itself."""
+    if logged is None or logged.height == 0:
+        return None
+    conns = waits["conn_id"].drop_nulls().unique().implode()
+    named = logged.filter(pl.col("conn_id").is_in(conns), pl.col("holders").is_not_null(), pl.col("kind") == "waiting")
+    if named.height == 0:
+        return None
+    holder_of = {r["pid"]: r["holders"].split(",")[0] for r in logged.filter(pl.col("holders").is_not_null()).iter_rows(named=True)}
+    roots = []
+    for holders in named["holders"].to_list():
+        pid = holders.split(",")[0]
+        for _ in range(MAX_CHAIN):
+            if pid not in holder_of or holder_of[pid] == pid:
+                break
+            pid = holder_of[pid]
+        roots.append(pid)
+    root = max(sorted(set(roots)), key=roots.count)
+    return _described(everything, waits, root, "named by the log as holding the lock")
+
+
+def _overlapping_blocker(everything: pl.DataFrame, waits: pl.DataFrame, table: str | None) -> dict | None:
+    """Another connection that held ``table`` (LOCK TABLES, a writing transaction, a DDL) while the waits ran."""
+    if table is None:
+        return None
+    intervals = _holds(everything, table, set(waits["conn_id"].drop_nulls().to_list()))
+    if not intervals:
+        return None
+    coarse = everything["end_ts"].drop_nulls().dt.microsecond().eq(0).all()
+    margin = timedelta(seconds=1 if coarse else 0)
+    spans = [
+        (r["start_ts"] or r["end_ts"] - timedelta(seconds=r["query_time_s"]), r["lock_time_s"])
+        for r in waits.select("start_ts", "end_ts", "query_time_s", "lock_time_s").iter_rows(named=True)
+        if (r["start_ts"] or r["end_ts"]) is not None
+    ]
+    total = sum(wait for _, wait in spans) or 1.0
+    best = None
+    for conn_id, begin, end, how in intervals:
+        begin, end = begin - margin, end + margin
+        overlap = sum(max(0.0, (min(end, start + timedelta(seconds=wait)) - max(begin, start)).total_seconds()) for start, wait in spans)
+        if best is None or overlap > best[0]:
+            best = (overlap, conn_id, how)
+    if best is None or 100.0 * best[0] / total < BLOCKER_OVERLAP_PCT:
+        return None
+    return _described(everything, waits, best[1], how=best[2])
+
+
+def _holds(everything: pl.DataFrame, table: str, waiting_conns: set) -> list[tuple]:
+    """(connection, from, to, how) for each hold of ``table`` by a connection that is not one of the waiters'."""
+    columns = everything.select("conn_id", "start_ts", "end_ts", "query_time_s", "fingerprint").filter(
+        pl.col("conn_id").is_not_null(), ~pl.col("conn_id").is_in(list(waiting_conns)), pl.col("end_ts").is_not_null()
+    ).sort("conn_id", "end_ts")
+    name = table.lower()
+    holds = []
+    for (conn_id,), group in columns.group_by("conn_id", maintain_order=True):
+        opened = None
+        for row in group.iter_rows(named=True):
+            text = (row["fingerprint"] or "").strip().rstrip(";")
+            begin = row["start_ts"] or row["end_ts"]
+            ddl = _DDL.match(text)
+            if ddl and ddl.group("table").split(".")[-1].strip("`\"") == name:
+                holds.append((conn_id, begin, row["end_ts"], f"DDL on {table}"))
+            opener = _HOLD_OPENERS.match(text)
+            if opener:
+                locked = opener.group("tables") or ""
+                opened = (begin, "LOCK TABLES" if locked else "transaction", name in re.findall(r"[\w$]+", locked), row["end_ts"])
+                continue
+            if opened and _WRITE.match(text) and re.search(rf"\b{re.escape(name)}\b", text):
+                opened = (opened[0], opened[1], True, opened[3])
+            if opened and _CLOSERS.match(text):
+                if opened[2]:
+                    how = f"LOCK TABLES {table} ... UNLOCK TABLES" if opened[1] == "LOCK TABLES" else f"open transaction that wrote to {table}"
+                    holds.append((conn_id, opened[0], row["end_ts"], how))
+                opened = None
+    return holds
+
+
+def _described(everything: pl.DataFrame, waits: pl.DataFrame, conn_id: str, how: str) -> dict | None:
+    """The blocker's statements around the waits (from a little before the first wait to the last one's end)."""
+    first = waits["start_ts"].min() or waits["end_ts"].min()
+    last = waits["end_ts"].max()
+    own = everything.filter(pl.col("conn_id") == conn_id).sort("end_ts")
+    if own.height == 0:
+        return {"conn_id": conn_id, "how": how, "summary": f"process {conn_id} ({how}; none of its statements is in the log)", "statements": [], "where": ""}
+    before = own.filter(pl.col("end_ts") <= first)
+    # back to the statement that opened the hold: the last BEGIN / START TRANSACTION / LOCK TABLE(S) before the waits
+    openers = before.filter(pl.col("fingerprint").str.contains(r"^(?:begin|start transaction|lock tables?)\b"))
+    since = openers["end_ts"].max() if openers.height else (before["end_ts"].max() if before.height else first)
+    after = own.filter(pl.col("end_ts") >= last, pl.col("fingerprint").str.contains(r"^(?:commit|rollback|unlock tables?|end)\b"))
+    until = after["end_ts"].min() if after.height else last + timedelta(seconds=1)  # up to the statement that released it
+    during = own.filter(pl.col("end_ts") >= since, pl.col("end_ts") <= until)
+    rows = [(_time(r["end_ts"]), short_sql(r["sample_sql"])[:200], seconds(r["query_time_s"]) if r["query_time_s"] is not None else None, where(r)) for r in during.head(12).iter_rows(named=True)]
+    opener = during.row(0, named=True) if during.height else own.row(0, named=True)
+    summary = f"connection {conn_id}, {short_sql(opener['sample_sql'])[:80]} at {where(opener)} ({how})"
+    return {"conn_id": conn_id, "how": how, "summary": summary, "statements": rows, "where": where(opener)}
+
+
+def remediation(engine: str | None, table: str | None, blocker: str | None) -> str:
+    """Commands to find the blocker while it holds, end it and bound future waits, for ``engine``."""
+    name = table or "<table>"
+    if engine == "postgresql":
+        pid = blocker or "<blocking pid>"
+        return "\n".join([
+            "While the waits happen, see who blocks whom:",
+            "  SELECT pid, pg_blocking_pids(pid) AS blocked_by, state, now() - xact_start AS xact_age, left(query, 80) AS query FROM pg_stat_activity WHERE cardinality(pg_blocking_pids(pid)) > 0;",
+            f"  SELECT l.pid, l.mode, l.granted, a.state, now() - a.xact_start AS xact_age FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.relation = '{name}'::regclass;",
+            f"End the blocker (its transaction rolls back): SELECT pg_terminate_backend({pid});",
+            "Bound the waits and idle transactions:",
+            "  SET lock_timeout = '5s';   -- per session, or ALTER ROLE ... SET lock_timeout",
+            "  ALTER SYSTEM SET idle_in_transaction_session_timeout = '60s'; SELECT pg_reload_conf();",
+            "Then: commit sooner in the blocking job, take LOCK TABLE only for short steps, run DDL with a lock_timeout and retry.",
+        ])
+    if engine == "tidb":
+        conn = blocker or "<connection id>"
+        return "\n".join([
+            "While the waits happen, see who blocks whom (TiDB v5.1+):",
+            "  SELECT * FROM information_schema.DATA_LOCK_WAITS;",
+            "  SELECT INSTANCE, ID, START_TIME, SESSION_ID, CURRENT_SQL_DIGEST_TEXT FROM information_schema.CLUSTER_TIDB_TRX ORDER BY START_TIME;",
+            f"End the blocker: KILL TIDB {conn};",
+            "Bound pessimistic lock waits: SET GLOBAL innodb_lock_wait_timeout = 10;",
+        ])
+    thread = blocker or "<blocking thread id>"
+    row_locks = (
+        "  SELECT r.trx_mysql_thread_id AS waiting, b.trx_mysql_thread_id AS blocking, b.trx_started, b.trx_query "
+        "FROM information_schema.INNODB_LOCK_WAITS w JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id "
+        "JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id;"
+    )
+    if engine == "mysql":
+        row_locks = "  SELECT * FROM sys.innodb_lock_waits;   -- MySQL 8 (performance_schema.data_lock_waits); 5.7: information_schema.innodb_lock_waits"
+    return "\n".join([
+        "While the waits happen, see who blocks whom:",
+        "  SHOW FULL PROCESSLIST;   -- 'Waiting for table metadata lock' / 'Waiting for table level lock'",
+        row_locks,
+        f"  SELECT OWNER_THREAD_ID, LOCK_TYPE, LOCK_DURATION, LOCK_STATUS FROM performance_schema.metadata_locks WHERE OBJECT_NAME = '{name}';   -- with performance_schema on",
+        f"End the blocker (its transaction rolls back): KILL {thread};",
+        "Bound the waits: SET GLOBAL lock_wait_timeout = 60;   -- metadata and table locks, seconds",
+        "                 SET GLOBAL innodb_lock_wait_timeout = 10;   -- InnoDB row locks, seconds",
+        "Then: replace LOCK TABLES with short transactions, commit sooner in the blocking job, run DDL off-peak.",
+    ])
+
+
+RULE = Rule(
+    id=RULE_ID,
+    title="Statements spent most of their time waiting for locks",
+    area="sql",
+    requires=((t.STATEMENT,),),
+    check=check,
+    doc=__doc__ or "",
+)
