@@ -685,13 +685,18 @@ def finish(entries: StatementEntries, summary: EntrySummary, source: str, notes:
         tables={
             T.STATEMENT: statements,
             T.PLAN_NODE: assembled.plan_nodes,
-            T.LOCK_WAIT: T.conform(T.LOCK_WAIT, entries.locks.head(pg_lock_waits.MAX_ROWS).with_columns(pl.lit(source).alias("source"))),
+            # only when the log has lock waits: the tables of every other log stay as they were
+            **({T.LOCK_WAIT: _lock_waits(entries.locks, source)} if entries.locks.height else {}),
         },
         records=statements.height,
         warnings=cap_warnings(warnings + assembled.warnings),
         notes=notes + assembled.notes,
         time_range=time_range,
     )
+
+
+def _lock_waits(locks: pl.DataFrame, source: str) -> pl.DataFrame:
+    return T.conform(T.LOCK_WAIT, locks.head(pg_lock_waits.MAX_ROWS).with_columns(pl.lit(source).alias("source")))
 
 
 def result(records: pl.DataFrame, source: str, notes: list[str], warnings: list[ParseWarning]) -> ParseResult:
