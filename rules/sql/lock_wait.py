@@ -70,6 +70,8 @@ CRITICAL_SHARE_PCT = 25.0
 MAX_FINDINGS = 3
 BLOCKER_OVERLAP_PCT = 50.0
 MAX_CHAIN = 20  # holders followed at most this far (a chain of waiters)
+HOLD_LOOKBACK = timedelta(hours=1)  # a hold is looked for from this long before the first wait
+HOLD_LOOKAHEAD = timedelta(minutes=10)  # and its release until this long after the last one
 
 _HOLD_OPENERS = re.compile(r"^(?:lock tables?\s+(?P<tables>.+)|begin\b.*|start transaction\b.*)$")
 _CLOSERS = re.compile(r"^(?:unlock tables?|commit\b.*|rollback\b.*|end)$")
@@ -88,7 +90,7 @@ def check(inp: RuleInput) -> Verdict:
     )
     if waiting.height == 0 and (logged is None or logged.height == 0):
         return Verdict(measured=f"no statement waited {MIN_WAIT_S} s or more for locks (most of its time) among {everything.height:,}")
-    waiting = waiting.with_columns(pl.Series("table", [_table_of(inp, row, logged) for row in waiting.iter_rows(named=True)], dtype=pl.String))
+    waiting = waiting.with_columns(_tables_of(waiting, logged))
     per_table = (
         waiting.group_by("table")
         .agg(pl.len().alias("waits"), pl.col("lock_time_s").sum().alias("wait_s"))
@@ -102,21 +104,28 @@ def check(inp: RuleInput) -> Verdict:
     measured += f" (fires from {MIN_TOTAL_WAIT_S:.0f} s and {MIN_SHARE_PCT:.0f}%)"
     heavy = per_table.filter(pl.col("wait_s") >= MIN_TOTAL_WAIT_S, pl.col("share_pct") >= MIN_SHARE_PCT).head(MAX_FINDINGS)
     findings = [
-        _finding(inp, everything, waiting.filter(pl.col("table").eq_missing(row["table"])), logged, row, total_s)
+        _finding(inp, waiting.filter(pl.col("table").eq_missing(row["table"])), logged, row)
         for row in heavy.iter_rows(named=True)
     ]
     return Verdict(findings=findings, measured=measured)
 
 
-def _table_of(inp: RuleInput, row: dict, logged: pl.DataFrame | None) -> str | None:
-    """The table a waiting statement waited on: the PostgreSQL CONTEXT's relation, else its only table."""
-    if logged is not None and logged.height and row["engine"] == "postgresql":
-        named = logged.filter(pl.col("conn_id").eq_missing(row["conn_id"]), pl.col("relation").is_not_null())
-        if row["end_ts"] is not None:
-            named = named.filter(pl.col("ts") <= row["end_ts"], pl.col("ts") >= row["end_ts"] - timedelta(seconds=row["query_time_s"] or 0.0))
-        if named.height:
-            return named["relation"][0]
-    return only_table(row["sample_sql"], row["engine"])
+def _tables_of(waiting: pl.DataFrame, logged: pl.DataFrame | None) -> pl.Series:
+    """The table each waiting statement waited on: the PostgreSQL CONTEXT's relation (an entry of the same
+    connection during the statement), else the statement's only table (parsed once per fingerprint)."""
+    of_class = {fp_id: only_table(sql, engine) for fp_id, sql, engine in waiting.group_by("fp_id").agg(pl.col("sample_sql").first(), pl.col("engine").first()).iter_rows()}
+    named: dict[str, list[tuple]] = {}
+    if logged is not None and logged.height:
+        for conn_id, ts, relation in logged.filter(pl.col("relation").is_not_null()).select("conn_id", "ts", "relation").iter_rows():
+            named.setdefault(conn_id, []).append((ts, relation))
+    tables = []
+    for conn_id, end, query_s, fp_id in waiting.select("conn_id", "end_ts", "query_time_s", "fp_id").iter_rows():
+        found = [
+            relation for ts, relation in named.get(conn_id, [])
+            if end is None or ts is None or end - timedelta(seconds=query_s or 0.0) <= ts <= end
+        ]
+        tables.append(found[0] if found else of_class.get(fp_id))
+    return pl.Series("table", tables, dtype=pl.String)
 
 
 def only_table(sql: str | None, engine: str | None) -> str | None:
@@ -128,7 +137,7 @@ def only_table(sql: str | None, engine: str | None) -> str | None:
     return next(iter(names)) if len(names) == 1 else None
 
 
-def _finding(inp: RuleInput, everything: pl.DataFrame, waits: pl.DataFrame, logged: pl.DataFrame | None, row: dict, total_s: float) -> Finding:
+def _finding(inp: RuleInput, waits: pl.DataFrame, logged: pl.DataFrame | None, row: dict) -> Finding:
     table = row["table"]
     engine = waits["engine"].drop_nulls().mode().sort()[0] if waits["engine"].drop_nulls().len() else "mysql"
     starts = waits.select(pl.coalesce("start_ts", pl.col("end_ts") - pl.duration(microseconds=(pl.col("query_time_s") * 1e6).cast(pl.Int64))).alias("at"))["at"]
@@ -240,7 +249,11 @@ def _overlapping_blocker(everything: pl.DataFrame, waits: pl.DataFrame, table: s
     """Another connection that held ``table`` (LOCK TABLES, a writing transaction, a DDL) while the waits ran."""
     if table is None:
         return None
-    intervals = _holds(everything, table, set(waits["conn_id"].drop_nulls().to_list()))
+    first, last = waits["start_ts"].min() or waits["end_ts"].min(), waits["end_ts"].max()
+    if first is None or last is None:
+        return None
+    window = everything.filter(pl.col("end_ts").is_between(first - HOLD_LOOKBACK, last + HOLD_LOOKAHEAD), _may_hold(table))
+    intervals = _holds(window, table, set(waits["conn_id"].drop_nulls().to_list()))
     if not intervals:
         return None
     coarse = everything["end_ts"].drop_nulls().dt.microsecond().eq(0).all()
@@ -260,6 +273,13 @@ def _overlapping_blocker(everything: pl.DataFrame, waits: pl.DataFrame, table: s
     if best is None or 100.0 * best[0] / total < BLOCKER_OVERLAP_PCT:
         return None
     return _described(everything, waits, best[1], how=best[2])
+
+
+def _may_hold(table: str) -> pl.Expr:
+    """Statements that open, close or make a hold on ``table`` (the Python walk below sees only these)."""
+    text = pl.col("fingerprint").fill_null("")
+    control = text.str.contains(r"^(?:begin|start transaction|lock tables?|unlock tables?|commit|rollback|end$|alter table|optimize table|truncate|rename table|drop table|create (?:unique )?index)")
+    return control | (text.str.contains(r"^(?:update|delete|insert|replace|select)\b") & text.str.contains(rf"\b{re.escape(table.lower())}\b"))
 
 
 def _holds(everything: pl.DataFrame, table: str, waiting_conns: set) -> list[tuple]:
