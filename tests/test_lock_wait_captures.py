@@ -50,7 +50,7 @@ def _entry_at(lines: list[str], where: str, member: str) -> str:
     """The log entry that starts at ``where`` (``member:line``): its first lines."""
     path, line = where.rsplit(":", 1)
     assert path == member
-    return "\n".join(lines[int(line) - 1 : int(line) + 5])
+    return "\n".join(lines[int(line) - 1 : int(line) + 7])
 
 
 @pytest.mark.parametrize("name", ["mariadb-lock-wait", "pg-lock-wait", "mariadb-sleep", "pg-sleep"])
@@ -65,15 +65,22 @@ def test_mariadb_lock_tables_waits_name_the_holder(tmp_path):
     assert finding["subject"] == "table accounts" and finding["id"] == "lock-wait/table-accounts"
     lines = _log("mariadb-lock-wait", MARIADB_LOG)
     waits = [i for i, line in enumerate(lines) if line.startswith("SELECT balance FROM accounts WHERE id = ")]
-    assert len(waits) == 4 == finding["impact"]["waits"]
+    row_waits = [i for i, line in enumerate(lines) if line == "UPDATE accounts SET balance = balance + 1 WHERE id = 7;"]
+    assert (len(waits), len(row_waits)) == (4, 3) and finding["impact"]["waits"] == 7
     logged_wait_s = sum(float(re.search(r"Lock_time: ([\d.]+)", lines[i - 3]).group(1)) for i in waits)
-    assert finding["impact"]["db_time_s"] == pytest.approx(logged_wait_s, abs=1e-3)
+    # the 3 updates behind the open transaction: Lock_time ~1 ms (MariaDB leaves row locks out), inferred from their time
+    row_query_s = [float(re.search(r"Query_time: ([\d.]+)", lines[i - 3]).group(1)) for i in row_waits]
+    assert all(float(re.search(r"Lock_time: ([\d.]+)", lines[i - 3]).group(1)) < 0.05 for i in row_waits)
+    assert sum(row_query_s) - 0.01 < finding["impact"]["inferred_row_lock_wait_s"] <= sum(row_query_s)
+    assert finding["impact"]["db_time_s"] == pytest.approx(logged_wait_s + finding["impact"]["inferred_row_lock_wait_s"], abs=2e-3)
     assert 0.25 <= finding["impact"]["share_of_db_time"] <= 1.0 and finding["severity"] == "critical"
     assert "LOCK TABLES accounts WRITE" in _entry_at(lines, finding["sources"][0], MARIADB_LOG)
-    blocker = next(e for e in finding["evidence"] if e["title"].startswith("Blocker: connection "))
-    assert [row[1] for row in blocker["rows"]] == ["LOCK TABLES accounts WRITE", "DO SLEEP(?)", "UNLOCK TABLES"]
+    holder, transaction = [e for e in finding["evidence"] if e["title"].startswith("Blocker: connection ")]
+    assert [row[1] for row in holder["rows"]] == ["LOCK TABLES accounts WRITE", "DO SLEEP(?)", "UNLOCK TABLES"]
     thread = re.search(r"Thread_id: (\d+)", _entry_at(lines, finding["sources"][0], MARIADB_LOG)).group(1)
-    assert blocker["title"].startswith(f"Blocker: connection {thread} ") and f"KILL {thread};" in finding["remediation"]
+    assert holder["title"].startswith(f"Blocker: connection {thread} ") and f"KILL {thread};" in finding["remediation"]
+    assert "START TRANSACTION" in _entry_at(lines, finding["sources"][1], MARIADB_LOG)
+    assert [row[1] for row in transaction["rows"]][0] == "START TRANSACTION" and "open transaction" in transaction["title"]
     summary = document["metrics"]["sql_summary"]
     assert summary["sleep"]["statements"] == 2  # DO SLEEP(2) of the holder, DO SLEEP(1.5) of the open transaction
 

@@ -25,8 +25,11 @@ How it is detected:
     The blocker: PostgreSQL's "Process holding the lock" (followed to the first holder that is not
     itself waiting); otherwise the statements of another connection that hold the table while the
     waits run — ``LOCK TABLES ... UNLOCK TABLES``, a transaction (BEGIN/START TRANSACTION ...
-    COMMIT/ROLLBACK) that wrote to it, a DDL on it — overlapping at least BLOCKER_OVERLAP_PCT = 50%
-    of the wait time (times on whole seconds are widened by a second).
+    COMMIT/ROLLBACK) that wrote to it, a DDL on it — overlapping at least BLOCKER_OVERLAP_PCT = 20%
+    of the wait time (times on whole seconds are widened by a second); at most MAX_BLOCKERS = 3,
+    most wait first. MariaDB's ``Lock_time`` leaves InnoDB row-lock waits out: writes that ran
+    inside another connection's open transaction on the table and took 10x their usual time are
+    counted as inferred row-lock waits, said apart (see ``lock_holds``); alone they make a warning.
 
 Remediation:
     Find the blocker while it holds and end it, then keep it from coming back: MariaDB/MySQL
@@ -58,6 +61,7 @@ from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.sql.common import db_time_s, seconds, short_sql, statements, where
 from dbdiag.rules.sql.full_table_scan import parse_sql, table_aliases
+from dbdiag.rules.sql.lock_holds import ROW_LOCK_ENGINES, holds, inferred_row_lock_waits, may_hold
 from dbdiag.sqlnorm import tree_errors
 
 RULE_ID = "lock-wait"
@@ -68,15 +72,12 @@ MIN_TOTAL_WAIT_S = 1.0
 MIN_SHARE_PCT = 5.0
 CRITICAL_SHARE_PCT = 25.0
 MAX_FINDINGS = 3
-BLOCKER_OVERLAP_PCT = 50.0
+BLOCKER_OVERLAP_PCT = 20.0
+MAX_BLOCKERS = 3
 MAX_CHAIN = 20  # holders followed at most this far (a chain of waiters)
 HOLD_LOOKBACK = timedelta(hours=1)  # a hold is looked for from this long before the first wait
 HOLD_LOOKAHEAD = timedelta(minutes=10)  # and its release until this long after the last one
 
-_HOLD_OPENERS = re.compile(r"^(?:lock tables?\s+(?P<tables>.+)|begin\b.*|start transaction\b.*)$")
-_CLOSERS = re.compile(r"^(?:unlock tables?|commit\b.*|rollback\b.*|end)$")
-_WRITE = re.compile(r"^(?:update|delete|insert|replace|select\b.*\bfor (?:update|share)\b|lock table\b)")
-_DDL = re.compile(r"^(?:alter table|optimize table|truncate(?: table)?|rename table|drop table|create (?:unique )?index\b.*\bon)\s+`?(?P<table>[\w.$]+)")
 
 
 def check(inp: RuleInput) -> Verdict:
@@ -84,16 +85,22 @@ def check(inp: RuleInput) -> Verdict:
     total_s = db_time_s(everything) or 1.0
     logged = inp.table(t.LOCK_WAIT)
     logged = public_lock_waits(logged, inp.metrics.get("sql_summary", {}).get("literals_shown", False)) if logged is not None else None
-    waiting = everything.filter(
-        pl.col("lock_time_s").fill_null(0.0) >= MIN_WAIT_S,
-        pl.col("lock_time_s").fill_null(0.0) >= MOSTLY_WAIT_PCT / 100.0 * pl.col("query_time_s"),
+    mostly = (pl.col("lock_time_s").fill_null(0.0) >= MIN_WAIT_S) & (
+        pl.col("lock_time_s").fill_null(0.0) >= MOSTLY_WAIT_PCT / 100.0 * pl.col("query_time_s")
     )
-    if waiting.height == 0 and (logged is None or logged.height == 0):
+    counted = everything.select(mostly.fill_null(False)).to_series()
+    waiting = everything.filter(counted)
+    waiting = waiting.with_columns(_tables_of(waiting, logged), pl.lit(False).alias("inferred"))
+    writes = everything.filter(pl.col("engine").is_in(ROW_LOCK_ENGINES))
+    if writes.height:  # MariaDB's Lock_time leaves InnoDB row-lock waits out: inferred from the holds
+        tables = {fp_id: only_table(sql, engine) for fp_id, sql, engine in writes.group_by("fp_id").agg(pl.col("sample_sql").first(), pl.col("engine").first()).iter_rows()}
+        rows = inferred_row_lock_waits(everything, tables, counted).filter(pl.col("lock_time_s") >= MIN_WAIT_S)
+        waiting = pl.concat([waiting, rows.with_columns(pl.lit(True).alias("inferred"))], how="vertical_relaxed")
+    if waiting.height == 0:
         return Verdict(measured=f"no statement waited {MIN_WAIT_S} s or more for locks (most of its time) among {everything.height:,}")
-    waiting = waiting.with_columns(_tables_of(waiting, logged))
     per_table = (
         waiting.group_by("table")
-        .agg(pl.len().alias("waits"), pl.col("lock_time_s").sum().alias("wait_s"))
+        .agg(pl.len().alias("waits"), pl.col("lock_time_s").sum().alias("wait_s"), pl.col("lock_time_s").filter(pl.col("inferred")).sum().alias("inferred_s"))
         .with_columns((100.0 * pl.col("wait_s") / total_s).alias("share_pct"))
         .sort("wait_s", "table", descending=[True, False], nulls_last=True)
     )
@@ -104,7 +111,7 @@ def check(inp: RuleInput) -> Verdict:
     measured += f" (fires from {MIN_TOTAL_WAIT_S:.0f} s and {MIN_SHARE_PCT:.0f}%)"
     heavy = per_table.filter(pl.col("wait_s") >= MIN_TOTAL_WAIT_S, pl.col("share_pct") >= MIN_SHARE_PCT).head(MAX_FINDINGS)
     findings = [
-        _finding(inp, waiting.filter(pl.col("table").eq_missing(row["table"])), logged, row)
+        _finding(inp, waiting.filter(pl.col("table").eq_missing(row["table"])), logged, row, total_s)
         for row in heavy.iter_rows(named=True)
     ]
     return Verdict(findings=findings, measured=measured)
@@ -137,17 +144,26 @@ def only_table(sql: str | None, engine: str | None) -> str | None:
     return next(iter(names)) if len(names) == 1 else None
 
 
-def _finding(inp: RuleInput, waits: pl.DataFrame, logged: pl.DataFrame | None, row: dict) -> Finding:
+def _finding(inp: RuleInput, waits: pl.DataFrame, logged: pl.DataFrame | None, row: dict, total_s: float) -> Finding:
     table = row["table"]
     engine = waits["engine"].drop_nulls().mode().sort()[0] if waits["engine"].drop_nulls().len() else "mysql"
     starts = waits.select(pl.coalesce("start_ts", pl.col("end_ts") - pl.duration(microseconds=(pl.col("query_time_s") * 1e6).cast(pl.Int64))).alias("at"))["at"]
     first, last = starts.min(), waits["end_ts"].max()
     p99_s = float(waits["lock_time_s"].quantile(0.99, "linear"))
-    blocker = _blocker(inp, waits, logged, table)
+    blockers = _blockers(inp, waits, logged, table)
+    blocker = blockers[0] if blockers else None
     failed = _failed_waits(logged, table, waits)
     share = row["share_pct"]
     when = f" between {first:%H:%M:%S} and {last:%H:%M:%S} UTC" if first is not None and last is not None else ""
     blocker_text = blocker["summary"] if blocker else "no blocker visible in the capture"
+    if len(blockers) > 1:
+        blocker_text += f", and {len(blockers) - 1} more"
+    inferred_s = row["inferred_s"] or 0.0
+    inferred = (
+        f"; {seconds(inferred_s)} of it inferred InnoDB row-lock waits (MariaDB's Lock_time does not count them: "
+        "writes that ran inside another connection's open transaction on the table, far slower than their usual time)"
+        if inferred_s else ""
+    )
     per_class = (
         waits.group_by("fp_id").agg(pl.col("fingerprint").first(), pl.len().alias("waits"), pl.col("lock_time_s").sum().alias("wait_s"), pl.col("query_time_s").sum().alias("query_s"))
         .sort("wait_s", "fp_id", descending=[True, False]).head(5)
@@ -161,25 +177,27 @@ def _finding(inp: RuleInput, waits: pl.DataFrame, logged: pl.DataFrame | None, r
         ),
         Evidence(
             title="Longest waits",
-            columns=("connection", "started", "lock wait", "query time", "where"),
-            rows=tuple((r["conn_id"], _time(r["start_ts"]), seconds(r["lock_time_s"]), seconds(r["query_time_s"]), where(r)) for r in worst.iter_rows(named=True)),
+            columns=("connection", "started", "lock wait", "query time", "measured", "where"),
+            rows=tuple(
+                (r["conn_id"], _time(r["start_ts"]), seconds(r["lock_time_s"]), seconds(r["query_time_s"]), "inferred" if r["inferred"] else "Lock_time / log", where(r))
+                for r in worst.iter_rows(named=True)
+            ),
         ),
     ]
-    if blocker:
+    for each in blockers:
         evidence.append(Evidence(
-            title=f"Blocker: connection {blocker['conn_id']} ({blocker['how']})",
+            title=f"Blocker: connection {each['conn_id']} ({each['how']}; {each['share_pct']:.0f}% of the wait time)",
             columns=("time", "statement", "query time", "where"),
-            rows=tuple(blocker["statements"]),
+            rows=tuple(each["statements"]),
         ))
     if failed:
         evidence.append(Evidence(title="Waits that ended in an error", columns=("kind", "connection", "time", "detail", "where"), rows=tuple(failed)))
-    sources = [where(r) for r in worst.iter_rows(named=True)]
-    if blocker:
-        sources.insert(0, blocker["where"])
+    sources = [each["where"] for each in blockers if each["where"]] + [where(r) for r in worst.iter_rows(named=True)]
     return Finding(
         rule=RULE_ID,
         scope=Scope.STATEMENT,
-        severity=Severity.CRITICAL if share >= CRITICAL_SHARE_PCT else Severity.WARNING,
+        # inferred waits alone never make it critical
+        severity=Severity.CRITICAL if share - 100.0 * inferred_s / total_s >= CRITICAL_SHARE_PCT else Severity.WARNING,
         title=(
             f"Lock wait on {table or 'an unknown table'}: {row['waits']:,} statement(s) waited {seconds(row['wait_s'])} "
             f"({share:.1f}% of DB time); blocker: {blocker_text}; threshold {MIN_SHARE_PCT:.0f}% and {MIN_TOTAL_WAIT_S:.0f} s"
@@ -193,9 +211,11 @@ def _finding(inp: RuleInput, waits: pl.DataFrame, logged: pl.DataFrame | None, r
             "p99_wait_s": round(p99_s, 6),
             "max_wait_s": round(float(waits["lock_time_s"].max()), 6),
             "failed_waits": len(failed),
+            "inferred_row_lock_wait_s": round(inferred_s, 3),
             "description": (
                 f"{row['waits']:,} statement(s) spent {seconds(row['wait_s'])} waiting for locks on {table or 'one table'}{when} "
-                f"(p99 {seconds(p99_s)}); their execution took {seconds(float(waits['exec_time_s'].sum()))}. Blocker: {blocker_text}."
+                f"(p99 {seconds(p99_s)}){inferred}; their execution took {seconds(float((waits['query_time_s'] - waits['lock_time_s']).sum()))}. "
+                f"Blocker: {blocker_text}."
             ),
         },
         evidence=tuple(evidence),
@@ -218,118 +238,90 @@ def _failed_waits(logged: pl.DataFrame | None, table: str | None, waits: pl.Data
     return [(r["kind"], r["conn_id"], _time(r["ts"]), short_sql(r["detail"] or r["statement"])[:300], where(r)) for r in failed.head(10).iter_rows(named=True)]
 
 
-def _blocker(inp: RuleInput, waits: pl.DataFrame, logged: pl.DataFrame | None, table: str | None) -> dict | None:
+def _blockers(inp: RuleInput, waits: pl.DataFrame, logged: pl.DataFrame | None, table: str | None) -> list[dict]:
+    """The blockers of ``waits``, most wait time first (at most MAX_BLOCKERS): the log's holders, else overlapping holds."""
     # every statement, sleep too: a blocker often holds its lock while it sleeps (DO SLEEP, pg_sleep)
     everything = inp.derived["statements"]
-    return _logged_blocker(everything, waits, logged) or _overlapping_blocker(everything, waits, table)
+    return (_logged_blockers(everything, waits, logged) or _overlapping_blockers(everything, waits, table))[:MAX_BLOCKERS]
 
 
-def _logged_blocker(everything: pl.DataFrame, waits: pl.DataFrame, logged: pl.DataFrame | None) -> dict | None:
-    """PostgreSQL: the holder the log names most often for these waits, followed to one that is not waiting itself."""
+def _logged_blockers(everything: pl.DataFrame, waits: pl.DataFrame, logged: pl.DataFrame | None) -> list[dict]:
+    """PostgreSQL: the holders the log names for these waits, each followed to one that is not waiting itself."""
     if logged is None or logged.height == 0:
-        return None
+        return []
     conns = waits["conn_id"].drop_nulls().unique().implode()
     named = logged.filter(pl.col("conn_id").is_in(conns), pl.col("holders").is_not_null(), pl.col("kind") == "waiting")
     if named.height == 0:
-        return None
+        return []
     holder_of = {r["pid"]: r["holders"].split(",")[0] for r in logged.filter(pl.col("holders").is_not_null()).iter_rows(named=True)}
-    roots = []
-    for holders in named["holders"].to_list():
+    root_of_conn: dict[str, str] = {}
+    for conn_id, holders in named.select("conn_id", "holders").iter_rows():
         pid = holders.split(",")[0]
         for _ in range(MAX_CHAIN):
             if pid not in holder_of or holder_of[pid] == pid:
                 break
             pid = holder_of[pid]
-        roots.append(pid)
-    root = max(sorted(set(roots)), key=roots.count)
-    return _described(everything, waits, root, "named by the log as holding the lock")
+        root_of_conn.setdefault(conn_id, pid)
+    roots = waits.with_columns(pl.col("conn_id").replace_strict(root_of_conn, default=None, return_dtype=pl.String).alias("_root"))
+    total = float(waits["lock_time_s"].sum()) or 1.0
+    ranked = roots.filter(pl.col("_root").is_not_null()).group_by("_root").agg(pl.col("lock_time_s").sum()).sort("lock_time_s", "_root", descending=[True, False])
+    return [
+        _described(everything, roots.filter(pl.col("_root") == root).drop("_root"), root, "named by the log as holding the lock", 100.0 * wait_s / total)
+        for root, wait_s in ranked.iter_rows()
+    ]
 
 
-def _overlapping_blocker(everything: pl.DataFrame, waits: pl.DataFrame, table: str | None) -> dict | None:
-    """Another connection that held ``table`` (LOCK TABLES, a writing transaction, a DDL) while the waits ran."""
-    if table is None:
-        return None
+def _overlapping_blockers(everything: pl.DataFrame, waits: pl.DataFrame, table: str | None) -> list[dict]:
+    """Other connections that held ``table`` (LOCK TABLES, a writing transaction, a DDL) while the waits ran."""
     first, last = waits["start_ts"].min() or waits["end_ts"].min(), waits["end_ts"].max()
-    if first is None or last is None:
-        return None
-    window = everything.filter(pl.col("end_ts").is_between(first - HOLD_LOOKBACK, last + HOLD_LOOKAHEAD), _may_hold(table))
-    intervals = _holds(window, table, set(waits["conn_id"].drop_nulls().to_list()))
-    if not intervals:
-        return None
+    if table is None or first is None or last is None:
+        return []
+    window = everything.filter(pl.col("end_ts").is_between(first - HOLD_LOOKBACK, last + HOLD_LOOKAHEAD), may_hold(table))
+    intervals = holds(window, table, set(waits.filter(~pl.col("inferred"))["conn_id"].drop_nulls().to_list()))
     coarse = everything["end_ts"].drop_nulls().dt.microsecond().eq(0).all()
     margin = timedelta(seconds=1 if coarse else 0)
     spans = [
-        (r["start_ts"] or r["end_ts"] - timedelta(seconds=r["query_time_s"]), r["lock_time_s"])
-        for r in waits.select("start_ts", "end_ts", "query_time_s", "lock_time_s").iter_rows(named=True)
+        (r["start_ts"] or r["end_ts"] - timedelta(seconds=r["query_time_s"]), r["lock_time_s"], r["conn_id"], r["inferred"])
+        for r in waits.select("start_ts", "end_ts", "query_time_s", "lock_time_s", "conn_id", "inferred").iter_rows(named=True)
         if (r["start_ts"] or r["end_ts"]) is not None
     ]
-    total = sum(wait for _, wait in spans) or 1.0
-    best = None
+    total = sum(span[1] for span in spans) or 1.0
+    found = []
     for conn_id, begin, end, how in intervals:
         begin, end = begin - margin, end + margin
-        overlap = sum(max(0.0, (min(end, start + timedelta(seconds=wait)) - max(begin, start)).total_seconds()) for start, wait in spans)
-        if best is None or overlap > best[0]:
-            best = (overlap, conn_id, how)
-    if best is None or 100.0 * best[0] / total < BLOCKER_OVERLAP_PCT:
-        return None
-    return _described(everything, waits, best[1], how=best[2])
+        row_locks = how.startswith("open transaction")  # an inferred wait is a row-lock wait: only a transaction holds those
+        overlaps = [
+            max(0.0, (min(end, start + timedelta(seconds=wait)) - max(begin, start)).total_seconds()) if conn != conn_id and (row_locks or not inferred) else 0.0
+            for start, wait, conn, inferred in spans
+        ]
+        share = 100.0 * sum(overlaps) / total
+        if share >= BLOCKER_OVERLAP_PCT:
+            overlapped = waits.filter(pl.Series([o > 0 for o in overlaps]))
+            found.append(_described(everything, overlapped, conn_id, how, share, since=begin + margin))
+    return sorted(found, key=lambda blocker: -blocker["share_pct"])
 
 
-def _may_hold(table: str) -> pl.Expr:
-    """Statements that open, close or make a hold on ``table`` (the Python walk below sees only these)."""
-    text = pl.col("fingerprint").fill_null("")
-    control = text.str.contains(r"^(?:begin|start transaction|lock tables?|unlock tables?|commit|rollback|end$|alter table|optimize table|truncate|rename table|drop table|create (?:unique )?index)")
-    return control | (text.str.contains(r"^(?:update|delete|insert|replace|select)\b") & text.str.contains(rf"\b{re.escape(table.lower())}\b"))
-
-
-def _holds(everything: pl.DataFrame, table: str, waiting_conns: set) -> list[tuple]:
-    """(connection, from, to, how) for each hold of ``table`` by a connection that is not one of the waiters'."""
-    columns = everything.select("conn_id", "start_ts", "end_ts", "query_time_s", "fingerprint").filter(
-        pl.col("conn_id").is_not_null(), ~pl.col("conn_id").is_in(list(waiting_conns)), pl.col("end_ts").is_not_null()
-    ).sort("conn_id", "end_ts")
-    name = table.lower()
-    holds = []
-    for (conn_id,), group in columns.group_by("conn_id", maintain_order=True):
-        opened = None
-        for row in group.iter_rows(named=True):
-            text = (row["fingerprint"] or "").strip().rstrip(";")
-            begin = row["start_ts"] or row["end_ts"]
-            ddl = _DDL.match(text)
-            if ddl and ddl.group("table").split(".")[-1].strip("`\"") == name:
-                holds.append((conn_id, begin, row["end_ts"], f"DDL on {table}"))
-            opener = _HOLD_OPENERS.match(text)
-            if opener:
-                locked = opener.group("tables") or ""
-                opened = (begin, "LOCK TABLES" if locked else "transaction", name in re.findall(r"[\w$]+", locked), row["end_ts"])
-                continue
-            if opened and _WRITE.match(text) and re.search(rf"\b{re.escape(name)}\b", text):
-                opened = (opened[0], opened[1], True, opened[3])
-            if opened and _CLOSERS.match(text):
-                if opened[2]:
-                    how = f"LOCK TABLES {table} ... UNLOCK TABLES" if opened[1] == "LOCK TABLES" else f"open transaction that wrote to {table}"
-                    holds.append((conn_id, opened[0], row["end_ts"], how))
-                opened = None
-    return holds
-
-
-def _described(everything: pl.DataFrame, waits: pl.DataFrame, conn_id: str, how: str) -> dict | None:
-    """The blocker's statements around the waits (from a little before the first wait to the last one's end)."""
+def _described(everything: pl.DataFrame, waits: pl.DataFrame, conn_id: str, how: str, share_pct: float, since=None) -> dict:
+    """The blocker's statements while it held (from its BEGIN / LOCK TABLES before the waits, or ``since``, to the
+    statement that released it after them)."""
     first = waits["start_ts"].min() or waits["end_ts"].min()
     last = waits["end_ts"].max()
-    own = everything.filter(pl.col("conn_id") == conn_id).sort("end_ts")
+    own = everything.filter(pl.col("conn_id") == conn_id).sort("end_ts", "source", "line")
     if own.height == 0:
-        return {"conn_id": conn_id, "how": how, "summary": f"process {conn_id} ({how}; none of its statements is in the log)", "statements": [], "where": ""}
-    before = own.filter(pl.col("end_ts") <= first)
-    # back to the statement that opened the hold: the last BEGIN / START TRANSACTION / LOCK TABLE(S) before the waits
-    openers = before.filter(pl.col("fingerprint").str.contains(r"^(?:begin|start transaction|lock tables?)\b"))
-    since = openers["end_ts"].max() if openers.height else (before["end_ts"].max() if before.height else first)
+        return {"conn_id": conn_id, "how": how, "share_pct": share_pct, "statements": [], "where": "",
+                "summary": f"process {conn_id} ({how}; none of its statements is in the log)"}
+    if since is None:
+        before = own.filter(pl.col("end_ts") <= first)
+        # back to the statement that opened the hold: the last BEGIN / START TRANSACTION / LOCK TABLE(S) before the waits
+        openers = before.filter(pl.col("fingerprint").str.contains(r"^(?:begin|start transaction|lock tables?)\b"))
+        since = openers["end_ts"].max() if openers.height else (before["end_ts"].max() if before.height else first)
     after = own.filter(pl.col("end_ts") >= last, pl.col("fingerprint").str.contains(r"^(?:commit|rollback|unlock tables?|end)\b"))
     until = after["end_ts"].min() if after.height else last + timedelta(seconds=1)  # up to the statement that released it
     during = own.filter(pl.col("end_ts") >= since, pl.col("end_ts") <= until)
     rows = [(_time(r["end_ts"]), short_sql(r["sample_sql"])[:200], seconds(r["query_time_s"]) if r["query_time_s"] is not None else None, where(r)) for r in during.head(12).iter_rows(named=True)]
     opener = during.row(0, named=True) if during.height else own.row(0, named=True)
     summary = f"connection {conn_id}, {short_sql(opener['sample_sql'])[:80]} at {where(opener)} ({how})"
-    return {"conn_id": conn_id, "how": how, "summary": summary, "statements": rows, "where": where(opener)}
+    return {"conn_id": conn_id, "how": how, "share_pct": share_pct, "summary": summary, "statements": rows, "where": where(opener)}
 
 
 def remediation(engine: str | None, table: str | None, blocker: str | None) -> str:

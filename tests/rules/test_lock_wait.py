@@ -128,3 +128,31 @@ def test_sleep_statements_are_counted_apart_and_never_dominate():
 ])
 def test_what_counts_as_sleep(sql: str | None, sleeps: bool):
     assert pl.DataFrame({"sql": [sql]}, schema={"sql": pl.String}).select(is_sleep(pl.col("sql"))).item() is sleeps
+
+
+def _row_lock_scenario(baseline_runs: int) -> list[dict]:
+    """Connection 11 keeps a transaction that updated orders open from 10 s to 12 s; 3 point updates of
+    other connections run inside it for 1.8 s each (Lock_time 1 ms: MariaDB leaves row locks out)."""
+    update = "UPDATE orders SET state = 2 WHERE id = 7"
+    holder = _timed(
+        run("START TRANSACTION", 0.0001, engine="mariadb") + run("UPDATE orders SET state = 1 WHERE id < 50", 0.001, engine="mariadb")
+        + run("COMMIT", 0.001, engine="mariadb"),
+        ["11", "11", "11"], [10.0, 10.001, 12.0],
+    )
+    waiting = _timed(run(update, 1.8, 3, engine="mariadb", lock_time_s=0.001), ["21", "22", "23"], [10.1, 10.1, 10.1])
+    usual = _timed(run(update, 0.002, baseline_runs, engine="mariadb", lock_time_s=0.0001), ["30"] * baseline_runs, [20.0 + i for i in range(baseline_runs)])
+    return holder + waiting + usual + _timed(filler(1.0, engine="mariadb"), ["31"] * 10, [30.0 + i for i in range(10)])
+
+
+def test_mariadb_row_lock_waits_are_inferred_from_an_open_transaction_and_said_apart():
+    (finding,) = run_rule(lock_wait.RULE, sql_input(_row_lock_scenario(baseline_runs=3))).findings
+    assert finding.subject == "table orders" and finding.impact["waits"] == 3
+    assert finding.impact["inferred_row_lock_wait_s"] == pytest.approx(3 * (1.8 - 0.002))
+    assert finding.severity is Severity.WARNING  # inferred waits alone: never critical
+    assert "inferred InnoDB row-lock waits" in finding.impact["description"]
+    assert "blocker: connection 11, START TRANSACTION" in finding.title
+
+
+def test_row_lock_waits_are_not_inferred_without_a_usual_time():
+    outcome = run_rule(lock_wait.RULE, sql_input(_row_lock_scenario(baseline_runs=2)))  # 2 runs outside the hold: too few
+    assert outcome.status is Status.PASSED
