@@ -168,6 +168,17 @@ def test_postgres_remedy_runs_on_postgres(postgres):
         run_sql(db, "ALTER SYSTEM RESET idle_in_transaction_session_timeout; SELECT pg_reload_conf()")
 
 
+@pytest.mark.parametrize("engine", ["mysql", "percona"])
+def test_mysql_remedy_parses(engine: str):
+    import sqlglot
+
+    statements = _statements_of(remediation(engine, "accounts", "7"))
+    assert [s.split()[0] for s in statements] == ["SHOW", "SELECT", "SELECT", "KILL", "SET", "SET"]
+    assert "sys.innodb_lock_waits" in statements[1]  # MySQL 8 (the MySQL 8.0 manual, "The sys.innodb_lock_waits view")
+    for statement in statements:
+        sqlglot.parse_one(statement, read="mysql")
+
+
 def test_tidb_remedy_parses():
     import sqlglot
 

@@ -354,7 +354,7 @@ def remediation(engine: str | None, table: str | None, blocker: str | None) -> s
         "FROM information_schema.INNODB_LOCK_WAITS w JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id "
         "JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id;"
     )
-    if engine == "mysql":
+    if engine in ("mysql", "percona"):
         row_locks = "  SELECT * FROM sys.innodb_lock_waits;   -- MySQL 8 (performance_schema.data_lock_waits); 5.7: information_schema.innodb_lock_waits"
     return "\n".join([
         "While the waits happen, see who blocks whom:",
