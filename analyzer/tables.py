@@ -451,6 +451,25 @@ EVENT_SCHEMA = {
     "line": pl.Int64,
 }
 
+# Lock waits a database logged on their own (PostgreSQL log_lock_waits, deadlocks, lock timeouts): one row
+# per log entry. MySQL-family and TiDB waits are statement columns (``lock_time_s``), not rows here.
+LOCK_WAIT = "lock_wait"
+LOCK_WAIT_SCHEMA = {
+    "ts": UTC_TIME,
+    "kind": pl.String,  # "waiting" (still waiting after wait_s), "acquired" (after wait_s), "deadlock" (victim), "timeout"
+    "conn_id": pl.String,  # as the statement table's conn_id (PostgreSQL session id, else pid)
+    "pid": pl.String,  # the waiting process
+    "lock_mode": pl.String,  # "ShareLock", "AccessShareLock", "ExclusiveLock" ...
+    "lock_object": pl.String,  # "transaction 735", "relation 16385 of database 16384", "tuple (0,7) of relation ..."
+    "wait_s": pl.Float64,
+    "holders": pl.String,  # pids holding the lock, comma-separated, when the log names them
+    "relation": pl.String,  # table name when the log's CONTEXT names it
+    "statement": pl.String,  # the waiting statement, literals included (derive redacts it)
+    "detail": pl.String,  # the DETAIL text (wait queue; a deadlock's processes and statements)
+    "source": pl.String,
+    "line": pl.Int64,
+}
+
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     CPU_UTIL: CPU_UTIL_SCHEMA,
     NODE_UTIL: NODE_UTIL_SCHEMA,
@@ -480,6 +499,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     PROXY_STAT: PROXY_STAT_SCHEMA,
     PROXY_CONFIG: PROXY_CONFIG_SCHEMA,
     EVENT: EVENT_SCHEMA,
+    LOCK_WAIT: LOCK_WAIT_SCHEMA,
 }
 
 

@@ -18,6 +18,7 @@ from dbdiag.rules.numa import cross_numa_memory, unbound_processes
 from dbdiag.rules.sql import (
     dominant_statement,
     full_table_scan,
+    lock_wait,
     or_without_index_merge,
     plan_cache_miss,
     plan_flip,
@@ -47,6 +48,7 @@ RULES: tuple[Rule, ...] = (
     rate_limit_advice.RULE,
     plan_flip.RULE,
     stale_statistics.RULE,
+    lock_wait.RULE,
     full_table_scan.RULE,
     or_without_index_merge.RULE,
     plan_cache_miss.RULE,

@@ -4,6 +4,7 @@ the row-by-row fingerprints and the metrics grouped by the texts themselves."""
 from __future__ import annotations
 
 import random
+import re
 from datetime import datetime, timedelta, timezone
 
 import polars as pl
@@ -14,6 +15,7 @@ from dbdiag import sqlnorm
 from dbdiag import tables as t
 from dbdiag.derive.sql import (
     PROFILE_LIMIT,
+    SAMPLE_CHARS,
     TIMELINE_BUCKETS,
     TIMELINE_TOP,
     SqlOptions,
@@ -75,7 +77,10 @@ def _statements(rows: int = 3000, seed: int = 9) -> pl.DataFrame:
             {
                 "stmt_id": index,
                 "engine": engine,
-                "sql": rng.choice([f"SELECT {word} FROM t{rng.randint(1, 3)} WHERE id = {rng.randint(1, 99)}", f"UPDATE {word} SET a = 'x{index}'", "BEGIN"]),
+                "sql": rng.choice([
+                    f"SELECT {word} FROM t{rng.randint(1, 3)} WHERE id = {rng.randint(1, 99)}", f"UPDATE {word} SET a = 'x{index}'", "BEGIN",
+                    f"SELECT {word}, '{'y' * 3000}' FROM t WHERE  id = {index}", rng.choice(["DO SLEEP(2)", "select pg_sleep(1.5);", "SELECT SLEEP(1) AS s"]),
+                ]),
                 "query_time_s": None if rng.random() < 0.05 else round(rng.random() * 2, rng.choice([1, 6])),
                 "end_ts": None if rng.random() < 0.02 else start + timedelta(seconds=rng.randint(0, 7200)),
                 "plan_digest": rng.choice(["d1", "d2", None]) if planned < 0.3 else None,
@@ -96,9 +101,23 @@ def _statements(rows: int = 3000, seed: int = 9) -> pl.DataFrame:
     return t.conform(t.STATEMENT, pl.DataFrame(data, infer_schema_length=None))
 
 
+PLAIN_SLEEP = re.compile(r"\s*(select|do)\s+(pg_)?sleep(_for|_until)?\s*\([^()]*\)(\s*(as\s+)?\w+)?(\s+from\s+dual)?\s*;?\s*", re.I)
+
+
+def _plain_short(sql: str) -> str:
+    text = " ".join(sql.split())
+    return text if len(text) <= SAMPLE_CHARS else text[: SAMPLE_CHARS - 1] + "…"
+
+
 def _plain_metrics(frame: pl.DataFrame, options: SqlOptions) -> dict:
-    """The metrics computed the plain way: grouped by the fp_id and plan_key texts."""
-    timed = frame.filter(pl.col("query_time_s").is_not_null())
+    """The metrics computed the plain way: grouped by the fp_id and plan_key texts; sleep statements apart."""
+    sleeping = pl.Series([bool(PLAIN_SLEEP.fullmatch(sql or "")) for sql in frame["sql"].to_list()])
+    assert frame["statement_class"].to_list() == ["sleep" if s else "work" for s in sleeping]
+    assert frame["exec_time_s"].to_list() == [
+        None if q is None else max(0.0, q - (lock or 0.0)) for q, lock in frame.select("query_time_s", "lock_time_s").iter_rows()
+    ]
+    sleeps, frame_all, frame = frame.filter(sleeping), frame, frame.filter(~sleeping)
+    timed = work = frame.filter(pl.col("query_time_s").is_not_null())
     db_time_s = float(timed["query_time_s"].sum()) or 1.0
     per_class = (
         timed.group_by("fp_id")
@@ -109,6 +128,7 @@ def _plain_metrics(frame: pl.DataFrame, options: SqlOptions) -> dict:
             pl.col("rows_sent").sum(),
             pl.col("rows_affected").sum(),
             pl.col("lock_time_s").sum(),
+            pl.col("exec_time_s").sum(),
             pl.col("engine").drop_nulls().unique().sort().alias("engines"),
             pl.col("db").drop_nulls().unique().sort().head(5).alias("dbs"),
             pl.col("user").drop_nulls().unique().sort().head(5).alias("users"),
@@ -125,7 +145,7 @@ def _plain_metrics(frame: pl.DataFrame, options: SqlOptions) -> dict:
         rows = timed.filter(pl.col("fp_id") == row["fp_id"])
         worst = rows.row(rows["query_time_s"].arg_max(), named=True)
         row["worst_sample"] = {
-            "sql": worst["sample_sql"], "query_time_s": worst["query_time_s"], "at": worst["end_ts"], "where": f"{worst['source']}:{worst['line']}",
+            "sql": _plain_short(worst["sample_sql"]), "query_time_s": worst["query_time_s"], "at": worst["end_ts"], "where": f"{worst['source']}:{worst['line']}",
         }  # fmt: skip
         row["plans"] = (
             rows.filter(pl.col("plan_key").is_not_null())
@@ -149,14 +169,22 @@ def _plain_metrics(frame: pl.DataFrame, options: SqlOptions) -> dict:
         .sort("fp_id", "bucket")
     )
     timeline = {fp_id: group.drop("fp_id").to_dicts() for (fp_id,), group in bucketed.group_by("fp_id", maintain_order=True)}
+    sleep_classes = sleeps.group_by("fp_id").agg(pl.col("fingerprint").first(), pl.len().alias("calls"), pl.col("query_time_s").sum().alias("time_s"))
     summary = {
-        "statements": frame.height,
-        "timed_statements": frame["query_time_s"].is_not_null().sum(),
-        "fingerprints": frame["fp_id"].n_unique(),
-        "db_time_s": float(frame["query_time_s"].sum()),
-        "engines": sorted(frame["engine"].drop_nulls().unique().to_list()),
-        "first_seen": frame["end_ts"].min(),
-        "last_seen": frame["end_ts"].max(),
+        "statements": frame_all.height,
+        "timed_statements": work.height,
+        "fingerprints": frame_all["fp_id"].n_unique(),
+        "db_time_s": float(work["query_time_s"].sum()),
+        "lock_time_s": float(work["lock_time_s"].sum()),
+        "exec_time_s": float(work["exec_time_s"].sum()),
+        "sleep": {
+            "statements": sleeps.height,
+            "time_s": float(sleeps["query_time_s"].sum()),
+            "fingerprints": sleep_classes.sort("time_s", "fp_id", descending=[True, False]).to_dicts(),
+        },
+        "engines": sorted(frame_all["engine"].drop_nulls().unique().to_list()),
+        "first_seen": frame_all["end_ts"].min(),
+        "last_seen": frame_all["end_ts"].max(),
         "literals": "shown (--show-literals)" if options.show_literals else "replaced by placeholders",
         "literals_shown": options.show_literals,
     }

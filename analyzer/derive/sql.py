@@ -3,12 +3,20 @@
 Input: the ``statement`` table (all engines). Outputs:
 
 - derived table ``statements``: the statement rows plus ``fingerprint``, ``fp_id`` (pt-query-digest's
-  checksum scheme), ``plan_key`` (Plan_digest, else plan signature) and ``sample_sql`` (the SQL with
-  literals replaced unless ``show_literals``). Rules read SQL only from ``sample_sql``.
+  checksum scheme), ``plan_key`` (Plan_digest, else plan signature), ``sample_sql`` (the SQL with
+  literals replaced unless ``show_literals``), ``statement_class`` ("sleep" for a statement that only
+  sleeps, see :data:`SLEEP_RE`; else "work") and ``exec_time_s`` (``query_time_s`` minus the lock wait
+  ``lock_time_s``, at least 0: the time the statement worked; every SQL rule judges plans on it).
+  Rules read SQL only from ``sample_sql``.
 - ``metrics.sql_profile``: a list, heaviest fingerprint first, each with ``fingerprint``, ``calls``,
-  ``total_time_s`` (fixed names), latency percentiles, share of DB time, rows, lock time, first/last
-  seen, per-plan breakdown and the worst sample.
+  ``total_time_s`` (fixed names), latency percentiles, share of DB time, rows, lock time, execution
+  time, first/last seen, per-plan breakdown and the worst sample. Sleep statements are not in it:
+  DB time, percentiles and shares count work only; ``metrics.sql_summary.sleep`` counts them apart.
 - chart data for latency over time of the top fingerprints.
+
+>>> frame = pl.DataFrame({"sql": ["DO SLEEP(2)", "select pg_sleep_for('1 s')", "SELECT sleep(1) FROM t", "SELECT BENCHMARK(9, 1)"]})
+>>> frame.select(is_sleep(pl.col("sql"))).to_series().to_list()
+[True, True, False, False]
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from typing import Any
 
 import polars as pl
 
-from dbdiag import sqlnorm
+from dbdiag import redact_text, sqlnorm
 from dbdiag import tables as t
 from dbdiag.distinct import numbered
 
@@ -30,6 +38,32 @@ FINGERPRINT_MAX_BYTES = 4 * 1024 * 1024
 CUT_NOTE = f" ... [statement cut at {FINGERPRINT_MAX_BYTES // (1024 * 1024)} MB for fingerprinting]"
 TIMELINE_TOP = 5
 TIMELINE_BUCKETS = 60
+SAMPLE_CHARS = 2000  # SQL samples in metrics and evidence: blanks collapsed, cut with "…"
+
+# A statement that does nothing but wait: MySQL/MariaDB ``SELECT SLEEP(n)`` / ``DO SLEEP(n)``, PostgreSQL
+# ``pg_sleep``/``pg_sleep_for``/``pg_sleep_until``, SQL Server ``WAITFOR DELAY``/``TIME``; text or
+# fingerprint. A sleep inside a statement that reads tables (``... WHERE SLEEP(1)``) is work: it holds
+# that statement's locks. ``BENCHMARK(n, expr)`` is work too: it burns CPU on the server.
+SLEEP_RE = (
+    r"(?i)^\s*(?:(?:select|do)\s+(?:pg_)?sleep(?:_for|_until)?\s*\([^()]*\)(?:\s*(?:as\s+)?\w+)?(?:\s+from\s+dual)?"
+    r"|waitfor\s+(?:delay|time)\s+\S+)\s*;?\s*$"
+)
+SLEEP, WORK = "sleep", "work"
+
+
+def is_sleep(sql: pl.Expr) -> pl.Expr:
+    """Whether each statement text (or fingerprint) only sleeps (:data:`SLEEP_RE`); null text is not sleep.
+
+    For the steps that read the parsed ``statement`` table (time accounting, idle gaps): filter with
+    ``~is_sleep(pl.col("sql"))`` to count work only, as the derived ``statements`` do.
+    """
+    return sql.str.contains(SLEEP_RE).fill_null(False)
+
+
+def short_sample(sql: str | None) -> str:
+    """``sql`` with its blanks collapsed, cut at SAMPLE_CHARS with "…" (how every SQL sample is shown)."""
+    text = " ".join((sql or "").split())
+    return text if len(text) <= SAMPLE_CHARS else text[: SAMPLE_CHARS - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -67,18 +101,27 @@ def _fingerprinted(statements: pl.DataFrame, options: SqlOptions, engines: pl.Se
     for engine, group in groups:
         dialect = DIALECT_OF_ENGINE.get(engine or "", "mysql")
         code, names, ids = _class_codes(group["sql"].fill_null(""), dialect)
+        sleeps = names.to_frame("fingerprint").select(is_sleep(pl.col("fingerprint"))).to_series()  # once per class
         parts.append(group.with_columns(
             names.gather(code).alias("fingerprint"), ids.gather(code).alias("fp_id"),
             (code + n_classes).alias(CLASS), pl.lit(dialect).alias("dialect"),
+            pl.when(sleeps.gather(code)).then(pl.lit(SLEEP)).otherwise(pl.lit(WORK)).alias("statement_class"),
         ))
         n_classes += names.len()
     frame = pl.concat(parts, how="vertical_relaxed") if parts else statements
     if len(parts) > 1:  # dialects may share a fingerprint: number the classes by fp_id
         frame = frame.with_columns(pl.col("fp_id").rank("dense").cast(pl.Int64).sub(1).alias(CLASS))
-    frame = _with_plans(frame.with_columns(pl.coalesce(pl.col("plan_digest"), pl.col("plan_signature")).alias("plan_key")))
+    frame = _with_plans(frame.with_columns(
+        pl.coalesce(pl.col("plan_digest"), pl.col("plan_signature")).alias("plan_key"), _exec_time().alias("exec_time_s")
+    ))
     if options.show_literals:
         return frame.with_columns(_cut_sql(pl.col("sql")).alias("sample_sql")).drop("dialect")
     return _redacted(frame).drop("dialect")
+
+
+def _exec_time() -> pl.Expr:
+    """Query time minus lock wait (null lock time: none known), never below 0; null without a query time."""
+    return (pl.col("query_time_s") - pl.col("lock_time_s").fill_null(0.0)).clip(lower_bound=0.0)
 
 
 def _too_long(sql: pl.Expr) -> pl.Expr:
@@ -233,6 +276,7 @@ def _profile(statements: pl.DataFrame) -> tuple[list[dict[str, Any]], list[int]]
             pl.col("rows_sent").sum().alias("rows_sent"),
             pl.col("rows_affected").sum().alias("rows_affected"),
             pl.col("lock_time_s").sum().alias("lock_time_s"),
+            pl.col("exec_time_s").sum().alias("exec_time_s"),
             pl.col("digest").drop_nulls().first().alias("engine_digest"),
             pl.col("full_scan").fill_null(False).sum().alias("full_scans"),
             (~pl.col("success").fill_null(True)).sum().alias("errors"),
@@ -244,7 +288,7 @@ def _profile(statements: pl.DataFrame) -> tuple[list[dict[str, Any]], list[int]]
     n_classes, per_class = per_class.height, per_class.head(PROFILE_LIMIT)
     top = timed.filter(pl.col(CLASS).is_in(per_class[CLASS].to_list())) if n_classes > per_class.height else timed
     columns = per_class.columns
-    after = columns.index("lock_time_s") + 1
+    after = columns.index("exec_time_s") + 1
     for column, name, limit in (("engine", "engines", None), ("db", "dbs", 5), ("user", "users", 5)):
         per_class = _with_names(per_class, top, column, name, limit)
     per_class = per_class.select(*columns[:after], "engines", "dbs", "users", *columns[after:])
@@ -270,7 +314,7 @@ def _profile(statements: pl.DataFrame) -> tuple[list[dict[str, Any]], list[int]]
     for row, sample in zip(per_class.drop("worst_row").to_dicts(), worst.to_dicts()):
         number = row.pop(CLASS)
         row["worst_sample"] = {
-            "sql": sample["sample_sql"],
+            "sql": short_sample(sample["sample_sql"]),
             "query_time_s": sample["query_time_s"],
             "at": sample["end_ts"],
             "where": f"{sample['source']}:{sample['line']}",
@@ -293,10 +337,11 @@ def _with_names(per_class: pl.DataFrame, timed: pl.DataFrame, column: str, name:
 
 
 def _timed(statements: pl.DataFrame) -> pl.DataFrame:
-    """The statements with a query time (without copying the frame when all have one)."""
-    if statements["query_time_s"].null_count() == 0:
+    """The working statements with a query time (without copying the frame when all are): sleep is not DB time."""
+    working = statements["statement_class"] == WORK
+    if statements["query_time_s"].null_count() == 0 and working.all():
         return statements
-    return statements.filter(pl.col("query_time_s").is_not_null())
+    return statements.filter(pl.col("query_time_s").is_not_null() & working)
 
 
 def latency_timeline(statements: pl.DataFrame, fp_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
@@ -307,9 +352,10 @@ def latency_timeline(statements: pl.DataFrame, fp_ids: list[str]) -> dict[str, l
 
 
 def _timeline(statements: pl.DataFrame, fp_id_of_class: dict[int, str]) -> dict[str, list[dict[str, Any]]]:
-    timed = statements.select(CLASS, "end_ts", "query_time_s").filter(
-        pl.col("query_time_s").is_not_null(), pl.col("end_ts").is_not_null(), pl.col(CLASS).is_in(list(fp_id_of_class))
-    )
+    timed = statements.select(CLASS, "end_ts", "query_time_s", "statement_class").filter(
+        pl.col("query_time_s").is_not_null(), pl.col("end_ts").is_not_null(), pl.col(CLASS).is_in(list(fp_id_of_class)),
+        pl.col("statement_class") == WORK,
+    ).drop("statement_class")
     if timed.height == 0:
         return {}
     at_us = timed["end_ts"].dt.epoch("us")
@@ -346,6 +392,7 @@ def derive_sql(tables: dict[str, pl.DataFrame], options: SqlOptions) -> tuple[pl
     statements = tables.get(t.STATEMENT)
     if statements is None or statements.height == 0:
         return None, {}
+    statements = with_logged_lock_waits(statements, tables.get(t.LOCK_WAIT))
     engines = _engines(statements)
     frame = _fingerprinted(statements, options, engines)
     profile, classes = _profile(frame)
@@ -366,6 +413,9 @@ def _summary(frame: pl.DataFrame, options: SqlOptions, engines: pl.Series) -> di
         "timed_statements": timed.height,
         "fingerprints": frame[CLASS].max() + 1,  # classes are numbered from 0 without gaps
         "db_time_s": float(timed["query_time_s"].sum()) if timed.height else 0.0,
+        "lock_time_s": float(timed["lock_time_s"].fill_null(0.0).sum()) if timed.height else 0.0,
+        "exec_time_s": float(timed["exec_time_s"].sum()) if timed.height else 0.0,
+        "sleep": _sleep_summary(frame),
         "engines": sorted(engines.drop_nulls().to_list()),
         "first_seen": frame["end_ts"].min(),
         "last_seen": frame["end_ts"].max(),
@@ -374,3 +424,55 @@ def _summary(frame: pl.DataFrame, options: SqlOptions, engines: pl.Series) -> di
         # only when some were: what an ordinary log gives is unchanged
         **({"statements_cut": cut, "statements_cut_at_bytes": FINGERPRINT_MAX_BYTES} if cut else {}),
     }
+
+
+def _sleep_summary(frame: pl.DataFrame) -> dict[str, Any]:
+    """The sleep statements, counted apart from DB time: how many, their time, their fingerprints (heaviest first)."""
+    sleeping = frame.filter(pl.col("statement_class") == SLEEP)
+    per_class = (
+        sleeping.group_by("fp_id").agg(pl.col("fingerprint").first(), pl.len().alias("calls"), pl.col("query_time_s").sum().alias("time_s"))
+        .sort("time_s", "fp_id", descending=[True, False])
+    )
+    return {
+        "statements": sleeping.height,
+        "time_s": float(sleeping["query_time_s"].fill_null(0.0).sum()),
+        "fingerprints": per_class.head(PROFILE_LIMIT).to_dicts(),
+    }
+
+
+def with_logged_lock_waits(statements: pl.DataFrame, waits: pl.DataFrame | None) -> pl.DataFrame:
+    """``statements`` whose ``lock_time_s`` includes the waits a log wrote apart (PostgreSQL ``log_lock_waits``).
+
+    Each "acquired ... after N ms" entry belongs to the first statement of the same source and connection
+    that ends at or after it (the statement that waited, then ran); its lock time is capped at its query time.
+    """
+    if waits is None or waits.height == 0:
+        return statements
+    acquired = waits.filter(pl.col("kind") == "acquired", pl.col("ts").is_not_null(), pl.col("wait_s").is_not_null())
+    if acquired.height == 0:
+        return statements
+    rows = (
+        statements.select("source", "conn_id", "end_ts", "query_time_s").with_row_index("_row")
+        .filter(pl.col("conn_id").is_in(acquired["conn_id"].unique().implode()), pl.col("end_ts").is_not_null(), pl.col("query_time_s").is_not_null())
+        .sort("end_ts")
+    )
+    matched = (
+        acquired.select("source", "conn_id", "ts", "wait_s").sort("ts")
+        .join_asof(rows, left_on="ts", right_on="end_ts", by=["source", "conn_id"], strategy="forward", check_sortedness=False)  # both sorted above
+        .filter(pl.col("_row").is_not_null())
+        .group_by("_row").agg(pl.col("wait_s").sum(), pl.col("query_time_s").first())
+    )
+    if matched.height == 0:
+        return statements
+    known = statements["lock_time_s"].gather(matched["_row"]).fill_null(0.0)
+    locked = pl.select(pl.min_horizontal(known + matched["wait_s"], matched["query_time_s"])).to_series()
+    return statements.with_columns(statements["lock_time_s"].scatter(matched["_row"], locked).alias("lock_time_s"))
+
+
+def public_lock_waits(waits: pl.DataFrame, show_literals: bool) -> pl.DataFrame:
+    """The ``lock_wait`` rows with the literals of their statement and DETAIL replaced (unless ``show_literals``)."""
+    if show_literals or waits.height == 0:
+        return waits
+    statements = pl.Series([None if sql is None else sqlnorm.redact_literals(sql, "postgresql") for sql in waits["statement"].to_list()], dtype=pl.String)
+    details = pl.Series([None if text is None else redact_text.redact_log_line(text, "postgresql") for text in waits["detail"].to_list()], dtype=pl.String)
+    return waits.with_columns(statements.alias("statement"), details.alias("detail"))

@@ -29,13 +29,13 @@ JSONLOG_KEYS = {
     "timestamp": "ts_text", "user": "user", "dbname": "db", "pid": "pid", "remote_host": "host",
     "session_id": "session", "vxid": "vxid", "txid": "xid", "error_severity": "sev", "state_code": "sqlstate",
     "message": "message", "context": "context", "statement": "statement", "application_name": "app",
-    "query_id": "query_id",
+    "query_id": "query_id", "detail": "detail",
 }
 CNPG_KEYS = {
     "log_time": "ts_text", "user_name": "user", "database_name": "db", "process_id": "pid",
     "connection_from": "host", "session_id": "session", "virtual_transaction_id": "vxid",
     "transaction_id": "xid", "error_severity": "sev", "sql_state_code": "sqlstate", "message": "message",
-    "context": "context", "query": "statement", "application_name": "app", "query_id": "query_id",
+    "context": "context", "query": "statement", "application_name": "app", "query_id": "query_id", "detail": "detail",
 }
 
 

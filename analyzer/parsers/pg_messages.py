@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from dbdiag import tables as T
-from dbdiag.parsers import pg_explain
+from dbdiag.parsers import pg_explain, pg_lock_waits
 from dbdiag.parsers.base import ParseResult, ParseWarning
 from dbdiag.parsers.mpstat_text import cap_warnings, check_tz, local_to_utc
 
@@ -86,6 +86,7 @@ RECORD_SCHEMA = {
     "message": pl.String,
     "statement": pl.String,
     "context": pl.String,
+    "detail": pl.String,
 }
 
 # A duration message in another language (lc_messages not English): "durée : 0.285 ms, instruction : ...",
@@ -550,16 +551,19 @@ class StatementEntries:
 
     rows: pl.DataFrame
     others: pl.DataFrame
+    locks: pl.DataFrame = field(default_factory=pg_lock_waits.empty)  # lock waits, deadlocks (pg_lock_waits)
 
     @staticmethod
     def concat(parts: list["StatementEntries"]) -> "StatementEntries":
         # one chunk per column: rows are most of the statements table, and every step of ``assemble`` reads them
-        return StatementEntries(pl.concat([p.rows for p in parts], rechunk=True), pl.concat([p.others for p in parts]))
+        return StatementEntries(
+            pl.concat([p.rows for p in parts], rechunk=True), pl.concat([p.others for p in parts]), pl.concat([p.locks for p in parts])
+        )
 
     def shifted(self, lines: int) -> StatementEntries:
         """The same entries numbered ``lines`` lines further on (``rec`` counts lines in a stderr log)."""
         moved = [pl.col(name) + lines for name in ("rec", "line", "close_rec")]
-        return StatementEntries(self.rows.with_columns(moved), self.others.with_columns(moved[:2]))
+        return StatementEntries(self.rows.with_columns(moved), self.others.with_columns(moved[:2]), self.locks.with_columns(moved[1]))
 
     def make_rows(self) -> bool:
         """Whether these entries give at least one statement row."""
@@ -571,7 +575,7 @@ def statement_entries(records: pl.DataFrame) -> StatementEntries:
     alone (``_entry_columns``); duration entries already turned into rows."""
     entries = _kinds(records).with_columns(_entry_columns()).drop("pid", "session", "host", "app", "xid", "vxid", "query_id")
     is_row = pl.col("kind") == "dur_stmt"
-    return StatementEntries(entries.filter(is_row).select(_duration_row()), entries.filter(~is_row))
+    return StatementEntries(entries.filter(is_row).select(_duration_row()), entries.filter(~is_row), pg_lock_waits.lock_wait_entries(records))
 
 
 def _notes(frame: pl.DataFrame, pairs: pl.DataFrame, plan_owner: pl.DataFrame, rows: pl.DataFrame) -> list[str]:
@@ -678,12 +682,21 @@ def finish(entries: StatementEntries, summary: EntrySummary, source: str, notes:
     if statements.is_empty():
         notes = notes + [_why_no_statements(summary)]
     return ParseResult(
-        tables={T.STATEMENT: statements, T.PLAN_NODE: assembled.plan_nodes},
+        tables={
+            T.STATEMENT: statements,
+            T.PLAN_NODE: assembled.plan_nodes,
+            # only when the log has lock waits: the tables of every other log stay as they were
+            **({T.LOCK_WAIT: _lock_waits(entries.locks, source)} if entries.locks.height else {}),
+        },
         records=statements.height,
         warnings=cap_warnings(warnings + assembled.warnings),
         notes=notes + assembled.notes,
         time_range=time_range,
     )
+
+
+def _lock_waits(locks: pl.DataFrame, source: str) -> pl.DataFrame:
+    return T.conform(T.LOCK_WAIT, locks.head(pg_lock_waits.MAX_ROWS).with_columns(pl.lit(source).alias("source")))
 
 
 def result(records: pl.DataFrame, source: str, notes: list[str], warnings: list[ParseWarning]) -> ParseResult:

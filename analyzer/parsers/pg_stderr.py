@@ -488,18 +488,19 @@ def _with_sub_entries(frame: pl.DataFrame) -> pl.DataFrame:
         attached = _attached(frame.filter(~is_main & pl.col("parent").is_not_null()))
         frame = frame.filter(is_main)
     if attached.is_empty():
-        return frame.with_columns(pl.lit(None, dtype=pl.String).alias("statement"), pl.lit(None, dtype=pl.String).alias("context"))
+        return frame.with_columns(*(pl.lit(None, dtype=pl.String).alias(name) for name in ("statement", "context", "detail")))
     return frame.join(attached, left_on="rec", right_on="parent", how="left", maintain_order="left")
 
 
 def _attached(subs: pl.DataFrame) -> pl.DataFrame:
     """The STATEMENT text and the CONTEXT lines of each main entry (``parent``) that has them."""
     return (
-        subs.filter(pl.col("sev").is_in(["STATEMENT", "CONTEXT"]))
+        subs.filter(pl.col("sev").is_in(["STATEMENT", "CONTEXT", "DETAIL"]))
         .group_by("parent", maintain_order=True)
         .agg(
             pl.col("message").filter(pl.col("sev") == "STATEMENT").first().alias("statement"),
             pl.col("message").filter(pl.col("sev") == "CONTEXT").str.join("\n").alias("context"),
+            pl.col("message").filter(pl.col("sev") == "DETAIL").first().alias("detail"),
         )
         .with_columns(pl.when(pl.col("context") != "").then(pl.col("context")).alias("context"))
     )

@@ -5,20 +5,29 @@ from __future__ import annotations
 import polars as pl
 
 from dbdiag import tables as t
+from dbdiag.derive.sql import WORK, short_sample
 from dbdiag.findings import Evidence
 from dbdiag.units import seconds  # noqa: F401 - re-exported for the SQL rules
 from dbdiag.rules.base import RuleInput, Skip
 
-SQL_EVIDENCE_CHARS = 2000
 PLAN_EVIDENCE_LINES = 40
 
 
 def statements(inp: RuleInput) -> pl.DataFrame:
-    """The fingerprinted statements (derived); rules read SQL only from ``sample_sql``."""
-    frame = inp.derived.get("statements")
+    """The fingerprinted statements (derived) that work: sleep statements are not DB time (computed once for
+    all rules). Rules read SQL only from ``sample_sql``, and judge plans on ``exec_time_s`` (lock wait left out)."""
+    frame = inp.shared(_working)
     if frame is None or frame.height == 0:
-        raise Skip("no SQL statements were read from the capture")
+        raise Skip("no SQL statements were read from the capture" if frame is None else "the capture's SQL statements only sleep")
     return frame
+
+
+def _working(inp: RuleInput) -> pl.DataFrame | None:
+    frame = inp.derived.get("statements")
+    if frame is None or frame.height == 0 or "statement_class" not in frame.columns:
+        return frame
+    working = frame["statement_class"] == WORK
+    return frame if working.all() else rows_where(frame, working)  # no copy in the usual case
 
 
 def statement_evidence(inp: RuleInput, sql: str | None, title: str = "Statement") -> Evidence:
@@ -28,7 +37,13 @@ def statement_evidence(inp: RuleInput, sql: str | None, title: str = "Statement"
 
 
 def db_time_s(frame: pl.DataFrame) -> float:
+    """DB time: the statements' query time, lock waits included."""
     return float(frame["query_time_s"].fill_null(0.0).sum())
+
+
+def exec_time_column(frame: pl.DataFrame) -> str:
+    """``exec_time_s`` (query time minus lock wait) when ``frame`` has it, else ``query_time_s``."""
+    return "exec_time_s" if "exec_time_s" in frame.columns else "query_time_s"
 
 
 def plan_nodes_of(inp: RuleInput, source: str, stmt_id: int) -> pl.DataFrame:
@@ -51,7 +66,7 @@ def from_one_source(inp: RuleInput) -> bool:
 
 
 def _one_source(inp: RuleInput) -> bool:
-    frames = [frame for frame in (inp.derived.get("statements"), inp.table(t.PLAN_NODE)) if frame is not None]
+    frames = [frame for frame in (inp.shared(_working), inp.table(t.PLAN_NODE)) if frame is not None]
     return _single_source(*frames)
 
 
@@ -66,7 +81,7 @@ def statements_numbered(inp: RuleInput) -> bool:
 
 
 def _numbered(inp: RuleInput) -> bool:
-    frame = inp.derived.get("statements")
+    frame = inp.shared(_working)  # the frame statements() gives: positions must be its rows
     if frame is None or not from_one_source(inp):
         return False
     return bool(frame.select(pl.col("stmt_id").eq_missing(pl.int_range(pl.len(), dtype=pl.Int64)).all()).item())
@@ -137,8 +152,7 @@ def rows_where(frame: pl.DataFrame, keep: pl.Series) -> pl.DataFrame:
 
 
 def short_sql(sql: str | None) -> str:
-    text = " ".join((sql or "").split())
-    return text if len(text) <= SQL_EVIDENCE_CHARS else text[: SQL_EVIDENCE_CHARS - 1] + "…"
+    return short_sample(sql)
 
 
 def short_plan(plan: str | None) -> str:

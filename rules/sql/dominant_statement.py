@@ -11,9 +11,11 @@ Why it matters:
     test that measures one hot statement says little about production).
 
 How it is detected:
-    Input: ``statement`` rows with durations, fingerprinted. It fires (info) when the heaviest
-    fingerprint's total time is more than DOMINANT_SHARE_PCT = 50% of all statement time and
-    the capture has at least MIN_STATEMENTS = 20 timed statements.
+    Input: ``statement`` rows with durations, fingerprinted; sleep statements (``SELECT SLEEP``,
+    ``pg_sleep``) are not statement time. It fires (info) when the heaviest fingerprint's execution
+    time (query time minus lock wait: a statement that mostly waited is lock-wait's case) is more
+    than DOMINANT_SHARE_PCT = 50% of all statement time and the capture has at least
+    MIN_STATEMENTS = 20 timed statements.
 
 Remediation:
     Look at this statement first: its plan (EXPLAIN ANALYZE / auto_explain), the indexes on the
@@ -33,7 +35,7 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
-from dbdiag.rules.sql.common import db_time_s, seconds, short_sql, statements
+from dbdiag.rules.sql.common import db_time_s, exec_time_column, seconds, short_sql, statements
 
 RULE_ID = "dominant-statement"
 
@@ -46,10 +48,11 @@ def check(inp: RuleInput) -> Verdict:
     total_s = db_time_s(frame)
     if frame.height < MIN_STATEMENTS or total_s <= 0:
         return Verdict(measured=f"{frame.height} timed statement(s); judged from {MIN_STATEMENTS}")
+    executing = pl.col(exec_time_column(frame))
     per_class = (
         frame.group_by("fp_id")
-        .agg(pl.len().alias("calls"), pl.col("query_time_s").sum().alias("total_s"), pl.col("query_time_s").mean().alias("avg_s"))
-        .sort("total_s", descending=True)
+        .agg(pl.len().alias("calls"), executing.sum().alias("total_s"), executing.mean().alias("avg_s"))
+        .sort("total_s", "fp_id", descending=[True, False])
     )
     top = per_class.row(0, named=True)
     share_pct = 100.0 * top["total_s"] / total_s
@@ -65,7 +68,9 @@ def check(inp: RuleInput) -> Verdict:
         subject=f"fingerprint {top['fp_id']}",
         impact={
             "share_pct": round(share_pct, 1),
-            "description": f"{top['calls']:,} calls, {seconds(top['total_s'])} of {seconds(total_s)} statement time, {seconds(top['avg_s'])} on average",
+            "db_time_s": round(top["total_s"], 3),
+            "share_of_db_time": round(share_pct / 100.0, 4),
+            "description": f"{top['calls']:,} calls, {seconds(top['total_s'])} executing of {seconds(total_s)} statement time, {seconds(top['avg_s'])} on average",
         },
         evidence=(
             Evidence(title="Statement", text=short_sql(sample["sample_sql"])),

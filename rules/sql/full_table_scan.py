@@ -28,7 +28,9 @@ How it is detected:
       This also catches aggregates over a large range and scans of a large index; the evidence
       says which signal applied.
     Per fingerprint, the scanning executions must total at least MIN_TOTAL_S = 1 s and at least
-    MIN_SHARE_PCT = 5% of all statement time. One finding per fingerprint, at most
+    MIN_SHARE_PCT = 5% of all statement time, counting their execution time only (query time minus
+    lock wait, ``exec_time_s``): a statement that waited for a lock is not blamed on its plan (see
+    lock-wait); sleep statements are not statement time. One finding per fingerprint, at most
     MAX_FINDINGS = 5 (heaviest first); critical from CRITICAL_SHARE_PCT = 25% of statement time.
     The index suggested is built from the columns compared in the WHERE clause (``=``/``IN``
     first, then one range column, at most MAX_INDEX_COLUMNS = 4). A slow log does not list the
@@ -63,6 +65,7 @@ from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.sql.common import (
     db_time_s,
+    exec_time_column,
     from_one_source,
     has_statement,
     join_statements,
@@ -140,7 +143,7 @@ def _timed_full_scan_executions(inp: RuleInput) -> pl.DataFrame:
 
 # The statement columns the full-scan rules read: the other texts of the statements are not copied.
 SCAN_COLUMNS = (
-    "source", "stmt_id", "line", "fp_id", "engine", "query_time_s", "rows_examined", "rows_sent", "rows_affected",
+    "source", "stmt_id", "line", "fp_id", "engine", "query_time_s", "exec_time_s", "rows_examined", "rows_sent", "rows_affected",
     "sample_sql", "plan", "index_names",
 )
 
@@ -171,7 +174,8 @@ def full_scan_executions(inp: RuleInput, frame: pl.DataFrame, numbered: bool = F
         (unplanned & (examined >= MIN_SCANNED_ROWS) & (examined >= EXAMINED_PER_RETURNED * returned)).alias("scan_by_rows"),
     )
     scanning = signals.select(pl.any_horizontal(pl.all())).to_series()
-    scans, signals = rows_where(frame.select(SCAN_COLUMNS), scanning), rows_where(signals, scanning)
+    columns = [pl.col(exec_time_column(frame)).alias(name) if name == "exec_time_s" else pl.col(name) for name in SCAN_COLUMNS]
+    scans, signals = rows_where(frame.select(columns), scanning), rows_where(signals, scanning)
     if per_statement is None:
         found = scans.select(
             pl.repeat(None, scans.height, dtype=pl.String).alias("scan_table"),
@@ -336,8 +340,9 @@ def check(inp: RuleInput) -> Verdict:
         scans.group_by("fp_id")
         .agg(
             pl.len().alias("calls"),
-            pl.col("query_time_s").sum().alias("total_s"),
-            pl.col("query_time_s").mean().alias("avg_s"),
+            pl.col("exec_time_s").sum().alias("total_s"),
+            pl.col("exec_time_s").mean().alias("avg_s"),
+            (pl.col("query_time_s") - pl.col("exec_time_s")).sum().alias("lock_wait_s"),
             known_sum("rows_examined"),
             known_sum("rows_sent"),
             known_sum("rows_affected"),
@@ -355,6 +360,7 @@ def check(inp: RuleInput) -> Verdict:
     measured = (
         f"{per_class.height} fingerprint(s) with full scans; heaviest {top['fp_id']}: {seconds(top['total_s'])}, "
         f"{top['share_pct']:.1f}% of statement time (fires from {MIN_TOTAL_S:.0f} s and {MIN_SHARE_PCT:.0f}%)"
+        + (f"; execution time, {seconds(top['lock_wait_s'])} of lock wait left out" if top["lock_wait_s"] else "")
     )
     findings = [_finding(inp, scans, _with_all_calls(everything, row)) for row in heavy.iter_rows(named=True)]
     return Verdict(findings=findings, measured=measured)
@@ -369,7 +375,7 @@ def _with_all_calls(everything: pl.DataFrame, row: dict) -> dict:
 
 
 def _finding(inp: RuleInput, scans: pl.DataFrame, row: dict) -> Finding:
-    runs = scans.filter(pl.col("fp_id") == row["fp_id"]).sort("query_time_s", descending=True)
+    runs = scans.filter(pl.col("fp_id") == row["fp_id"]).sort("exec_time_s", "query_time_s", descending=True)
     worst = runs.row(0, named=True)
     engine = worst["engine"]
     table = row["table"] or _only_table(worst["sample_sql"], engine)
@@ -395,9 +401,11 @@ def _finding(inp: RuleInput, scans: pl.DataFrame, row: dict) -> Finding:
         impact={
             "share_pct": round(share, 1),
             "db_time_s": round(row["total_s"], 3),
+            "share_of_db_time": round(share / 100.0, 4),
             "description": (
-                f"{row['calls']:,} of {row['all_calls']:,} execution(s) scanned whole tables, {seconds(row['total_s'])} in all, "
+                f"{row['calls']:,} of {row['all_calls']:,} execution(s) scanned whole tables, {seconds(row['total_s'])} executing in all, "
                 f"{seconds(row['avg_s'])} each on average; {rows_text}"
+                + (f"; {seconds(row['lock_wait_s'])} of lock wait not counted (see lock-wait)" if row["lock_wait_s"] else "")
             ),
             "rows_examined": examined,
             "rows_returned": returned,

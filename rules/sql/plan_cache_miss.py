@@ -52,7 +52,7 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
-from dbdiag.rules.sql.common import seconds, short_sql, statements
+from dbdiag.rules.sql.common import exec_time_column, seconds, short_sql, statements
 
 RULE_ID = "plan-cache-miss"
 
@@ -66,6 +66,7 @@ SQL_SAMPLE_CHARS = 160
 _UNCACHEABLE_FUNCTIONS = r"(?i)\b(database|schema|current_user|current_role|user|session_user|system_user|connection_id|last_insert_id|row_count|found_rows|version|rand|uuid|sysdate)\s*\("
 _SUBQUERY = r"(?i)\(\s*select\b"
 _USER_VARIABLE = r"(?:^|[^@\w])@[A-Za-z_]"
+_TIME = "exec_time_s"
 
 
 def check(inp: RuleInput) -> Verdict:
@@ -93,14 +94,16 @@ def check(inp: RuleInput) -> Verdict:
 
 def _per_fingerprint(prepared: pl.DataFrame) -> pl.DataFrame:
     hit = pl.col("plan_from_cache").fill_null(False)
+    if _TIME not in prepared.columns:
+        prepared = prepared.with_columns(pl.col("query_time_s").alias(_TIME))
     return (
         prepared.group_by("fp_id")
         .agg(
             pl.len().alias("executions"),
             hit.sum().alias("hits"),
-            pl.col("query_time_s").filter(~hit).mean().alias("miss_avg_s"),
-            pl.col("query_time_s").filter(hit).mean().alias("hit_avg_s"),
-            pl.col("query_time_s").filter(~hit).sum().alias("miss_time_s"),
+            pl.col(_TIME).filter(~hit).mean().alias("miss_avg_s"),  # execution time: lock wait is not the plan's
+            pl.col(_TIME).filter(hit).mean().alias("hit_avg_s"),
+            pl.col(_TIME).filter(~hit).sum().alias("miss_time_s"),
             pl.col("sample_sql").first().alias("sample_sql"),
             pl.col("plan").fill_null("").str.contains("IndexMerge").any().alias("index_merge"),
             pl.col("plan").fill_null("").str.contains(r"partition:").any().alias("partitioned"),
@@ -137,7 +140,7 @@ def _finding(prepared: pl.DataFrame, tidb_statements: int, hits: int, ratio_pct:
     misses = executions - hits
     per_class = _per_fingerprint(prepared)
     shown = per_class.filter(pl.col("misses") > 0).head(MAX_FINGERPRINTS_SHOWN)
-    miss_time_s = float(prepared.filter(~pl.col("plan_from_cache").fill_null(False))["query_time_s"].fill_null(0.0).sum())
+    miss_time_s = float(prepared.filter(~pl.col("plan_from_cache").fill_null(False))[exec_time_column(prepared)].fill_null(0.0).sum())
     never = per_class.filter(pl.col("hits") == 0, pl.col("misses") > 0)
     rows = tuple(
         (
