@@ -116,6 +116,12 @@ def test_sleep_is_out_of_db_time(tmp_path, name: str, engine: str):
     assert sum(row["share_of_db_time_pct"] for row in profile) == pytest.approx(100.0)
     for finding in document["findings"]:
         assert "sleep" not in json.dumps(finding["evidence"]).lower(), finding["title"]
+    # every part of the report states the same DB time: the time account and the idle gaps leave sleep out too
+    accounting = document["metrics"].get("time_accounting") or {}
+    if accounting.get("db_time_s") is not None:
+        assert accounting["db_time_s"] < 2.0, accounting["db_time_s"]
+    latency = document["metrics"]["idle_gaps"]["sql_latency"]
+    assert latency["p99_ms"] is not None and latency["p99_ms"] < 200.0  # no 250/500 ms sleep sets the p99
 
 
 # ---- every statement of the remedies, on the real engines ---------------------------------------

@@ -49,6 +49,7 @@ import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.derive.histogram import counter_deltas, histogram_quantile, label_value
+from dbdiag.derive.sql import is_sleep
 from dbdiag.derive.time_accounting import log_completeness
 
 QUANTILES = {"p50_ms": 0.50, "p80_ms": 0.80, "p99_ms": 0.99}
@@ -210,9 +211,11 @@ def _from_statements(statements: pl.DataFrame | None, tables: dict[str, pl.DataF
     if statements["end_ts"].has_nulls():  # computed for every row: only when some row needs it
         duration = pl.duration(microseconds=(pl.col("query_time_s") * 1e6).round().cast(pl.Int64))
         end_ts = pl.coalesce(end_ts, pl.col("start_ts") + duration)
-    # the columns first: a filter of the whole table would copy every column (plans, SQL texts...)
+    # the columns first: a filter of the whole table would copy every column (plans, SQL texts...);
+    # a statement that only sleeps is not SQL latency: its time joins the gap around it
     frame = statements.lazy().filter(
         pl.col("conn_id").is_not_null() & pl.col("start_ts").is_not_null() & ~pl.col("is_internal").fill_null(False)
+        & ~is_sleep(pl.col("sql"))
     ).select(
         "stmt_id", "source", "instance", "conn_id", "start_ts", end_ts.alias("end_ts"), "query_time_s", "txn_id", "sql",
     ).collect()

@@ -84,6 +84,7 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.derive.connection_time import interval_connect, run_connect
 from dbdiag.derive.histogram import counter_deltas
+from dbdiag.derive.sql import is_sleep
 
 # Application latency histograms/summaries: family -> (seconds per unit, what emits it).
 USER_FAMILIES: dict[str, tuple[float, str]] = {
@@ -439,11 +440,12 @@ def _db_side(tables: dict[str, pl.DataFrame], notes: list[str]) -> tuple[Side | 
 def db_statements(statements: pl.DataFrame) -> pl.DataFrame:
     """The statements whose durations are DB time: timed, placed, not the server's own.
 
-    The one place time accounting chooses statements (a class of statements that is not work,
-    such as sleeps, is left out here).
+    The one place time accounting chooses statements: a statement that only sleeps (``SELECT SLEEP(2)``,
+    ``pg_sleep``) is not work and is left out here.
     """
     return statements.filter(
         pl.col("query_time_s").is_not_null() & pl.col("start_ts").is_not_null() & ~pl.col("is_internal").fill_null(False)
+        & ~is_sleep(pl.col("sql"))
     )
 
 

@@ -62,6 +62,7 @@ import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.derive.histogram import counter_deltas, histogram_quantile, label_value
+from dbdiag.derive.sql import is_sleep
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.app.common import fmt_ms, iso, non_database_runs, percentile_from_counts, rounded, sample_windows, window_s
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
@@ -147,7 +148,7 @@ def _subjects(inp: RuleInput, width: float) -> tuple[list[Subject], list[str]]:
             _add(subjects, unjudged, f"JMeter label {label!r}", "JMeter label", group, total, sources)
     statements = inp.table(t.STATEMENT)
     if statements is not None:
-        timed = statements.filter(pl.col("query_time_s").is_not_null()).select(
+        timed = statements.filter(pl.col("query_time_s").is_not_null() & ~is_sleep(pl.col("sql"))).select(
             pl.coalesce("start_ts", "end_ts").alias("start_ts"), (pl.col("query_time_s") * 1000.0).alias("elapsed_ms")
         )
         if timed.height:  # one population: no label to group by (hashing a text per statement costs)
