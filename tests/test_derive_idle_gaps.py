@@ -122,7 +122,7 @@ def test_second_resolution_logs_give_counts_not_percentiles() -> None:
 
 
 def test_slow_log_with_threshold_is_not_used_for_gaps() -> None:
-    frame = statements([("1", 0, 1500, "SELECT SLEEP(1.5)"), ("1", 5000, 2000, "SELECT SLEEP(2)")])
+    frame = statements([("1", 0, 1500, "SELECT * FROM t WHERE a = 1"), ("1", 5000, 2000, "SELECT * FROM t WHERE a = 2")])
     metric = idle_gaps({t.STATEMENT: frame})
     assert metric["in_txn"]["count"] == 0 and metric["in_txn"]["p50_ms"] is None
     assert "slow log" in metric["unavailable_reason"]
@@ -332,3 +332,10 @@ def test_postgres_capture_gaps_match_a_hand_computation() -> None:
     assert metric["in_txn"]["mean_ms"] == pytest.approx(0.06, abs=0.005)
     assert (metric["not_in_txn"]["p50_ms"], metric["not_in_txn"]["p80_ms"]) == (96.924, 186.1722)
     assert metric["sql_latency"]["count"] == 2254
+
+
+def test_a_statement_that_only_sleeps_is_gap_time_not_sql_latency() -> None:
+    rows = [("1", 0, 1.0, "SELECT 1"), ("1", 2, 500.0, "DO SLEEP(0.5)"), ("1", 503, 1.0, "SELECT 2"), ("1", 505, 1.0, "SELECT 3")]
+    metric = idle_gaps({t.STATEMENT: statements(rows)})
+    assert metric["sql_latency"]["count"] == 3 and metric["sql_latency"]["p99_ms"] == pytest.approx(1.0)
+    assert metric["not_in_txn"]["count"] == 2  # the gap 1 ms -> 503 ms holds the sleep
