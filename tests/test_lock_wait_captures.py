@@ -120,6 +120,9 @@ def test_sleep_is_out_of_db_time(tmp_path, name: str, engine: str):
     accounting = document["metrics"].get("time_accounting") or {}
     if accounting.get("db_time_s") is not None:
         assert accounting["db_time_s"] < 2.0, accounting["db_time_s"]
+    from dbdiag.report import render_html
+
+    assert "Sleep counted apart, not DB time: 10 statement(s)" in render_html(document)
     latency = document["metrics"]["idle_gaps"]["sql_latency"]
     assert latency["p99_ms"] is not None and latency["p99_ms"] < 200.0  # no 250/500 ms sleep sets the p99
 
