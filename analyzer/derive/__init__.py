@@ -123,7 +123,7 @@ def _host_and_time(
     if checks:
         metrics["host_config"] = checks
     accounting, accounting_windows = step("time_accounting", (None, None), time_accounting.time_accounting, tables, window_s)
-    timeline_table, timeline_metric = step("timeline", (None, None), _timeline_with_changes, tables, window_s, accounting, change_table)
+    timeline_table, timeline_metric = step("timeline", (None, None), timeline.timeline, tables, window_s, accounting, timeline.MIN_WINDOWS, change_table)
     gaps = idle_gaps_result()  # waited for only now: the timeline does not need it
     if accounting is not None:
         metrics["time_accounting"] = accounting
@@ -136,11 +136,6 @@ def _host_and_time(
     if timeline_metric is not None:
         metrics["timeline"] = timeline_metric
     return derived_tables, metrics
-
-
-def _timeline_with_changes(tables: dict[str, pl.DataFrame], window_s: float, accounting: dict[str, Any] | None,
-                           change_table: pl.DataFrame | None) -> tuple[pl.DataFrame | None, dict[str, Any] | None]:
-    return timeline.timeline(tables, window_s, accounting, changes=change_table)
 
 
 def _rounded_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
