@@ -59,7 +59,7 @@ _CANDIDATE = re.compile(
     r"|set\s+(?:global|persist|@@global)|insert|update|delete|replace|load\s+data|copy|select\s+pg_reload_conf)\b"
 )
 _HEAD_CHARS = 400
-_ANALYZE_QUERY = re.compile(r"(?is)^\s*analyze\s+(?:format\s*=\s*\w+\s+)?(?:select|with|update|delete|insert|replace|\()")
+_ANALYZE_QUERY = re.compile(r"(?is)^\s*analyze\s+(?:format\s*=\s*\w+\s+)?(?:select|with|update|delete|insert|replace|\(\s*select)\b")
 
 # (kind, action, pattern); the first that matches wins. Patterns run on the statement's head.
 _PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
