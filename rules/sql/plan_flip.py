@@ -16,24 +16,41 @@ Why it matters:
 
 How it is detected:
     Input: ``statement`` rows with a plan key (Plan_digest, else the plan signature) and a
-    duration. Per fingerprint, every plan with at least MIN_PLAN_CALLS = 1 execution is
-    compared by median latency. It fires when the slowest plan's median is at least
-    SLOWDOWN_FACTOR = 10 times the fastest plan's median and the time it lost — the sum over
-    the slow plan's executions of (duration - fast median) — is at least MIN_LOST_S = 1 s and
-    at least MIN_LOST_SHARE_PCT = 1% of all statement time. Critical when the loss is at least
-    CRITICAL_SHARE_PCT = 10% of statement time.
+    duration; the derived ``change`` table (DDL, statistics collection, bulk changes seen in the
+    capture). Per fingerprint, every plan with at least MIN_PLAN_CALLS = 1 execution is compared
+    by median latency. When the slowest plan's median is at least SLOWDOWN_FACTOR = 10 times the
+    fastest plan's, the switch is located: the fingerprint's first run with the slow plan after a
+    run with the fast one. The cause is the last change on a table the statement reads (its plan
+    nodes' relations and its SQL's tables) between those two runs. The time lost is then measured
+    from all the fingerprint's runs, with a logged plan or not (auto_explain may sample): calls
+    after the change x (median after - median before), each side bounded by the neighbouring
+    changes on the same tables. Without a cause, the same step is taken at the switch when no
+    fast-plan run follows it; when the plans interleave (parameter-dependent plans), the time lost
+    is the sum over the slow plan's executions of (duration - fast median). It fires when that
+    loss is at least MIN_LOST_S = 1 s and at least MIN_LOST_SHARE_PCT = 1% of all statement time.
+    Critical when the loss is at least CRITICAL_SHARE_PCT = 10% of statement time.
 
 Remediation:
-    Pin the good plan and stop the statistics that caused the flip from coming back: TiDB
-    ``CREATE GLOBAL BINDING ... USING ... /*+ USE_INDEX(t, idx) */`` and ``LOCK STATS t`` (after
-    ``ANALYZE TABLE t`` on representative data); MySQL/MariaDB an index hint or optimizer hint,
-    ``ALTER TABLE t ALTER INDEX idx VISIBLE`` (MySQL) or ``... NOT IGNORED`` (MariaDB) if the good
-    index was set aside, and ``ANALYZE TABLE``; PostgreSQL ``ANALYZE t`` and a higher statistics target on the column.
+    First undo the change the capture shows, on the capture's engine: MariaDB 10.6+ ``ALTER
+    TABLE t ALTER INDEX i NOT IGNORED`` (an IGNORED index cannot be forced, so no FORCE INDEX);
+    MySQL 8.0 / TiDB ``ALTER TABLE t ALTER INDEX i VISIBLE``; a dropped index recreated from its
+    own definition when the capture created it (PostgreSQL ``CREATE INDEX CONCURRENTLY``, MySQL
+    and MariaDB ``ALTER TABLE t ADD INDEX``), else on the statement's WHERE columns; after a bulk
+    change or an ANALYZE on unrepresentative data, statistics collected again (PostgreSQL
+    ``ANALYZE t``, MariaDB ``ANALYZE TABLE t PERSISTENT FOR ALL``, MySQL ``ANALYZE TABLE t``,
+    TiDB ``ANALYZE TABLE t`` then ``LOCK STATS t``). Without a cause, pin the good plan and stop
+    the statistics that caused the flip from coming back: TiDB ``CREATE GLOBAL BINDING ... USING
+    ... /*+ USE_INDEX(t, idx) */`` and ``LOCK STATS t``; MySQL/MariaDB an index hint and
+    ``ANALYZE TABLE``; PostgreSQL ``ANALYZE t`` and a higher statistics target on the column.
+    Checks: MariaDB ``ANALYZE FORMAT=JSON`` (MariaDB has no EXPLAIN ANALYZE), MySQL 8.0.18+
+    ``EXPLAIN ANALYZE``, PostgreSQL ``EXPLAIN (ANALYZE, BUFFERS)``.
 
 References:
-    TiDB docs "SQL Plan Management (SPM)" (CREATE BINDING), "Lock statistics" (LOCK STATS),
+    TiDB docs "SQL Plan Management (SPM)" (CREATE BINDING), "LOCK STATS"
+    (docs.pingcap.com/tidb/stable/sql-statement-lock-stats), "Invisible Indexes",
     "identify-slow-queries" (Plan_digest); MySQL 8.0 manual "Optimizer Hints", "Invisible
-    Indexes"; PostgreSQL manual "ANALYZE", "auto_explain".
+    Indexes" (ALTER TABLE ... ALTER INDEX ... VISIBLE); MariaDB KB "Ignored Indexes" (10.6+),
+    "ANALYZE Statement"; PostgreSQL manual "CREATE INDEX" (CONCURRENTLY), "ANALYZE", "auto_explain".
 """
 
 from __future__ import annotations

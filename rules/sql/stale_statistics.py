@@ -35,11 +35,18 @@ How it is detected:
       are not judged: there estRows counts per lookup while actRows is a total.
     Per table, the statements showing any of these must total at least MIN_AFFECTED_S = 1 s and
     at least MIN_AFFECTED_SHARE_PCT = 1% of all statement time. One finding per table, at most
-    MAX_FINDINGS = 5; critical from CRITICAL_SHARE_PCT = 25% of statement time. The time is that
-    of the statements that used the bad statistics, not time proven lost because of them.
+    MAX_FINDINGS = 5; critical from CRITICAL_SHARE_PCT = 25% of statement time.
+    The cause: the last change on the table (derived ``change`` table: DDL, ANALYZE, a bulk
+    change) before its first misled statement, and the statistics collection before a bulk change
+    (the one it made stale). Then the time is measured from each misled fingerprint's own runs,
+    all of them (a logged plan or not): calls after the change x (median after - median before),
+    each side bounded by the neighbouring changes on the table, summed over the fingerprints; the
+    rule judges the larger of that and the misled statements' own time. Without a cause (or with
+    no run before it) the time is that of the statements that used the bad statistics, not time
+    proven lost because of them.
 
 Remediation:
-    Collect statistics on representative data: TiDB ``ANALYZE TABLE t``, and ``LOCK STATS t``
+    Led by the change the capture shows (its ``file:line``); then collect statistics on representative data: TiDB ``ANALYZE TABLE t``, and ``LOCK STATS t``
     when the table is a queue whose statistics go bad while it is empty; PostgreSQL ``ANALYZE t``
     and, for skewed columns, ``ALTER TABLE t ALTER COLUMN c SET STATISTICS 1000``; MariaDB
     ``ANALYZE TABLE t PERSISTENT FOR COLUMNS (c) INDEXES (i)`` with ``histogram_size``; MySQL
