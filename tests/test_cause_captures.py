@@ -76,7 +76,8 @@ def _expected_step(analysis: Analysis, pattern: str, source: str, cause_line: in
     after = runs.filter(pl.col("line") > cause_line, pl.col("line") < (until_line or 1 << 40))["query_time_s"].to_list()
     median_before, median_after = statistics.median(before), statistics.median(after)
     return {"calls_before": len(before), "median_before_s": median_before, "calls_after": len(after),
-            "median_after_s": median_after, "lost_s": len(after) * (median_after - median_before),
+            # capped by what the runs after took beyond the median before (see cause.Step.lost_s)
+            "median_after_s": median_after, "lost_s": min(len(after) * (median_after - median_before), sum(after) - len(after) * median_before),
             "total_s": float(analysis.tables[t.STATEMENT]["query_time_s"].sum())}
 
 

@@ -8,7 +8,8 @@ between the change before it and this change, and between this change and the ne
 same table. DB time lost = calls after x (median after - median before).
 
 A run is before a change when it comes earlier in the same log (line order: MariaDB slow logs stamp
-whole seconds) or, from another log, when it ended at or before the change's time.
+whole seconds) or, from another log, when it started before the change's time (a run in flight
+when an index went away kept its plan).
 """
 
 from __future__ import annotations
@@ -40,10 +41,16 @@ class Step:
 
     @property
     def lost_s(self) -> float | None:
-        """calls after x (median after - median before), not below 0; None without runs on both sides."""
+        """calls after x (median after - median before), not below 0; None without runs on both sides.
+
+        Never more than the runs after took beyond the median before (when most runs after sit above
+        their median, the product would count time that was not spent).
+        """
         if not self.calls_before or not self.calls_after or self.median_before_s is None or self.median_after_s is None:
             return None
-        return max(0.0, self.calls_after * (self.median_after_s - self.median_before_s))
+        by_median = self.calls_after * (self.median_after_s - self.median_before_s)
+        spent = self.after_s - self.calls_after * self.median_before_s
+        return max(0.0, min(by_median, spent))
 
 
 def table_changes(inp: RuleInput) -> pl.DataFrame | None:
@@ -76,16 +83,23 @@ def on_tables(changes: pl.DataFrame, names: set[str]) -> pl.DataFrame:
 
 
 def before(change: dict) -> pl.Expr:
-    """Whether a run (``source``, ``line``, ``end_ts``) came before ``change``."""
+    """Whether a run (``source``, ``line``, ``start_ts``, ``end_ts``) came before ``change``."""
     same_log = pl.col("source") == change["source"]
-    return pl.when(same_log).then(pl.col("line") < change["line"]).otherwise(pl.col("end_ts") <= change["ts"]).fill_null(False)
+    started = pl.coalesce(pl.col("start_ts"), pl.col("end_ts"))
+    return pl.when(same_log).then(pl.col("line") < change["line"]).otherwise(started < change["ts"]).fill_null(False)
 
 
 def change_before(row: dict, change: dict) -> bool:
     """Whether ``change`` came before the run ``row`` (same rule as :func:`before`)."""
     if row["source"] == change["source"] and row["line"] is not None and change["line"] is not None:
         return change["line"] < row["line"]
-    return row["end_ts"] is not None and change["ts"] is not None and change["ts"] < row["end_ts"]
+    started = row.get("start_ts") or row.get("end_ts")
+    return started is not None and change["ts"] is not None and change["ts"] <= started
+
+
+def at_run(row: dict) -> dict:
+    """A run as a point in time that :func:`before` can compare others with (the run itself counts as after it)."""
+    return {"source": row["source"], "line": row["line"], "ts": row.get("start_ts") or row.get("end_ts")}
 
 
 def last_change_before(changes: pl.DataFrame, row: dict, after: dict | None = None) -> dict | None:
@@ -105,7 +119,7 @@ def neighbours(changes: pl.DataFrame, cause: dict) -> tuple[dict | None, dict | 
 
 
 def step(runs: pl.DataFrame, cause: dict, previous: dict | None, following: dict | None) -> Step:
-    """The runs (``source``, ``line``, ``end_ts``, ``query_time_s``) on each side of ``cause``, within its neighbours."""
+    """The runs (``source``, ``line``, ``start_ts``, ``end_ts``, ``query_time_s``) on each side of ``cause``, within its neighbours."""
     timed = runs.filter(pl.col("query_time_s").is_not_null())
     is_before = before(cause)
     side_before = timed.filter(is_before & (~before(previous) if previous else pl.lit(True)))
@@ -146,7 +160,7 @@ def statistics_before(changes: pl.DataFrame, cause: dict) -> dict | None:
     if cause["action"] not in _BULK_ACTIONS:
         return None
     collected = changes.filter(pl.col("kind") == "statistics")
-    return last_change_before(collected, {"source": cause["source"], "line": cause["line"], "end_ts": cause["ts"]})
+    return last_change_before(collected, {"source": cause["source"], "line": cause["line"], "start_ts": cause["ts"]})
 
 
 def where(change: dict) -> str:

@@ -137,29 +137,30 @@ class Switch:
     changes: pl.DataFrame | None  # the changes on its tables
 
 
-_RUN_COLUMNS = ("source", "stmt_id", "line", "end_ts", "query_time_s", "plan_key")
+_RUN_COLUMNS = ("source", "stmt_id", "line", "start_ts", "end_ts", "query_time_s", "plan_key")
 
 
 def _switch(inp: RuleInput, everything: pl.DataFrame, fp_id: str, fast: dict, slow: dict) -> Switch:
     runs = everything.filter(pl.col("fp_id") == fp_id).select(*_RUN_COLUMNS, "sample_sql", "engine")
-    ordered = runs.sort("end_ts", "source", "line", nulls_last=True)
+    ordered = runs.sort(pl.coalesce("start_ts", "end_ts"), "source", "line", nulls_last=True)
     slow_runs = ordered.filter(pl.col("plan_key") == slow["plan_key"])
     if not slow_runs.height:
         return Switch(None, None, None)
     first_slow = slow_runs.row(0, named=True)
-    at_first_slow = {"source": first_slow["source"], "line": first_slow["line"], "ts": first_slow["end_ts"]}
+    at_first_slow = cause_module.at_run(first_slow)
     fast_runs = ordered.filter(pl.col("plan_key") == fast["plan_key"])
     fast_before = fast_runs.filter(cause_module.before(at_first_slow))
     if not fast_before.height:
         return Switch(None, None, None)  # the slow plan came first: nothing to undo
-    last_fast = fast_before.row(-1, named=True)
     sample = runs.row(0, named=True)
     changes = cause_module.table_changes(inp)
     mine = None
     if changes is not None:
         names = cause_module.tables_read(inp, runs, sample["sample_sql"], sample["engine"])
         mine = cause_module.on_tables(changes, names)
-        cause = cause_module.last_change_before(mine, first_slow, after=last_fast) if mine.height else None
+        # After a fast run, before the first slow one: statistics take a moment to reach every server
+        # (TiDB's stats lease), so fast runs may still follow the change.
+        cause = cause_module.last_change_before(mine, first_slow, after=fast_before.row(0, named=True)) if mine.height else None
         if cause is not None:
             previous, following = cause_module.neighbours(mine, cause)
             return Switch(cause, cause_module.step(runs, cause, previous, following), mine)

@@ -190,9 +190,9 @@ def _cause_and_step(inp: RuleInput, everything: pl.DataFrame, affected: pl.DataF
         return TableCause(None, None, (), None)
     misled = affected.filter(pl.col("table") == table)
     fps = misled["fp_id"].unique().to_list()
-    runs = everything.filter(pl.col("fp_id").is_in(fps)).select("fp_id", "source", "stmt_id", "line", "end_ts", "query_time_s")
+    runs = everything.filter(pl.col("fp_id").is_in(fps)).select("fp_id", "source", "stmt_id", "line", "start_ts", "end_ts", "query_time_s")
     first = runs.join(misled.select("source", "stmt_id"), on=["source", "stmt_id"], how="semi").sort(
-        "end_ts", "source", "line", nulls_last=True
+        pl.coalesce("start_ts", "end_ts"), "source", "line", nulls_last=True
     ).row(0, named=True)
     cause = cause_module.last_change_before(mine, first)
     if cause is None:
