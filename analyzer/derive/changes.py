@@ -58,6 +58,7 @@ _CANDIDATE = re.compile(
     r"(?is)^\s*(?:/\*.*?\*/\s*)*(?:alter|create|drop|truncate|rename|analyze|vacuum|optimize|lock\s+stats|unlock\s+stats"
     r"|set\s+(?:global|persist|@@global)|insert|update|delete|replace|load\s+data|copy|select\s+pg_reload_conf)\b"
 )
+_WRITE = re.compile(r"(?is)^\s*(?:/\*.*?\*/\s*)*(?:insert|update|delete|replace|load\s+data|copy)\b")
 _HEAD_CHARS = 400
 _ANALYZE_QUERY = re.compile(r"(?is)^\s*analyze\s+(?:format\s*=\s*\w+\s+)?(?:select|with|update|delete|insert|replace|\(\s*select)\b")
 
@@ -118,7 +119,12 @@ def changes(tables: dict[str, pl.DataFrame], show_literals: bool = False) -> pl.
 
 def _statement_changes(statements: pl.DataFrame, show_literals: bool) -> pl.DataFrame:
     head = _stripped_head(pl.col("sql"))
-    candidates = statements.filter(head.str.contains(_CANDIDATE.pattern).fill_null(False))
+    # Writes are most of an OLTP log: only the bulk ones reach the per-statement reading below.
+    is_write = head.str.contains(_WRITE.pattern)
+    bulk = pl.when(pl.col("rows_affected").is_not_null()).then(pl.col("rows_affected") >= BULK_MIN_ROWS).otherwise(
+        pl.col("query_time_s").fill_null(0.0) >= BULK_MIN_TIME_S
+    )
+    candidates = statements.filter((head.str.contains(_CANDIDATE.pattern) & (~is_write | bulk)).fill_null(False))
     if not candidates.height:
         return t.empty(t.CHANGE)
     rows = []
