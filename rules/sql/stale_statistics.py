@@ -480,7 +480,7 @@ def _finding(frame: pl.DataFrame, signals: pl.DataFrame, affected: pl.DataFrame,
         top_fp, top = found.steps[0]
         cost_text = (
             f"the statements misled on {table} lost {seconds(cost_s)} ({cost_pct:.1f}% of statement time) against their own runs "
-            f"before the change, all runs counted (logged plan or not); heaviest, fingerprint {top_fp}: {cause_module.step_text(top)}"
+            f"before the change, all runs counted (logged plan or not); heaviest, fingerprint {top_fp}: {cause_module.step_text(top)}."
         )
     else:
         cost_text = f"they took {seconds(row['affected_s'])} ({share:.1f}% of statement time). How much of it a correct plan saves is not in the log."
