@@ -238,3 +238,52 @@ def test_pg_timeline_marks_the_changes(pg: Analysis):
     assert kinds.index("analyze") < kinds.index("insert") < kinds.index("drop-index")
     (dropped,) = [e for e in events if e["kind"] == "drop-index"]
     assert (dropped["table"], dropped["object"], dropped["source"]) == ("accounts", "accounts_email_idx", PG_LOG)
+
+
+# ---- stale-statistics steps without a cause, on the real engines ---------------------------------
+
+
+def test_mariadb_statistics_steps_run_on_mariadb(mariadb):
+    from dbdiag.rules.sql.stale_statistics import _remediation
+
+    db = scratch_database(mariadb)
+    run_sql(db, MARIADB_SCHEMA)
+    for columns, index in ((["customer_id", "status"], "idx_customer_status"), (["status"], "PRIMARY"), ([], None)):
+        text = _remediation("mariadb", "orders", columns, index, {"misestimate"})
+        assert "EXPLAIN ANALYZE" not in text
+        for statement in _statements(text):
+            run_sql(db, statement)
+
+
+def test_postgresql_statistics_steps_run_on_postgresql(postgres):
+    from dbdiag.rules.sql.stale_statistics import _remediation
+
+    db = scratch_database(postgres)
+    run_sql(db, PG_SCHEMA)
+    for columns in (["state", "queue_id"], ["state"], []):
+        text = _remediation("postgresql", "jobs", columns, None, {"misestimate"})
+        assert [line.split(".")[0] for line in text.splitlines()[:2]] == ["1", "2"]
+        for statement in _statements(text):
+            run_sql(db, statement)
+
+
+def test_plan_flip_steps_without_a_cause_run_on_mariadb(mariadb):
+    from dbdiag.rules.sql.plan_flip import _remediation
+
+    db = scratch_database(mariadb)
+    run_sql(db, MARIADB_SCHEMA)
+    text = _remediation("mariadb", "SELECT id FROM orders WHERE customer_id = ? AND status = ?", ("orders", "idx_customer_status"), None)
+    assert "EXPLAIN ANALYZE" not in text and "BINDING" not in text
+    for statement in _statements(text):
+        run_sql(db, statement)
+
+
+def test_plan_flip_steps_without_a_cause_run_on_postgresql(postgres):
+    from dbdiag.rules.sql.plan_flip import _remediation
+
+    db = scratch_database(postgres)
+    run_sql(db, PG_SCHEMA)
+    text = _remediation("postgresql", "SELECT id FROM jobs WHERE state = ? AND queue_id = ?", (None, None), None, fallback_table="jobs")
+    assert "<" not in text
+    for statement in _statements(text):
+        run_sql(db, statement)

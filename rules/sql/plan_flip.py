@@ -343,7 +343,8 @@ def _remediation(engine: str, sql: str, fast_index: tuple[str | None, str | None
         lines = [f"Refresh the statistics the planner used: ANALYZE {table_text};"]
         if column:
             lines.append(f"If estimates stay off, raise the column's target: ALTER TABLE {table_text} ALTER COLUMN {column} SET STATISTICS 1000; ANALYZE {table_text};")
-        lines.append(f"With pg_hint_plan installed the plan can be pinned with the hint IndexScan({table_text} {index_text}) in a comment before the statement.")
+        if index:
+            lines.append(f"With pg_hint_plan installed the plan can be pinned with the hint IndexScan({table_text} {index}) in a comment before the statement.")
         return "\n".join(lines)
     if engine == "mariadb":
         if lead:

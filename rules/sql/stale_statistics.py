@@ -64,6 +64,7 @@ References:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import polars as pl
@@ -595,7 +596,13 @@ def _remediation(engine: str | None, table: str, columns: list[str], index: str 
 
 
 def _remediation_steps(engine: str | None, table: str, columns: list[str], index: str | None, kinds: set[str]) -> str:
-    column_list = columns or ["<column>"]
+    """The numbered steps; steps that need a column are left out when none is known (no placeholder to fill in)."""
+    steps = _steps(engine, table, columns, index, kinds).splitlines()
+    numbers = iter(range(1, len(steps) + 1))
+    return "\n".join(re.sub(r"^\d+\. ", lambda _: f"{next(numbers)}. ", line) for line in steps)
+
+
+def _steps(engine: str | None, table: str, columns: list[str], index: str | None, kinds: set[str]) -> str:
     if engine == "tidb":
         lines = [
             f"1. Collect statistics while {table} holds representative data: ANALYZE TABLE {table};",
@@ -609,10 +616,10 @@ def _remediation_steps(engine: str | None, table: str, columns: list[str], index
             lines.append(f"Pseudo statistics mean the optimizer guessed: SHOW ANALYZE STATUS WHERE table_name = '{table}'; shows whether analyze ever ran or failed.")
         return "\n".join(lines)
     if engine == "postgresql":
-        targets = " ".join(f"ALTER TABLE {table} ALTER COLUMN {c} SET STATISTICS 1000;" for c in column_list)
+        targets = " ".join(f"ALTER TABLE {table} ALTER COLUMN {c} SET STATISTICS 1000;" for c in columns)
         lines = [
             f"1. Refresh the statistics: ANALYZE {table};",
-            f"2. If estimates stay off for skewed columns, sample more: {targets} ANALYZE {table};",
+            *([f"2. If estimates stay off for skewed columns, sample more: {targets} ANALYZE {table};"] if columns else []),
             f"3. Keep them fresh on a fast-changing table: ALTER TABLE {table} SET (autovacuum_analyze_scale_factor = 0.02);",
         ]
         if len(columns) > 1:
@@ -624,9 +631,10 @@ def _remediation_steps(engine: str | None, table: str, columns: list[str], index
         return "\n".join(lines)
     if engine == "mariadb":
         indexes = f" INDEXES ({index})" if index else ""
+        persistent = f"FOR COLUMNS ({', '.join(columns)}){indexes}" if columns else "FOR ALL"
         return "\n".join(
             [
-                f"1. Collect engine-independent statistics with histograms: ANALYZE TABLE {table} PERSISTENT FOR COLUMNS ({', '.join(column_list)}){indexes};",
+                f"1. Collect engine-independent statistics with histograms: ANALYZE TABLE {table} PERSISTENT {persistent};",
                 "2. Make histograms precise enough: SET GLOBAL histogram_size = 254; (and histogram_type = DOUBLE_PREC_HB, or JSON_HB on 10.8+);"
                 " SET GLOBAL use_stat_tables = 'preferably_for_queries';",
                 f"3. Refresh InnoDB statistics too: ANALYZE TABLE {table};",
@@ -636,7 +644,7 @@ def _remediation_steps(engine: str | None, table: str, columns: list[str], index
     return "\n".join(
         [
             f"1. Refresh the statistics: ANALYZE TABLE {table};",
-            f"2. For skewed columns (MySQL 8.0+): ANALYZE TABLE {table} UPDATE HISTOGRAM ON {', '.join(column_list)} WITH 1024 BUCKETS;",
+            *([f"2. For skewed columns (MySQL 8.0+): ANALYZE TABLE {table} UPDATE HISTOGRAM ON {', '.join(columns)} WITH 1024 BUCKETS;"] if columns else []),
             f"3. Sample more pages if estimates stay off: ALTER TABLE {table} STATS_SAMPLE_PAGES = 200; ANALYZE TABLE {table};",
             "Check with EXPLAIN ANALYZE that estimated and actual rows now agree within 10x.",
         ]
