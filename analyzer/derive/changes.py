@@ -99,9 +99,6 @@ _PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
 # Set-based writes: bulk even when the log gives no row count, if they ran long.
 _SET_BASED = re.compile(r"(?is)^(?:insert|replace)\b.*?\bselect\b|^(?:update|delete|load\s+data|copy)\b")
 
-CHANGE_COLUMNS = tuple(t.CHANGE_SCHEMA)
-
-
 def changes(tables: dict[str, pl.DataFrame], show_literals: bool = False) -> pl.DataFrame | None:
     """The ``change`` table, oldest first; None when the capture has neither statements nor events."""
     statements, events = tables.get(t.STATEMENT), tables.get(t.EVENT)
@@ -118,7 +115,7 @@ def changes(tables: dict[str, pl.DataFrame], show_literals: bool = False) -> pl.
 
 
 def _statement_changes(statements: pl.DataFrame, show_literals: bool) -> pl.DataFrame:
-    head = _stripped_head(pl.col("sql"))
+    head = pl.col("sql").str.slice(0, _HEAD_CHARS)
     # Writes are most of an OLTP log: only the bulk ones reach the per-statement reading below.
     is_write = head.str.contains(_WRITE.pattern)
     bulk = pl.when(pl.col("rows_affected").is_not_null()).then(pl.col("rows_affected") >= BULK_MIN_ROWS).otherwise(
@@ -149,10 +146,6 @@ def _statement_changes(statements: pl.DataFrame, show_literals: bool) -> pl.Data
         for text, dialect in zip(frame["statement"].to_list(), dialects.to_list())
     ]
     return frame.with_columns(pl.Series("statement", redacted, dtype=pl.String))
-
-
-def _stripped_head(sql: pl.Expr) -> pl.Expr:
-    return sql.str.slice(0, _HEAD_CHARS)
 
 
 def classify(sql: str) -> tuple[str, str, str | None, str | None] | None:

@@ -163,6 +163,24 @@ def statistics_before(changes: pl.DataFrame, cause: dict) -> dict | None:
     return last_change_before(collected, {"source": cause["source"], "line": cause["line"], "start_ts": cause["ts"]})
 
 
+def step_numbers(found: Step) -> dict:
+    """The step as impact fields."""
+    return {
+        "calls_before": found.calls_before,
+        "median_before_s": round(found.median_before_s, 6),
+        "calls_after": found.calls_after,
+        "median_after_s": round(found.median_after_s, 6),
+    }
+
+
+def cause_summary(cause: dict) -> dict:
+    """The cause as an impact field: what, on what, when, by which connection, where in the capture."""
+    return {
+        "action": cause["action"], "table": cause["table"], "object": cause["object"],
+        "ts": cause["ts"].isoformat() if cause["ts"] else None, "conn_id": cause["conn_id"], "at": where(cause),
+    }
+
+
 def where(change: dict) -> str:
     return f"{change['source']}:{change['line']}"
 

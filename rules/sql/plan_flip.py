@@ -253,8 +253,8 @@ def _finding(inp: RuleInput, frame: pl.DataFrame, fp_id: str, plans: pl.DataFram
                 f"The flip lost {seconds(lost_s)} of database time ({lost_pct:.1f}% of all statement time){how}{when}{cause_text}"
             ),
             "slowdown": round(ratio, 1),
-            **(_step_numbers(found_step) if found_step is not None and found_step.lost_s is not None else {}),
-            **({"cause": _cause_summary(cause)} if cause else {}),
+            **(cause_module.step_numbers(found_step) if found_step is not None and found_step.lost_s is not None else {}),
+            **({"cause": cause_module.cause_summary(cause)} if cause else {}),
         },
         evidence=tuple(evidence),
         remediation=_remediation(engine, sample["sample_sql"], fast_index, fast_sample.get("plan_digest"), undo,
@@ -264,22 +264,6 @@ def _finding(inp: RuleInput, frame: pl.DataFrame, fp_id: str, plans: pl.DataFram
             + [f"{slow_sample['source']}:{slow_sample['line']}", f"{fast_sample['source']}:{fast_sample['line']}"]
         ),
     )
-
-
-def _step_numbers(found: cause_module.Step) -> dict:
-    return {
-        "calls_before": found.calls_before,
-        "median_before_s": round(found.median_before_s, 6),
-        "calls_after": found.calls_after,
-        "median_after_s": round(found.median_after_s, 6),
-    }
-
-
-def _cause_summary(cause: dict) -> dict:
-    return {
-        "action": cause["action"], "table": cause["table"], "object": cause["object"],
-        "ts": cause["ts"].isoformat() if cause["ts"] else None, "conn_id": cause["conn_id"], "at": cause_module.where(cause),
-    }
 
 
 def _only_table(inp: RuleInput, runs: pl.DataFrame, sample: dict) -> str | None:

@@ -510,29 +510,13 @@ def _finding(frame: pl.DataFrame, signals: pl.DataFrame, affected: pl.DataFrame,
             "fingerprints": by_class["fp_id"].head(MAX_FINGERPRINTS_SHOWN).to_list(),
             "max_misestimate": round(worst_factor, 1) if worst_factor else None,
             **({"affected_db_time_s": round(row["affected_s"], 3)} if measured else {}),
-            **(_step_numbers(found.steps[0][1]) if measured else {}),
-            **({"cause": _cause_summary(cause)} if cause else {}),
+            **(cause_module.step_numbers(found.steps[0][1]) if measured else {}),
+            **({"cause": cause_module.cause_summary(cause)} if cause else {}),
         },
         evidence=tuple(evidence),
         remediation=_remediation(engine, table, columns, index, kinds, cause, found.changes if found else None, worst["sample_sql"]),
         sources=tuple(([cause_module.where(cause)] if cause else []) + [f"{s['source']}:{s['line']}" for s in samples.head(3).iter_rows(named=True)]),
     )
-
-
-def _step_numbers(found: cause_module.Step) -> dict:
-    return {
-        "calls_before": found.calls_before,
-        "median_before_s": round(found.median_before_s, 6),
-        "calls_after": found.calls_after,
-        "median_after_s": round(found.median_after_s, 6),
-    }
-
-
-def _cause_summary(cause: dict) -> dict:
-    return {
-        "action": cause["action"], "table": cause["table"], "object": cause["object"],
-        "ts": cause["ts"].isoformat() if cause["ts"] else None, "conn_id": cause["conn_id"], "at": cause_module.where(cause),
-    }
 
 
 def _observed(kinds: set[str], stats_rows: pl.DataFrame, worst_factor: float | None) -> str:
