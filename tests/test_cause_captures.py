@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import statistics
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -119,7 +118,7 @@ def test_mariadb_change_table_lists_the_ddl_with_its_line(maria: Analysis):
 def test_mariadb_plan_flip_names_the_ignored_index(maria: Analysis):
     finding = _finding(maria, "plan-flip", "IGNORED")
     where = f"{MARIADB_LOG}:{MARIADB_ALTER_LINE}"
-    assert f"index idx_customer_status made IGNORED on orders at " in finding.title and where in finding.title
+    assert "index idx_customer_status made IGNORED on orders at " in finding.title and where in finding.title
     assert finding.sources[0] == where
     assert finding.impact["cause"] == {**finding.impact["cause"], "action": "index-ignored", "object": "idx_customer_status",
                                        "conn_id": "6", "at": where}

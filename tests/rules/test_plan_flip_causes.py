@@ -56,7 +56,7 @@ def test_the_step_counts_every_run_not_only_the_sampled_plans():
     assert finding.impact["share_of_db_time"] == pytest.approx(lost_s / total_s, abs=1e-4)
     change_line = 1 + 300 * LINES_PER_ENTRY
     assert finding.sources[0] == f"{SOURCE}:{change_line}"
-    assert f"DROP INDEX jobs_queue_idx on jobs at " in finding.title
+    assert "DROP INDEX jobs_queue_idx on jobs at " in finding.title
     # the 30 sampled slow runs alone lose 0.6 s: under MIN_LOST_S, the flip would not have fired on them
     assert 30 * (0.02 - 0.0001) < plan_flip.MIN_LOST_S
 
