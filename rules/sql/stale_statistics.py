@@ -41,9 +41,10 @@ How it is detected:
     (the one it made stale). Then the time is measured from each misled fingerprint's own runs,
     all of them (a logged plan or not): calls after the change x (median after - median before),
     each side bounded by the neighbouring changes on the table, summed over the fingerprints; the
-    rule judges the larger of that and the misled statements' own time. Without a cause (or with
-    no run before it) the time is that of the statements that used the bad statistics, not time
-    proven lost because of them.
+    rule judges the larger of that and the misled statements' own time. Without a change in the
+    capture, the same step is taken at the first misled statement. Without runs on both sides the
+    time is that of the statements that used the bad statistics, not time proven lost because of
+    them.
 
 Remediation:
     Led by the change the capture shows (its ``file:line``); then collect statistics on representative data: TiDB ``ANALYZE TABLE t``, and ``LOCK STATS t``
@@ -172,6 +173,7 @@ class TableCause:
     collected: dict | None  # the statistics collection a bulk change made stale
     steps: tuple[tuple[str, cause_module.Step], ...]  # (fp_id, step), heaviest loss first
     changes: pl.DataFrame | None
+    first_misled: dict | None = None  # the first statement planned on the bad statistics
 
     @property
     def lost_s(self) -> float:
@@ -183,25 +185,26 @@ class TableCause:
 
 
 def _cause_and_step(inp: RuleInput, everything: pl.DataFrame, affected: pl.DataFrame, table: str) -> TableCause:
-    changes = cause_module.table_changes(inp)
-    if changes is None:
-        return TableCause(None, None, (), None)
-    mine = cause_module.on_tables(changes, {table.lower()})
-    if not mine.height:
-        return TableCause(None, None, (), None)
+    """The cause on ``table`` and the step of each misled fingerprint there; without a cause, the step at the
+    first misled statement (the statistics went wrong at some moment the capture does not show)."""
     misled = affected.filter(pl.col("table") == table)
     fps = misled["fp_id"].unique().to_list()
     runs = everything.filter(pl.col("fp_id").is_in(fps)).select("fp_id", "source", "stmt_id", "line", "start_ts", "end_ts", "query_time_s")
     first = runs.join(misled.select("source", "stmt_id"), on=["source", "stmt_id"], how="semi").sort(
         pl.coalesce("start_ts", "end_ts"), "source", "line", nulls_last=True
     ).row(0, named=True)
-    cause = cause_module.last_change_before(mine, first)
+    changes = cause_module.table_changes(inp)
+    mine = cause_module.on_tables(changes, {table.lower()}) if changes is not None else None
+    cause = cause_module.last_change_before(mine, first) if mine is not None and mine.height else None
     if cause is None:
-        return TableCause(None, None, (), mine)
+        point = cause_module.at_run(first)
+        steps = [(fp_id, cause_module.step(group, point, None, None)) for (fp_id,), group in runs.group_by("fp_id")]
+        steps.sort(key=lambda pair: (-(pair[1].lost_s or 0.0), pair[0]))
+        return TableCause(None, None, tuple(steps), mine, first)
     previous, following = cause_module.neighbours(mine, cause)
     steps = [(fp_id, cause_module.step(group, cause, previous, following)) for (fp_id,), group in runs.group_by("fp_id")]
     steps.sort(key=lambda pair: (-(pair[1].lost_s or 0.0), pair[0]))
-    return TableCause(cause, cause_module.statistics_before(mine, cause), tuple(steps), mine)
+    return TableCause(cause, cause_module.statistics_before(mine, cause), tuple(steps), mine, first)
 
 
 # The statement columns this rule reads: filtering them is much cheaper than filtering the whole table.
@@ -481,7 +484,8 @@ def _finding(frame: pl.DataFrame, signals: pl.DataFrame, affected: pl.DataFrame,
         top_fp, top = found.steps[0]
         cost_text = (
             f"the statements misled on {table} lost {seconds(cost_s)} ({cost_pct:.1f}% of statement time) against their own runs "
-            f"before the change, all runs counted (logged plan or not); heaviest, fingerprint {top_fp}: {cause_module.step_text(top)}."
+            f"before {'the change' if cause else _first_misled_text(found.first_misled)}, all runs counted (logged plan or not); "
+            f"heaviest, fingerprint {top_fp}: {cause_module.step_text(top)}."
         )
     else:
         cost_text = f"they took {seconds(row['affected_s'])} ({share:.1f}% of statement time). How much of it a correct plan saves is not in the log."
@@ -517,6 +521,14 @@ def _finding(frame: pl.DataFrame, signals: pl.DataFrame, affected: pl.DataFrame,
         remediation=_remediation(engine, table, columns, index, kinds, cause, found.changes if found else None, worst["sample_sql"]),
         sources=tuple(([cause_module.where(cause)] if cause else []) + [f"{s['source']}:{s['line']}" for s in samples.head(3).iter_rows(named=True)]),
     )
+
+
+def _first_misled_text(first: dict | None) -> str:
+    """``the first misled statement (db/slow.log:120, 10:00:43)``: where the step is taken when the capture shows no change."""
+    if not first:
+        return "the first misled statement"
+    when = first["start_ts"] or first["end_ts"]
+    return f"the first misled statement ({first['source']}:{first['line']}{f', {when:%H:%M:%S}' if when else ''})"
 
 
 def _observed(kinds: set[str], stats_rows: pl.DataFrame, worst_factor: float | None) -> str:

@@ -149,3 +149,17 @@ def test_fast_runs_still_arriving_after_the_change_do_not_hide_it():
     (finding,) = _check(rows)
     assert finding.impact["cause"]["action"] == "analyze"
     assert "LOCK STATS jobs;" in finding.remediation
+
+
+def test_stale_statistics_without_a_change_takes_the_step_at_the_first_misled_statement():
+    from dbdiag.rules.sql import stale_statistics
+
+    sql = "SELECT id FROM jobs WHERE state = 0 AND queue_id = 7"
+    rows = run(sql, 0.0001, 300, engine="postgresql") + run(sql, 0.02, 300, engine="postgresql")
+    bad = [{"stmt_id": i, "node_type": "Index Scan", "relation": "jobs", "index_name": "jobs_state_idx", "est_rows": 1.0,
+            "actual_rows": 9.0, "rows_removed_by_filter": 171_420.0, "filter": "(queue_id = 7)"} for i in range(300, 600, 4)]
+    (finding,) = stale_statistics.check(_with_changes(sql_input(rows, bad))).findings
+    assert finding.impact["db_time_s"] == pytest.approx(300 * (0.02 - 0.0001), abs=1e-3)
+    assert (finding.impact["calls_before"], finding.impact["calls_after"]) == (300, 300)
+    assert "cause" not in finding.impact
+    assert f"before the first misled statement ({SOURCE}:{1 + 300 * LINES_PER_ENTRY}, " in finding.impact["description"]
