@@ -442,7 +442,7 @@ CHANGE_SCHEMA = {
     "ts": UTC_TIME,  # when it took effect: the statement's end, the event's time
     "kind": pl.String,  # "ddl", "statistics", "bulk-change", "config", "restart", "oom-kill"
     "action": pl.String,  # "index-ignored", "index-not-ignored", "index-invisible", "index-visible", "create-index",
-    # "drop-index", "alter-index", "alter-table", "create-table", "drop-table", "truncate", "rename-table", "analyze",
+    # "drop-index", "alter-index", "alter-table", "create-table", "drop-table", "truncate", "rename-table", "analyze", "auto-analyze",
     # "optimize", "lock-stats", "unlock-stats", "insert", "update", "delete", "load-data", "copy", "set-global",
     # "alter-system", "reload"; for events their kind ("start", "shutdown", "crash", "restart", "recovery", "oom-kill")
     "table": pl.String,  # table name without schema or quotes; null when none is named or known

@@ -178,7 +178,7 @@ def test_pg_stale_statistics_names_the_bulk_load_and_the_analyze_before_it(pg: A
     (finding,) = _findings(pg, "stale-statistics")
     bulk, analyzed = _pg_change(pg, "insert", "jobs"), _pg_change(pg, "analyze", "jobs")
     assert finding.subject == "table jobs"
-    assert f"after a bulk INSERT on jobs at {bulk['ts']:%H:%M:%S} ({PG_LOG}:{bulk['line']})" in finding.title
+    assert f"after a bulk INSERT on jobs at {bulk['ts']:%H:%M:%S} UTC ({PG_LOG}:{bulk['line']})" in finding.title
     assert finding.sources[0] == f"{PG_LOG}:{bulk['line']}"
     assert f"ANALYZE jobs ({PG_LOG}:{analyzed['line']}" in finding.impact["description"]
     assert f"connection {bulk['conn_id']}" in finding.impact["description"]
@@ -198,7 +198,7 @@ def test_pg_plan_flip_after_drop_index_step_and_cause(pg: Analysis):
     finding = _finding(pg, "plan-flip", "DROP INDEX")
     dropped = _pg_change(pg, "drop-index", "accounts")
     where = f"{PG_LOG}:{dropped['line']}"
-    assert f"DROP INDEX accounts_email_idx on accounts at {dropped['ts']:%H:%M:%S} ({where})" in finding.title
+    assert f"DROP INDEX accounts_email_idx on accounts at {dropped['ts']:%H:%M:%S} UTC ({where})" in finding.title
     assert finding.sources[0] == where
     expected = _expected_step(pg, PG_ACCOUNTS_LOOKUP, PG_LOG, dropped["line"])
     assert (expected["calls_before"], expected["calls_after"]) == (300, 150)

@@ -87,3 +87,9 @@ def test_nothing_to_read_gives_none_and_the_schema_is_declared():
     assert changes({}) is None
     frame = changes({t.STATEMENT: statement_table(run("SELECT 1", 0.1))})
     assert frame.schema == pl.Schema(t.CHANGE_SCHEMA) and frame.height == 0
+
+
+def test_the_servers_own_analyze_is_auto_analyze():
+    rows = run("analyze table `bank`.`mq_producer_msg`", 120.0, engine="tidb", is_internal=True) + run("ANALYZE TABLE t1", 0.1, engine="tidb")
+    found = changes({t.STATEMENT: statement_table(rows)})
+    assert found.select("action", "table").rows() == [("auto-analyze", "mq_producer_msg"), ("analyze", "t1")]

@@ -23,7 +23,7 @@ Inputs and what they give (sample input -> ``kind`` / ``action``):
       SELECT pg_reload_conf()                                      -> config / reload
 
   MariaDB's ``ANALYZE SELECT ...`` / ``ANALYZE FORMAT=JSON ...`` run a query and are no statistics
-  collection: left out. Internal statements count (TiDB's auto analyze is one).
+  collection: left out. Internal statements count: TiDB's auto analyze is one, ``auto-analyze``.
 - ``event`` rows: start, shutdown, crash, restart, recovery -> restart / <the event's kind>;
   oom-kill -> oom-kill / oom-kill.
 
@@ -125,11 +125,14 @@ def _statement_changes(statements: pl.DataFrame, show_literals: bool) -> pl.Data
     if not candidates.height:
         return t.empty(t.CHANGE)
     rows = []
-    for row in candidates.select("engine", "end_ts", "start_ts", "query_time_s", "rows_affected", "conn_id", "sql", "source", "line").iter_rows(named=True):
+    columns = ("engine", "end_ts", "start_ts", "query_time_s", "rows_affected", "conn_id", "is_internal", "sql", "source", "line")
+    for row in candidates.select(columns).iter_rows(named=True):
         found = classify(row["sql"] or "")
         if found is None or not _is_change(found, row):
             continue
         kind, action, table, obj = found
+        if action == "analyze" and row["is_internal"]:
+            action = "auto-analyze"  # the server's own job (TiDB's auto analyze is logged as an internal statement)
         rows.append({
             "ts": row["end_ts"] or row["start_ts"], "kind": kind, "action": action, "table": table, "object": obj,
             "rows": row["rows_affected"], "engine": row["engine"], "statement": row["sql"], "conn_id": row["conn_id"],

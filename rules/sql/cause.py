@@ -148,6 +148,7 @@ def label(change: dict) -> str:
         "drop-index": f"DROP INDEX {obj} on {table}",
         "create-index": f"CREATE INDEX {obj} on {table}",
         "analyze": f"ANALYZE of {table}",
+        "auto-analyze": f"auto analyze of {table}",
         "truncate": f"TRUNCATE of {table}",
     }
     if action in _BULK_ACTIONS:
@@ -255,7 +256,7 @@ def undo(engine: str | None, cause: dict, changes: pl.DataFrame, sample_sql: str
         return [f"Undo it, recreate the index: {ddl}"] if ddl else []
     if action == "create-index":
         return _set_aside(engine, table, index)
-    if action in ("analyze", "insert", "update", "delete", "copy", "load-data", "truncate"):
+    if action in ("analyze", "auto-analyze", "insert", "update", "delete", "copy", "load-data", "truncate"):
         return analyze_lines(engine, table)
     return []
 

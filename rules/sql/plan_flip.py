@@ -210,7 +210,7 @@ def _finding(inp: RuleInput, frame: pl.DataFrame, fp_id: str, plans: pl.DataFram
     )
     cause = switch.cause if switch else None
     found_step = switch.step if switch else None
-    after = f" after {cause_module.label(cause)} at {cause['ts']:%H:%M:%S} ({cause_module.where(cause)})" if cause and cause["ts"] else ""
+    after = f" after {cause_module.label(cause)} at {cause['ts']:%H:%M:%S} UTC ({cause_module.where(cause)})" if cause and cause["ts"] else ""
     how = (
         f"; {found_step.calls_after:,} run(s) after the {'change' if cause else 'switch'} against {found_step.calls_before:,} before "
         f"(all runs, logged plan or not): {cause_module.step_text(found_step)}"

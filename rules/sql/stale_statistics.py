@@ -479,7 +479,7 @@ def _finding(frame: pl.DataFrame, signals: pl.DataFrame, affected: pl.DataFrame,
                 rows=tuple((fp, s.calls_before, seconds(s.median_before_s), s.calls_after, seconds(s.median_after_s), seconds(s.lost_s))
                            for fp, s in found.steps[:MAX_FINGERPRINTS_SHOWN]),
             ))
-    after = f" after {cause_module.label(cause)} at {cause['ts']:%H:%M:%S} ({cause_module.where(cause)})" if cause and cause["ts"] else ""
+    after = f" after {cause_module.label(cause)} at {cause['ts']:%H:%M:%S} UTC ({cause_module.where(cause)})" if cause and cause["ts"] else ""
     if measured:
         top_fp, top = found.steps[0]
         cost_text = (
