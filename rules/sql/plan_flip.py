@@ -241,7 +241,7 @@ def _finding(inp: RuleInput, frame: pl.DataFrame, fp_id: str, plans: pl.DataFram
         severity=Severity.CRITICAL if lost_pct >= CRITICAL_SHARE_PCT else Severity.WARNING,
         title=(
             f"Plan flip{after}: one statement {ratio:,.0f}x slower with another plan "
-            f"({seconds(fast['median_s'])} -> {seconds(slow['median_s'])} median){instances}; threshold {SLOWDOWN_FACTOR:.0f}x"
+            f"({seconds(fast['median_s'])} to {seconds(slow['median_s'])} median){instances}; threshold {SLOWDOWN_FACTOR:.0f}x"
         ),
         subject=f"fingerprint {fp_id}",
         impact={
