@@ -470,6 +470,27 @@ LOCK_WAIT_SCHEMA = {
     "line": pl.Int64,
 }
 
+# Derived (analyzer/derive/changes.py): changes seen in the capture, the causes plan and latency
+# changes are traced to. One row per DDL, statistics collection, bulk data change, setting change,
+# restart or OOM kill, oldest first.
+CHANGE = "change"
+CHANGE_SCHEMA = {
+    "ts": UTC_TIME,  # when it took effect: the statement's end, the event's time
+    "kind": pl.String,  # "ddl", "statistics", "bulk-change", "config", "restart", "oom-kill"
+    "action": pl.String,  # "index-ignored", "index-not-ignored", "index-invisible", "index-visible", "create-index",
+    # "drop-index", "alter-index", "alter-table", "create-table", "drop-table", "truncate", "rename-table", "analyze", "auto-analyze",
+    # "optimize", "lock-stats", "unlock-stats", "insert", "update", "delete", "load-data", "copy", "set-global",
+    # "alter-system", "reload"; for events their kind ("start", "shutdown", "crash", "restart", "recovery", "oom-kill")
+    "table": pl.String,  # table name without schema or quotes; null when none is named or known
+    "object": pl.String,  # the index, the setting, the process
+    "rows": pl.Int64,  # rows affected when the log says
+    "engine": pl.String,  # the statement's engine, the event's component
+    "statement": pl.String,  # the SQL (literals replaced unless shown) or the log line
+    "conn_id": pl.String,  # thread id / backend pid / connection id
+    "source": pl.String,
+    "line": pl.Int64,
+}
+
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     CPU_UTIL: CPU_UTIL_SCHEMA,
     NODE_UTIL: NODE_UTIL_SCHEMA,
@@ -500,6 +521,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     PROXY_CONFIG: PROXY_CONFIG_SCHEMA,
     EVENT: EVENT_SCHEMA,
     LOCK_WAIT: LOCK_WAIT_SCHEMA,
+    CHANGE: CHANGE_SCHEMA,
 }
 
 

@@ -129,7 +129,7 @@ def test_demo_sql_findings_and_privacy(tmp_path: Path, report: Report):
     assert SQL_RULES - {"dominant-statement"} <= set(by_rule)
     flip = by_rule["plan-flip"]
     assert flip["severity"] == "critical" and "4 instance(s)" in flip["title"]
-    assert "62.1 ms -> 37.8 s" in flip["title"]
+    assert "62.1 ms to 37.8 s" in flip["title"]
     assert "CREATE GLOBAL BINDING FROM HISTORY USING PLAN DIGEST" in flip["remediation"] and "LOCK STATS" in flip["remediation"]
     assert ";;" not in flip["remediation"]
     assert "72.7%" in by_rule["plan-cache-miss"]["title"]

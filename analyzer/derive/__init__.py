@@ -14,7 +14,7 @@ from typing import Any, Callable
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive import cpu, cpu_profile, host, host_config, idle_gaps, numa, public_text, sql, time_accounting, timeline
+from dbdiag.derive import changes, cpu, cpu_profile, host, host_config, idle_gaps, numa, public_text, sql, time_accounting, timeline
 from dbdiag.derive.sql import SqlOptions
 
 # A step that fails on odd data (a value out of range somewhere) costs its own output, never the
@@ -36,6 +36,7 @@ def derive_all(
     tables = {**tables, **public}  # every step below sees log lines and labels with their literals replaced
     errors: list[str] = []
     step = _stepper(errors)
+    change_table = step("changes", None, changes.changes, tables, sql_options.show_literals)
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="dbdiag-derive") as pool:
         sql_branch = pool.submit(step, "sql", (None, {}), sql.derive_sql, tables, sql_options)
         gaps_branch = pool.submit(step, "idle_gaps", None, idle_gaps.idle_gaps, tables)
@@ -45,7 +46,9 @@ def derive_all(
             if plan_nodes is not None
             else None
         )
-        derived_tables, metrics = _host_and_time(tables, window_s, gaps_branch.result, step)
+        derived_tables, metrics = _host_and_time(tables, window_s, gaps_branch.result, step, change_table)
+        if change_table is not None:
+            derived_tables[t.CHANGE] = change_table
         statements, sql_metrics = sql_branch.result()
         if statements is not None:
             derived_tables["statements"] = statements
@@ -78,6 +81,7 @@ def _host_and_time(
     window_s: float,
     idle_gaps_result: Callable[[], dict[str, Any] | None],
     step: Callable[..., Any],
+    change_table: pl.DataFrame | None = None,
 ) -> tuple[dict[str, pl.DataFrame], dict[str, Any]]:
     """(derived tables, metrics) but the SQL ones; ``idle_gaps_result()`` waits for the idle gaps (another thread's)."""
     softirq_delta, softirq_sources = step("softirq_delta", (None, []), cpu.softirq_count_delta, tables)
@@ -117,7 +121,7 @@ def _host_and_time(
     if checks:
         metrics["host_config"] = checks
     accounting, accounting_windows = step("time_accounting", (None, None), time_accounting.time_accounting, tables, window_s)
-    timeline_table, timeline_metric = step("timeline", (None, None), timeline.timeline, tables, window_s, accounting)
+    timeline_table, timeline_metric = step("timeline", (None, None), timeline.timeline, tables, window_s, accounting, timeline.MIN_WINDOWS, change_table)
     gaps = idle_gaps_result()  # waited for only now: the timeline does not need it
     if accounting is not None:
         metrics["time_accounting"] = accounting

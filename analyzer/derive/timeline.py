@@ -32,8 +32,11 @@ with ``[label]`` when it is one of several (``tps[Login]``, ``connections[fe_mys
   interval's start (the end less the step between reports), like every other input. With only
   mpstat's ``all`` row, the mean only. One ``cpu_util`` source is used (the one with most rows);
   others covering the same CPUs repeat it.
-- ``event[kind]`` (events): count of :data:`MARKER_KINDS` events in the window; the metric lists
-  each event for markers.
+- ``event[kind]`` (events): count of :data:`MARKER_KINDS` events in the window, and of the changes
+  of :data:`CHANGE_KINDS` (the derived ``change`` table: DDL, statistics collection, bulk data
+  changes, setting changes) under their action (``event[index-ignored]``, ``event[analyze]``); the
+  metric lists each for markers, changes with ``change`` (their kind), ``table``, ``object`` and
+  ``conn_id``.
 
 Sources without a wall clock: a single sysbench/pgbench run is placed where
 ``time_accounting`` placed it on the statement log (pass its metric as ``accounting``); its
@@ -71,6 +74,9 @@ MIN_WINDOWS = 10  # a capture shorter than 10 windows gets finer windows (down t
 FINE_WINDOWS_S = (5.0, 2.0, 1.0)
 MAX_WINDOWS = 2000  # longer captures get coarser windows, so the JSON stays readable
 MARKER_KINDS = ("oom-kill", "start", "shutdown", "crash", "restart", "recovery", "fatal")
+CHANGE_KINDS = ("ddl", "statistics", "bulk-change", "config")  # restarts and OOM kills come from the events
+MAX_MARKERS = 200
+MESSAGE_CHARS = 300
 
 # Counters whose increase per second is a throughput: metric -> (measure, labels left out).
 RATE_COUNTERS: dict[str, tuple[str, str | None]] = {
@@ -102,16 +108,18 @@ TIMELINE_SCHEMA = {
 
 def timeline(
     tables: dict[str, pl.DataFrame], window_s: float = 10.0, accounting: dict[str, Any] | None = None,
-    min_windows: int = MIN_WINDOWS,
+    min_windows: int = MIN_WINDOWS, changes: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame | None, dict[str, Any] | None]:
     """The ``timeline`` table and ``metrics.timeline``; (None, None) when nothing has a usable time.
 
     ``accounting``: ``metrics.time_accounting``, to place a clock-less load-test run where it was
     matched. A capture spanning fewer than ``min_windows`` windows gets finer ones (5, 2, 1 s).
+    ``changes``: the derived ``change`` table, whose changes are marked.
     """
     notes: list[str] = []
     sources: list[dict[str, Any]] = []
-    inputs = _timed_inputs(tables, accounting, sources, notes)
+    marked = _marked_changes(changes)
+    inputs = _timed_inputs(tables, accounting, sources, notes, marked)
     if not inputs:
         return None, None
     first = min(frame["ts"].min() for frame in inputs.values())
@@ -129,7 +137,7 @@ def timeline(
         "from": _iso(table["window_start"].min()) if table.height else _iso(first),
         "to": _iso(table["window_start"].max() + timedelta(microseconds=width_us)) if table.height else _iso(last),
         "series": _series_entries(table, frames),
-        "events": _event_list(tables.get(t.EVENT)),
+        "events": _event_list(tables.get(t.EVENT), marked),
         "sources": sources,
         "notes": notes,
     }
@@ -140,7 +148,7 @@ def timeline(
 
 
 def _timed_inputs(tables: dict[str, pl.DataFrame], accounting: dict[str, Any] | None,
-                  sources: list[dict[str, Any]], notes: list[str]) -> dict[str, pl.DataFrame]:
+                  sources: list[dict[str, Any]], notes: list[str], marked: pl.DataFrame | None = None) -> dict[str, pl.DataFrame]:
     """Per input kind, its rows with a ``ts`` column on the common axis; fills ``sources``."""
     inputs: dict[str, pl.DataFrame] = {}
 
@@ -206,7 +214,20 @@ def _timed_inputs(tables: dict[str, pl.DataFrame], accounting: dict[str, Any] | 
     events = tables.get(t.EVENT)
     if events is not None and events.height:
         add("events", events.filter(pl.col("kind").is_in(MARKER_KINDS)))
+    if marked is not None:
+        # a change's statement is in the statement log already: its span is not listed again
+        frame = marked.filter(inside(pl.col("ts")).fill_null(False)).select("ts", pl.col("action").alias("kind"), "source")
+        if frame.height:
+            inputs["events"] = pl.concat([inputs["events"], frame], how="diagonal_relaxed") if "events" in inputs else frame
     return inputs
+
+
+def _marked_changes(changes: pl.DataFrame | None) -> pl.DataFrame | None:
+    """The changes the timeline marks (:data:`CHANGE_KINDS`, with a time), or None."""
+    if changes is None or not changes.height:
+        return None
+    marked = changes.filter(pl.col("kind").is_in(CHANGE_KINDS) & pl.col("ts").is_not_null())
+    return marked if marked.height else None
 
 
 def _at_interval_start(cpu: pl.DataFrame) -> pl.DataFrame:
@@ -542,16 +563,25 @@ def _note(measure: str) -> str | None:
     return None
 
 
-def _event_list(events: pl.DataFrame | None) -> list[dict[str, Any]]:
-    """The marker events in time order (the first 200: a restart loop would bury the chart)."""
-    if events is None or not events.height:
-        return []
-    rows = events.filter(pl.col("kind").is_in(MARKER_KINDS) & pl.col("ts").is_not_null()).sort("ts")
-    return [
-        {"ts": _iso(row["ts"]), "kind": row["kind"], "component": row["component"], "process": row["process"],
-         "message": row["message"], "source": row["source"], "line": row["line"]}
-        for row in rows.head(200).iter_rows(named=True)
-    ]
+def _event_list(events: pl.DataFrame | None, changes: pl.DataFrame | None = None) -> list[dict[str, Any]]:
+    """The marker events and changes in time order (the first MAX_MARKERS: a restart loop would bury the chart)."""
+    entries: list[tuple[datetime, dict[str, Any]]] = []
+    if events is not None and events.height:
+        rows = events.filter(pl.col("kind").is_in(MARKER_KINDS) & pl.col("ts").is_not_null()).sort("ts")
+        entries += [
+            (row["ts"], {"ts": _iso(row["ts"]), "kind": row["kind"], "component": row["component"], "process": row["process"],
+                         "message": row["message"], "source": row["source"], "line": row["line"]})
+            for row in rows.head(MAX_MARKERS).iter_rows(named=True)
+        ]
+    if changes is not None:
+        entries += [
+            (row["ts"], {"ts": _iso(row["ts"]), "kind": row["action"], "change": row["kind"], "component": row["engine"],
+                         "process": None, "table": row["table"], "object": row["object"], "conn_id": row["conn_id"],
+                         "message": (row["statement"] or "")[:MESSAGE_CHARS], "source": row["source"], "line": row["line"]})
+            for row in changes.sort("ts").head(MAX_MARKERS).iter_rows(named=True)
+        ]
+    entries.sort(key=lambda entry: entry[0])
+    return [entry for _, entry in entries[:MAX_MARKERS]]
 
 
 def _iso(value: Any) -> str | None:

@@ -16,36 +16,56 @@ Why it matters:
 
 How it is detected:
     Input: ``statement`` rows with a plan key (Plan_digest, else the plan signature) and a
-    duration. Per fingerprint, every plan with at least MIN_PLAN_CALLS = 1 execution is
-    compared by median latency. It fires when the slowest plan's median is at least
-    SLOWDOWN_FACTOR = 10 times the fastest plan's median and the time it lost — the sum over
-    the slow plan's executions of (duration - fast median) — is at least MIN_LOST_S = 1 s and
-    at least MIN_LOST_SHARE_PCT = 1% of all statement time. Critical when the loss is at least
-    CRITICAL_SHARE_PCT = 10% of statement time.
+    duration; the derived ``change`` table (DDL, statistics collection, bulk changes seen in the
+    capture). Per fingerprint, every plan with at least MIN_PLAN_CALLS = 1 execution is compared
+    by median latency. When the slowest plan's median is at least SLOWDOWN_FACTOR = 10 times the
+    fastest plan's, the switch is located: the fingerprint's first run with the slow plan after a
+    run with the fast one. The cause is the last change on a table the statement reads (its plan
+    nodes' relations and its SQL's tables) between those two runs. The time lost is then measured
+    from all the fingerprint's runs, with a logged plan or not (auto_explain may sample): calls
+    after the change x (median after - median before), each side bounded by the neighbouring
+    changes on the same tables. Without a cause, the same step is taken at the switch when no
+    fast-plan run follows it; when the plans interleave (parameter-dependent plans), the time lost
+    is the sum over the slow plan's executions of (duration - fast median). It fires when that
+    loss is at least MIN_LOST_S = 1 s and at least MIN_LOST_SHARE_PCT = 1% of all statement time.
+    Critical when the loss is at least CRITICAL_SHARE_PCT = 10% of statement time.
 
 Remediation:
-    Pin the good plan and stop the statistics that caused the flip from coming back: TiDB
-    ``CREATE GLOBAL BINDING ... USING ... /*+ USE_INDEX(t, idx) */`` and ``LOCK STATS t`` (after
-    ``ANALYZE TABLE t`` on representative data); MySQL/MariaDB an index hint or optimizer hint,
-    ``ALTER TABLE t ALTER INDEX idx VISIBLE`` (MySQL) or ``... NOT IGNORED`` (MariaDB) if the good
-    index was set aside, and ``ANALYZE TABLE``; PostgreSQL ``ANALYZE t`` and a higher statistics target on the column.
+    First undo the change the capture shows, on the capture's engine: MariaDB 10.6+ ``ALTER
+    TABLE t ALTER INDEX i NOT IGNORED`` (an IGNORED index cannot be forced, so no FORCE INDEX);
+    MySQL 8.0 / TiDB ``ALTER TABLE t ALTER INDEX i VISIBLE``; a dropped index recreated from its
+    own definition when the capture created it (PostgreSQL ``CREATE INDEX CONCURRENTLY``, MySQL
+    and MariaDB ``ALTER TABLE t ADD INDEX``), else on the statement's WHERE columns; after a bulk
+    change or an ANALYZE on unrepresentative data, statistics collected again (PostgreSQL
+    ``ANALYZE t``, MariaDB ``ANALYZE TABLE t PERSISTENT FOR ALL``, MySQL ``ANALYZE TABLE t``,
+    TiDB ``ANALYZE TABLE t`` then ``LOCK STATS t``). Without a cause, pin the good plan and stop
+    the statistics that caused the flip from coming back: TiDB ``CREATE GLOBAL BINDING ... USING
+    ... /*+ USE_INDEX(t, idx) */`` and ``LOCK STATS t``; MySQL/MariaDB an index hint and
+    ``ANALYZE TABLE``; PostgreSQL ``ANALYZE t`` and a higher statistics target on the column.
+    Checks: MariaDB ``ANALYZE FORMAT=JSON`` (MariaDB has no EXPLAIN ANALYZE), MySQL 8.0.18+
+    ``EXPLAIN ANALYZE``, PostgreSQL ``EXPLAIN (ANALYZE, BUFFERS)``.
 
 References:
-    TiDB docs "SQL Plan Management (SPM)" (CREATE BINDING), "Lock statistics" (LOCK STATS),
+    TiDB docs "SQL Plan Management (SPM)" (CREATE BINDING), "LOCK STATS"
+    (docs.pingcap.com/tidb/stable/sql-statement-lock-stats), "Invisible Indexes",
     "identify-slow-queries" (Plan_digest); MySQL 8.0 manual "Optimizer Hints", "Invisible
-    Indexes"; PostgreSQL manual "ANALYZE", "auto_explain".
+    Indexes" (ALTER TABLE ... ALTER INDEX ... VISIBLE); MariaDB KB "Ignored Indexes" (10.6+),
+    "ANALYZE Statement"; PostgreSQL manual "CREATE INDEX" (CONCURRENTLY), "ANALYZE", "auto_explain".
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
+from dbdiag.rules.sql import cause as cause_module
 from dbdiag.rules.sql.common import db_time_s, plan_nodes_of, seconds, short_plan, short_sql, statement_evidence, statements
+from dbdiag.rules.sql.full_table_scan import suggest_index
 
 RULE_ID = "plan-flip"
 
@@ -84,22 +104,68 @@ def check(inp: RuleInput) -> Verdict:
     )
     flipped = []
     measured = []
+    timed = everything.filter(_TIMED_WITH_PLAN)
+    all_plans = None
     for index, (fp_id, plans, fast_s, slow_s) in enumerate(per_class.drop("runs").iter_rows()):
         ratio = slow_s / fast_s if fast_s else float("inf")
         lost_s = float((per_class["runs"][index] - fast_s).clip(lower_bound=0).sum())
+        switch = None
+        if ratio >= SLOWDOWN_FACTOR:
+            all_plans = _plans(timed) if all_plans is None else all_plans
+            ranked = all_plans.filter(pl.col("fp_id").eq_missing(fp_id)).sort("median_s", "plan_key")
+            switch = _switch(inp, everything, fp_id, ranked.row(0, named=True), ranked.row(-1, named=True))
+            if switch.step is not None and switch.step.lost_s is not None:
+                lost_s = switch.step.lost_s  # every run counts, logged plan or not
         lost_pct = 100.0 * lost_s / total_s
         measured.append(f"{fp_id}: {plans} plans, slowest {ratio:,.0f}x the fastest, {seconds(lost_s)} lost")
         if ratio >= SLOWDOWN_FACTOR and lost_s >= MIN_LOST_S and lost_pct >= MIN_LOST_SHARE_PCT:
-            flipped.append((fp_id, ratio, lost_s, lost_pct))
+            flipped.append((fp_id, ratio, lost_s, lost_pct, switch))
     findings = []
-    if flipped:
-        timed = everything.filter(_TIMED_WITH_PLAN)
-        all_plans = _plans(timed)
-        for fp_id, ratio, lost_s, lost_pct in flipped:
-            plans = all_plans.filter(pl.col("fp_id").eq_missing(fp_id)).sort("median_s", "plan_key")
-            fast, slow = plans.row(0, named=True), plans.row(-1, named=True)
-            findings.append(_finding(inp, timed, fp_id, plans, fast, slow, ratio, lost_s, lost_pct))
+    for fp_id, ratio, lost_s, lost_pct, switch in flipped:
+        plans = all_plans.filter(pl.col("fp_id").eq_missing(fp_id)).sort("median_s", "plan_key")
+        fast, slow = plans.row(0, named=True), plans.row(-1, named=True)
+        findings.append(_finding(inp, timed, fp_id, plans, fast, slow, ratio, lost_s, lost_pct, switch, total_s))
     return Verdict(findings=findings, measured="; ".join(sorted(measured)[:6]))
+
+
+@dataclass(frozen=True)
+class Switch:
+    """Where the fingerprint went from the fast plan to the slow one: the change before it and the step there."""
+
+    cause: dict | None  # the last change on a table it reads between its last fast-plan run and its first slow-plan run
+    step: cause_module.Step | None  # at the cause, else at the first slow-plan run when the plans do not interleave
+    changes: pl.DataFrame | None  # the changes on its tables
+
+
+_RUN_COLUMNS = ("source", "stmt_id", "line", "start_ts", "end_ts", "query_time_s", "plan_key")
+
+
+def _switch(inp: RuleInput, everything: pl.DataFrame, fp_id: str, fast: dict, slow: dict) -> Switch:
+    runs = everything.filter(pl.col("fp_id") == fp_id).select(*_RUN_COLUMNS, "sample_sql", "engine")
+    ordered = runs.sort(pl.coalesce("start_ts", "end_ts"), "source", "line", nulls_last=True)
+    slow_runs = ordered.filter(pl.col("plan_key") == slow["plan_key"])
+    if not slow_runs.height:
+        return Switch(None, None, None)
+    first_slow = slow_runs.row(0, named=True)
+    at_first_slow = cause_module.at_run(first_slow)
+    fast_runs = ordered.filter(pl.col("plan_key") == fast["plan_key"])
+    fast_before = fast_runs.filter(cause_module.before(at_first_slow))
+    if not fast_before.height:
+        return Switch(None, None, None)  # the slow plan came first: nothing to undo
+    sample = runs.row(0, named=True)
+    changes = cause_module.table_changes(inp)
+    mine = None
+    if changes is not None:
+        names = cause_module.tables_read(inp, runs, sample["sample_sql"], sample["engine"])
+        mine = cause_module.on_tables(changes, names)
+        # After a fast run, before the first slow one: statistics take a moment to reach every server
+        # (TiDB's stats lease), so fast runs may still follow the change.
+        cause = cause_module.last_change_before(mine, first_slow, after=fast_before.row(0, named=True)) if mine.height else None
+        if cause is not None:
+            previous, following = cause_module.neighbours(mine, cause)
+            return Switch(cause, cause_module.step(runs, cause, previous, following), mine)
+    clean = fast_runs.filter(~cause_module.before(at_first_slow)).height == 0  # no fast run after the switch
+    return Switch(None, cause_module.step(runs, at_first_slow, None, None) if clean else None, mine)
 
 
 def _plans(frame: pl.DataFrame) -> pl.DataFrame:
@@ -117,7 +183,8 @@ def _plans(frame: pl.DataFrame) -> pl.DataFrame:
     ).filter(pl.col("calls") >= MIN_PLAN_CALLS).drop("runs")
 
 
-def _finding(inp: RuleInput, frame: pl.DataFrame, fp_id: str, plans: pl.DataFrame, fast: dict, slow: dict, ratio: float, lost_s: float, lost_pct: float) -> Finding:
+def _finding(inp: RuleInput, frame: pl.DataFrame, fp_id: str, plans: pl.DataFrame, fast: dict, slow: dict, ratio: float, lost_s: float,
+             lost_pct: float, switch: Switch | None, total_s: float) -> Finding:
     runs = frame.filter(pl.col("fp_id") == fp_id)
     sample = runs.sort("query_time_s", descending=True).row(0, named=True)
     fast_sample = runs.filter(pl.col("plan_key") == fast["plan_key"]).row(0, named=True)
@@ -141,37 +208,68 @@ def _finding(inp: RuleInput, frame: pl.DataFrame, fp_id: str, plans: pl.DataFram
         )
         for row in plans.iter_rows(named=True)
     )
+    cause = switch.cause if switch else None
+    found_step = switch.step if switch else None
+    after = f" after {cause_module.label(cause)} at {cause['ts']:%H:%M:%S} UTC ({cause_module.where(cause)})" if cause and cause["ts"] else ""
+    how = (
+        f"; {found_step.calls_after:,} run(s) after the {'change' if cause else 'switch'} against {found_step.calls_before:,} before "
+        f"(all runs, logged plan or not): {cause_module.step_text(found_step)}"
+        if found_step is not None and found_step.lost_s is not None
+        else f"; {slow['calls']} execution(s) with the slow plan against the fast plan's median"
+    )
+    cause_text = f". Cause: the last change on its table before the flip, {cause_module.describe(cause)}" if cause else ""
+    collected = cause_module.statistics_before(switch.changes, cause) if cause and switch and switch.changes is not None else None
+    if collected:
+        cause_text += f"; the statistics the planner still used were collected before it: {cause_module.describe(collected)}"
+    evidence = [
+        statement_evidence(inp, sample["sample_sql"]),
+        Evidence(
+            title="Plans of this statement",
+            columns=("plan", "calls", "median", "avg", "max", "total", "first seen", "last seen", "instances"),
+            rows=plan_rows,
+        ),
+        Evidence(title=f"Fast plan ({_short_key(fast['plan_key'])})", text=short_plan(fast_sample["plan"]) or fast["plan_key"]),
+        Evidence(title=f"Slow plan ({_short_key(slow['plan_key'])})", text=short_plan(slow_sample["plan"]) or slow["plan_key"]),
+    ]
+    if cause:
+        evidence[1:1] = cause_module.cause_evidence(cause, found_step, switch.changes if switch and switch.changes is not None else pl.DataFrame())
+    undo = cause_module.undo(engine, cause, switch.changes, sample["sample_sql"]) if cause and switch and switch.changes is not None else []
+    fallback_table = _only_table(inp, runs, sample)
     return Finding(
         rule=RULE_ID,
         scope=Scope.STATEMENT,
         severity=Severity.CRITICAL if lost_pct >= CRITICAL_SHARE_PCT else Severity.WARNING,
         title=(
-            f"Plan flip: one statement {ratio:,.0f}x slower with another plan "
-            f"({seconds(fast['median_s'])} -> {seconds(slow['median_s'])} median){instances}; threshold {SLOWDOWN_FACTOR:.0f}x"
+            f"Plan flip{after}: one statement {ratio:,.0f}x slower with another plan "
+            f"({seconds(fast['median_s'])} to {seconds(slow['median_s'])} median){instances}; threshold {SLOWDOWN_FACTOR:.0f}x"
         ),
         subject=f"fingerprint {fp_id}",
         impact={
             "share_pct": round(lost_pct, 1),
             "lost_db_time_s": round(lost_s, 3),
+            "db_time_s": round(lost_s, 3),
+            "share_of_db_time": round(lost_s / total_s, 4) if total_s else None,
             "description": (
-                f"{slow['calls']} execution(s) with the slow plan lost {seconds(lost_s)} of database time "
-                f"({lost_pct:.1f}% of all statement time) against the fast plan's median{when}"
+                f"The flip lost {seconds(lost_s)} of database time ({lost_pct:.1f}% of all statement time){how}{when}{cause_text}"
             ),
             "slowdown": round(ratio, 1),
+            **(cause_module.step_numbers(found_step) if found_step is not None and found_step.lost_s is not None else {}),
+            **({"cause": cause_module.cause_summary(cause)} if cause else {}),
         },
-        evidence=(
-            statement_evidence(inp, sample["sample_sql"]),
-            Evidence(
-                title="Plans of this statement",
-                columns=("plan", "calls", "median", "avg", "max", "total", "first seen", "last seen", "instances"),
-                rows=plan_rows,
-            ),
-            Evidence(title=f"Fast plan ({_short_key(fast['plan_key'])})", text=short_plan(fast_sample["plan"]) or fast["plan_key"]),
-            Evidence(title=f"Slow plan ({_short_key(slow['plan_key'])})", text=short_plan(slow_sample["plan"]) or slow["plan_key"]),
+        evidence=tuple(evidence),
+        remediation=_remediation(engine, sample["sample_sql"], fast_index, fast_sample.get("plan_digest"), undo,
+                                 cause["action"] if cause else None, fallback_table),
+        sources=tuple(
+            ([cause_module.where(cause)] if cause else [])
+            + [f"{slow_sample['source']}:{slow_sample['line']}", f"{fast_sample['source']}:{fast_sample['line']}"]
         ),
-        remediation=_remediation(engine, sample["sample_sql"], fast_index, fast_sample.get("plan_digest")),
-        sources=(f"{slow_sample['source']}:{slow_sample['line']}", f"{fast_sample['source']}:{fast_sample['line']}"),
     )
+
+
+def _only_table(inp: RuleInput, runs: pl.DataFrame, sample: dict) -> str | None:
+    """The one table the statement reads (for remedies when the fast plan names none)."""
+    names = cause_module.tables_read(inp, runs, sample["sample_sql"], sample["engine"])
+    return next(iter(names)) if len(names) == 1 else None
 
 
 def _short_key(key: str | None) -> str:
@@ -194,11 +292,14 @@ def _index_of(inp: RuleInput, statement: dict) -> tuple[str | None, str | None]:
     return (match.group(1), match.group(2)) if match else (None, None)
 
 
-def _remediation(engine: str, sql: str, fast_index: tuple[str | None, str | None], fast_plan_digest: str | None) -> str:
+def _remediation(engine: str, sql: str, fast_index: tuple[str | None, str | None], fast_plan_digest: str | None,
+                 undo: list[str] | None = None, cause_action: str | None = None, fallback_table: str | None = None) -> str:
     table, index = fast_index
+    table = table or fallback_table
     table_text, index_text = table or "<table>", index or "<index of the fast plan>"
     statement = short_sql(sql).rstrip().rstrip(";")
     hinted = re.sub(r"(?i)^\s*select\b", f"SELECT /*+ USE_INDEX({table_text}, {index_text}) */", statement, count=1)
+    lead = list(undo or [])
     if engine == "tidb":
         from_history = (
             [f"  CREATE GLOBAL BINDING FROM HISTORY USING PLAN DIGEST '{fast_plan_digest}';   -- v6.5+: the fast plan as it ran",
@@ -208,6 +309,7 @@ def _remediation(engine: str, sql: str, fast_index: tuple[str | None, str | None
         )
         return "\n".join(
             [
+                *lead,
                 "Pin the fast plan for every instance, then keep the statistics that caused the flip from returning:",
                 *from_history,
                 f"  CREATE GLOBAL BINDING FOR {statement}",
@@ -218,14 +320,20 @@ def _remediation(engine: str, sql: str, fast_index: tuple[str | None, str | None
             ]
         )
     if engine == "postgresql":
-        return "\n".join(
-            [
-                f"Refresh the statistics the planner used: ANALYZE {table_text};",
-                f"If estimates stay off, raise the column's target: ALTER TABLE {table_text} ALTER COLUMN <column> SET STATISTICS 1000; ANALYZE {table_text};",
-                f"With pg_hint_plan installed the plan can be pinned: /*+ IndexScan({table_text} {index_text}) */",
-            ]
-        )
+        if lead:
+            return "\n".join([*lead, "Check with EXPLAIN (ANALYZE, BUFFERS) on the statement that the fast plan is back."])
+        suggestion = suggest_index(sql, engine, table) if table else None
+        column = suggestion.columns[0] if suggestion else None
+        lines = [f"Refresh the statistics the planner used: ANALYZE {table_text};"]
+        if column:
+            lines.append(f"If estimates stay off, raise the column's target: ALTER TABLE {table_text} ALTER COLUMN {column} SET STATISTICS 1000; ANALYZE {table_text};")
+        if index:
+            lines.append(f"With pg_hint_plan installed the plan can be pinned with the hint IndexScan({table_text} {index}) in a comment before the statement.")
+        return "\n".join(lines)
     if engine == "mariadb":
+        if lead:
+            # FORCE INDEX cannot use an IGNORED index, and MariaDB has no EXPLAIN ANALYZE: ANALYZE FORMAT=JSON shows r_rows.
+            return "\n".join([*lead, f"Check with ANALYZE FORMAT=JSON on the statement that the plan uses {index_text} again (rows close to r_rows)."])
         return "\n".join(
             [
                 f"If the good index was set aside: ALTER TABLE {table_text} ALTER INDEX {index_text} NOT IGNORED;   (MariaDB 10.6+)",
@@ -233,6 +341,8 @@ def _remediation(engine: str, sql: str, fast_index: tuple[str | None, str | None
                 f"Pin the plan in the statement: ... FROM {table_text} FORCE INDEX ({index_text}) ...",
             ]
         )
+    if lead:
+        return "\n".join([*lead, f"Check with EXPLAIN ANALYZE (MySQL 8.0.18+) on the statement that the plan uses {index_text} again."])
     return "\n".join(
         [
             f"If the good index was made invisible: ALTER TABLE {table_text} ALTER INDEX {index_text} VISIBLE;   (MySQL 8.0+)",

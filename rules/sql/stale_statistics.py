@@ -35,11 +35,19 @@ How it is detected:
       are not judged: there estRows counts per lookup while actRows is a total.
     Per table, the statements showing any of these must total at least MIN_AFFECTED_S = 1 s and
     at least MIN_AFFECTED_SHARE_PCT = 1% of all statement time. One finding per table, at most
-    MAX_FINDINGS = 5; critical from CRITICAL_SHARE_PCT = 25% of statement time. The time is that
-    of the statements that used the bad statistics, not time proven lost because of them.
+    MAX_FINDINGS = 5; critical from CRITICAL_SHARE_PCT = 25% of statement time.
+    The cause: the last change on the table (derived ``change`` table: DDL, ANALYZE, a bulk
+    change) before its first misled statement, and the statistics collection before a bulk change
+    (the one it made stale). Then the time is measured from each misled fingerprint's own runs,
+    all of them (a logged plan or not): calls after the change x (median after - median before),
+    each side bounded by the neighbouring changes on the table, summed over the fingerprints; the
+    rule judges the larger of that and the misled statements' own time. Without a change in the
+    capture, the same step is taken at the first misled statement. Without runs on both sides the
+    time is that of the statements that used the bad statistics, not time proven lost because of
+    them.
 
 Remediation:
-    Collect statistics on representative data: TiDB ``ANALYZE TABLE t``, and ``LOCK STATS t``
+    Led by the change the capture shows (its ``file:line``); then collect statistics on representative data: TiDB ``ANALYZE TABLE t``, and ``LOCK STATS t``
     when the table is a queue whose statistics go bad while it is empty; PostgreSQL ``ANALYZE t``
     and, for skewed columns, ``ALTER TABLE t ALTER COLUMN c SET STATISTICS 1000``; MariaDB
     ``ANALYZE TABLE t PERSISTENT FOR COLUMNS (c) INDEXES (i)`` with ``histogram_size``; MySQL
@@ -57,12 +65,16 @@ References:
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 import polars as pl
 
 from dbdiag import sqlnorm
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
+from dbdiag.rules.sql import cause as cause_module
 from dbdiag.rules.sql.common import (
     db_time_s,
     from_one_source,
@@ -88,6 +100,7 @@ CRITICAL_SHARE_PCT = 25.0
 MAX_FINDINGS = 5
 MAX_FINGERPRINTS_SHOWN = 5
 MAX_NODES_SHOWN = 8
+MAX_CAUSE_TABLES = 20
 
 SYSTEM_SCHEMAS = ("information_schema", "performance_schema", "metrics_schema", "mysql", "pg_catalog", "sys")
 _SYSTEM_SQL = r"(?i)\b(?:" + "|".join(SYSTEM_SCHEMAS) + r")\s*\.|\bpg_catalog\b|\bpg_stat"
@@ -139,9 +152,59 @@ def check(inp: RuleInput) -> Verdict:
         f"{top['statements']:,} statement(s), {seconds(top['affected_s'])}, {top['share_pct']:.1f}% of statement time "
         f"(fires from {MIN_AFFECTED_S:.0f} s and {MIN_AFFECTED_SHARE_PCT:.0f}%)"
     )
-    heavy = per_table.filter(pl.col("affected_s") >= MIN_AFFECTED_S, pl.col("share_pct") >= MIN_AFFECTED_SHARE_PCT).head(MAX_FINDINGS)
-    findings = [_finding(frame, signals, affected, row) for row in heavy.iter_rows(named=True)]
+    causes = {row["table"]: _cause_and_step(inp, everything, affected, row["table"]) for row in per_table.head(MAX_CAUSE_TABLES).iter_rows(named=True)}
+    per_table = per_table.with_columns(
+        pl.max_horizontal(
+            pl.col("affected_s"), pl.col("table").replace_strict({k: v.lost_s for k, v in causes.items()}, default=0.0, return_dtype=pl.Float64)
+        ).alias("judged_s")
+    ).with_columns((100.0 * pl.col("judged_s") / total_s).alias("judged_pct"))
+    heavy = per_table.filter(pl.col("judged_s") >= MIN_AFFECTED_S, pl.col("judged_pct") >= MIN_AFFECTED_SHARE_PCT).sort(
+        "judged_s", descending=True
+    ).head(MAX_FINDINGS)
+    findings = [_finding(frame, signals, affected, row, causes.get(row["table"]), total_s) for row in heavy.iter_rows(named=True)]
     return Verdict(findings=findings, measured=measured)
+
+
+@dataclass(frozen=True)
+class TableCause:
+    """The last change on a table before its first misled statement, and the step of each misled fingerprint there."""
+
+    cause: dict | None
+    collected: dict | None  # the statistics collection a bulk change made stale
+    steps: tuple[tuple[str, cause_module.Step], ...]  # (fp_id, step), heaviest loss first
+    changes: pl.DataFrame | None
+    first_misled: dict | None = None  # the first statement planned on the bad statistics
+
+    @property
+    def lost_s(self) -> float:
+        return sum(found.lost_s or 0.0 for _, found in self.steps)
+
+    @property
+    def measured(self) -> bool:
+        return any(found.lost_s is not None for _, found in self.steps)
+
+
+def _cause_and_step(inp: RuleInput, everything: pl.DataFrame, affected: pl.DataFrame, table: str) -> TableCause:
+    """The cause on ``table`` and the step of each misled fingerprint there; without a cause, the step at the
+    first misled statement (the statistics went wrong at some moment the capture does not show)."""
+    misled = affected.filter(pl.col("table") == table)
+    fps = misled["fp_id"].unique().to_list()
+    runs = everything.filter(pl.col("fp_id").is_in(fps)).select("fp_id", "source", "stmt_id", "line", "start_ts", "end_ts", "query_time_s")
+    first = runs.join(misled.select("source", "stmt_id"), on=["source", "stmt_id"], how="semi").sort(
+        pl.coalesce("start_ts", "end_ts"), "source", "line", nulls_last=True
+    ).row(0, named=True)
+    changes = cause_module.table_changes(inp)
+    mine = cause_module.on_tables(changes, {table.lower()}) if changes is not None else None
+    cause = cause_module.last_change_before(mine, first) if mine is not None and mine.height else None
+    if cause is None:
+        point = cause_module.at_run(first)
+        steps = [(fp_id, cause_module.step(group, point, None, None)) for (fp_id,), group in runs.group_by("fp_id")]
+        steps.sort(key=lambda pair: (-(pair[1].lost_s or 0.0), pair[0]))
+        return TableCause(None, None, tuple(steps), mine, first)
+    previous, following = cause_module.neighbours(mine, cause)
+    steps = [(fp_id, cause_module.step(group, cause, previous, following)) for (fp_id,), group in runs.group_by("fp_id")]
+    steps.sort(key=lambda pair: (-(pair[1].lost_s or 0.0), pair[0]))
+    return TableCause(cause, cause_module.statistics_before(mine, cause), tuple(steps), mine, first)
 
 
 # The statement columns this rule reads: filtering them is much cheaper than filtering the whole table.
@@ -339,7 +402,7 @@ def _under_tidb_lookup_join(nodes: pl.DataFrame) -> pl.DataFrame:
     return nodes
 
 
-def _finding(frame: pl.DataFrame, signals: pl.DataFrame, affected: pl.DataFrame, row: dict) -> Finding:
+def _finding(frame: pl.DataFrame, signals: pl.DataFrame, affected: pl.DataFrame, row: dict, found: TableCause | None, total_s: float) -> Finding:
     table, engine, share = row["table"], row["engine"], row["share_pct"]
     mine = signals.filter(pl.col("table") == table)
     kinds = set(mine["kind"].unique().to_list())
@@ -403,31 +466,69 @@ def _finding(frame: pl.DataFrame, signals: pl.DataFrame, affected: pl.DataFrame,
         )
     worst_factor = float(nodes["factor"].max()) if nodes.height else None
     observed = _observed(kinds, stats_rows, worst_factor)
+    cause = found.cause if found else None
+    measured = found is not None and found.measured
+    cost_s = found.lost_s if measured else row["affected_s"]
+    cost_pct = 100.0 * cost_s / total_s if total_s else 0.0
+    if cause:
+        evidence[1:1] = cause_module.cause_evidence(cause, found.steps[0][1] if found.steps else None, found.changes)
+        if len(found.steps) > 1:
+            evidence.insert(1, Evidence(
+                title="Step of each misled statement at the change (all its runs)",
+                columns=("fingerprint id", "calls before", "median before", "calls after", "median after", "lost"),
+                rows=tuple((fp, s.calls_before, seconds(s.median_before_s), s.calls_after, seconds(s.median_after_s), seconds(s.lost_s))
+                           for fp, s in found.steps[:MAX_FINGERPRINTS_SHOWN]),
+            ))
+    after = f" after {cause_module.label(cause)} at {cause['ts']:%H:%M:%S} UTC ({cause_module.where(cause)})" if cause and cause["ts"] else ""
+    if measured:
+        top_fp, top = found.steps[0]
+        cost_text = (
+            f"the statements misled on {table} lost {seconds(cost_s)} ({cost_pct:.1f}% of statement time) against their own runs "
+            f"before {'the change' if cause else _first_misled_text(found.first_misled)}, all runs counted (logged plan or not); "
+            f"heaviest, fingerprint {top_fp}: {cause_module.step_text(top)}."
+        )
+    else:
+        cost_text = f"they took {seconds(row['affected_s'])} ({share:.1f}% of statement time). How much of it a correct plan saves is not in the log."
+    cause_text = f" Cause: the last change on {table} before the first misled statement, {cause_module.describe(cause)}." if cause else ""
+    if found is not None and found.collected:
+        cause_text += f" The statistics the planner used were collected before it: {cause_module.describe(found.collected)}."
+    title_cost = f"{seconds(cost_s)} lost, {cost_pct:.1f}% of database time" if measured else f"statements holding {share:.1f}% of database time ({seconds(row['affected_s'])})"
     return Finding(
         rule=RULE_ID,
         scope=Scope.DATABASE,
-        severity=Severity.CRITICAL if share >= CRITICAL_SHARE_PCT else Severity.WARNING,
+        severity=Severity.CRITICAL if cost_pct >= CRITICAL_SHARE_PCT else Severity.WARNING,
         title=(
-            f"Stale statistics on {table}: {observed} for statements holding {share:.1f}% of database time "
-            f"({seconds(row['affected_s'])}); threshold: pseudo, outdated or {MISESTIMATE_FACTOR:.0f}x off, and {MIN_AFFECTED_SHARE_PCT:.0f}% of time"
+            f"Stale statistics on {table}{after}: {observed}, {title_cost}; threshold: pseudo, outdated or "
+            f"{MISESTIMATE_FACTOR:.0f}x off, and {MIN_AFFECTED_SHARE_PCT:.0f}% of time"
         ),
         subject=f"table {table}",
         impact={
-            "share_pct": round(share, 1),
-            "db_time_s": round(row["affected_s"], 3),
+            "share_pct": round(cost_pct, 1),
+            "db_time_s": round(cost_s, 3),
+            "share_of_db_time": round(cost_s / total_s, 4) if total_s else None,
             "description": (
                 f"{row['statements']:,} statement(s) of {row['fingerprints']} fingerprint(s) were planned with {what} on {table}; "
-                f"they took {seconds(row['affected_s'])} ({share:.1f}% of statement time). How much of it a correct plan saves "
-                "is not in the log."
+                f"{cost_text}{cause_text}"
             ),
             "statements": row["statements"],
             "fingerprints": by_class["fp_id"].head(MAX_FINGERPRINTS_SHOWN).to_list(),
             "max_misestimate": round(worst_factor, 1) if worst_factor else None,
+            **({"affected_db_time_s": round(row["affected_s"], 3)} if measured else {}),
+            **(cause_module.step_numbers(found.steps[0][1]) if measured else {}),
+            **({"cause": cause_module.cause_summary(cause)} if cause else {}),
         },
         evidence=tuple(evidence),
-        remediation=_remediation(engine, table, columns, index, kinds),
-        sources=tuple(f"{s['source']}:{s['line']}" for s in samples.head(3).iter_rows(named=True)),
+        remediation=_remediation(engine, table, columns, index, kinds, cause, found.changes if found else None, worst["sample_sql"]),
+        sources=tuple(([cause_module.where(cause)] if cause else []) + [f"{s['source']}:{s['line']}" for s in samples.head(3).iter_rows(named=True)]),
     )
+
+
+def _first_misled_text(first: dict | None) -> str:
+    """``the first misled statement (db/slow.log:120, 10:00:43)``: where the step is taken when the capture shows no change."""
+    if not first:
+        return "the first misled statement"
+    when = first["start_ts"] or first["end_ts"]
+    return f"the first misled statement ({first['source']}:{first['line']}{f', {when:%H:%M:%S}' if when else ''})"
 
 
 def _observed(kinds: set[str], stats_rows: pl.DataFrame, worst_factor: float | None) -> str:
@@ -478,8 +579,26 @@ def _where_columns(statement: dict, table: str) -> list[str]:
     return list(suggestion.columns) if suggestion else []
 
 
-def _remediation(engine: str | None, table: str, columns: list[str], index: str | None, kinds: set[str]) -> str:
-    column_list = columns or ["<column>"]
+def _remediation(engine: str | None, table: str, columns: list[str], index: str | None, kinds: set[str], cause: dict | None = None,
+                 changes: pl.DataFrame | None = None, sample_sql: str | None = None) -> str:
+    text = _remediation_steps(engine, table, columns, index, kinds)
+    if cause is None:
+        return text
+    undo = cause_module.undo(engine, cause, changes if changes is not None else pl.DataFrame(), sample_sql)
+    lead = f"The plans went wrong after {cause_module.label(cause)} ({cause_module.where(cause)})."
+    if undo and not all("Collect statistics" in line for line in undo):
+        return "\n".join([lead, *undo, text])
+    return "\n".join([f"{lead} Step 1 collects statistics on the data as it is now.", text])
+
+
+def _remediation_steps(engine: str | None, table: str, columns: list[str], index: str | None, kinds: set[str]) -> str:
+    """The numbered steps; steps that need a column are left out when none is known (no placeholder to fill in)."""
+    steps = _steps(engine, table, columns, index, kinds).splitlines()
+    numbers = iter(range(1, len(steps) + 1))
+    return "\n".join(re.sub(r"^\d+\. ", lambda _: f"{next(numbers)}. ", line) for line in steps)
+
+
+def _steps(engine: str | None, table: str, columns: list[str], index: str | None, kinds: set[str]) -> str:
     if engine == "tidb":
         lines = [
             f"1. Collect statistics while {table} holds representative data: ANALYZE TABLE {table};",
@@ -493,10 +612,10 @@ def _remediation(engine: str | None, table: str, columns: list[str], index: str 
             lines.append(f"Pseudo statistics mean the optimizer guessed: SHOW ANALYZE STATUS WHERE table_name = '{table}'; shows whether analyze ever ran or failed.")
         return "\n".join(lines)
     if engine == "postgresql":
-        targets = " ".join(f"ALTER TABLE {table} ALTER COLUMN {c} SET STATISTICS 1000;" for c in column_list)
+        targets = " ".join(f"ALTER TABLE {table} ALTER COLUMN {c} SET STATISTICS 1000;" for c in columns)
         lines = [
             f"1. Refresh the statistics: ANALYZE {table};",
-            f"2. If estimates stay off for skewed columns, sample more: {targets} ANALYZE {table};",
+            *([f"2. If estimates stay off for skewed columns, sample more: {targets} ANALYZE {table};"] if columns else []),
             f"3. Keep them fresh on a fast-changing table: ALTER TABLE {table} SET (autovacuum_analyze_scale_factor = 0.02);",
         ]
         if len(columns) > 1:
@@ -508,9 +627,10 @@ def _remediation(engine: str | None, table: str, columns: list[str], index: str 
         return "\n".join(lines)
     if engine == "mariadb":
         indexes = f" INDEXES ({index})" if index else ""
+        persistent = f"FOR COLUMNS ({', '.join(columns)}){indexes}" if columns else "FOR ALL"
         return "\n".join(
             [
-                f"1. Collect engine-independent statistics with histograms: ANALYZE TABLE {table} PERSISTENT FOR COLUMNS ({', '.join(column_list)}){indexes};",
+                f"1. Collect engine-independent statistics with histograms: ANALYZE TABLE {table} PERSISTENT {persistent};",
                 "2. Make histograms precise enough: SET GLOBAL histogram_size = 254; (and histogram_type = DOUBLE_PREC_HB, or JSON_HB on 10.8+);"
                 " SET GLOBAL use_stat_tables = 'preferably_for_queries';",
                 f"3. Refresh InnoDB statistics too: ANALYZE TABLE {table};",
@@ -520,7 +640,7 @@ def _remediation(engine: str | None, table: str, columns: list[str], index: str 
     return "\n".join(
         [
             f"1. Refresh the statistics: ANALYZE TABLE {table};",
-            f"2. For skewed columns (MySQL 8.0+): ANALYZE TABLE {table} UPDATE HISTOGRAM ON {', '.join(column_list)} WITH 1024 BUCKETS;",
+            *([f"2. For skewed columns (MySQL 8.0+): ANALYZE TABLE {table} UPDATE HISTOGRAM ON {', '.join(columns)} WITH 1024 BUCKETS;"] if columns else []),
             f"3. Sample more pages if estimates stay off: ALTER TABLE {table} STATS_SAMPLE_PAGES = 200; ANALYZE TABLE {table};",
             "Check with EXPLAIN ANALYZE that estimated and actual rows now agree within 10x.",
         ]
