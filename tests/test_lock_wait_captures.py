@@ -123,6 +123,9 @@ def test_sleep_is_out_of_db_time(tmp_path, name: str, engine: str):
     from dbdiag.report import render_html
 
     assert "Sleep counted apart, not DB time: 10 statement(s)" in render_html(document)
+    timeline = document["metrics"]["timeline"]
+    qps = next(s for s in timeline["series"] if s["series"].endswith("qps"))
+    assert round(sum(v for _, v in qps["points"]) * timeline["window_s"]) == 303  # the timeline counts work, not the 10 sleeps
     latency = document["metrics"]["idle_gaps"]["sql_latency"]
     assert latency["p99_ms"] is not None and latency["p99_ms"] < 200.0  # no 250/500 ms sleep sets the p99
 

@@ -24,7 +24,8 @@ Inputs and what they give (sample input -> ``kind`` / ``action``):
 
   MariaDB's ``ANALYZE SELECT ...`` / ``ANALYZE FORMAT=JSON ...`` run a query and are no statistics
   collection: left out. Internal statements count: TiDB's auto analyze is one, ``auto-analyze``.
-- ``event`` rows: start, shutdown, crash, restart, recovery -> restart / <the event's kind>;
+- ``event`` rows: start, shutdown, crash, restart, recovery, host-restart (sysstat LINUX-RESTART) -> restart /
+  <the event's kind>;
   oom-kill -> oom-kill / oom-kill.
 
 Columns: ``ts`` (when the change took effect: the statement's end, the event's time), ``kind``,
@@ -48,7 +49,7 @@ from dbdiag import tables as t
 
 BULK_MIN_ROWS = 1_000
 BULK_MIN_TIME_S = 0.5
-RESTART_EVENTS = ("start", "shutdown", "crash", "restart", "recovery")
+RESTART_EVENTS = ("start", "shutdown", "crash", "restart", "recovery", "host-restart")
 
 _NAME = r"(?:`[^`]+`|\"[^\"]+\"|\[[^\]]+\]|[\w$]+)"
 _QUALIFIED = rf"(?P<table>{_NAME}(?:\s*\.\s*{_NAME}){{0,2}})"

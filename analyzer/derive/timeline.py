@@ -63,6 +63,7 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.derive.histogram import counter_deltas, histogram_quantile, label_value
 from dbdiag.derive.idle_gaps import resolution_us
+from dbdiag.derive.sql import is_sleep
 from dbdiag.derive.time_accounting import log_completeness
 from dbdiag.timebounds import inside
 
@@ -73,7 +74,7 @@ MAX_LABELS = 8
 MIN_WINDOWS = 10  # a capture shorter than 10 windows gets finer windows (down to FINE_WINDOWS_S)
 FINE_WINDOWS_S = (5.0, 2.0, 1.0)
 MAX_WINDOWS = 2000  # longer captures get coarser windows, so the JSON stays readable
-MARKER_KINDS = ("oom-kill", "start", "shutdown", "crash", "restart", "recovery", "fatal")
+MARKER_KINDS = ("oom-kill", "start", "shutdown", "crash", "restart", "recovery", "fatal", "host-restart")
 CHANGE_KINDS = ("ddl", "statistics", "bulk-change", "config")  # restarts and OOM kills come from the events
 MAX_MARKERS = 200
 MESSAGE_CHARS = 300
@@ -182,9 +183,10 @@ def _timed_inputs(tables: dict[str, pl.DataFrame], accounting: dict[str, Any] | 
     statements = tables.get(t.STATEMENT)
     if statements is not None and statements.height:
         # only the columns the series read: the SQL text is not copied by the filter
-        statements = statements.select("start_ts", "end_ts", "query_time_s", "source", "is_internal").filter(
-            ~pl.col("is_internal").fill_null(False)
-        )
+        # a statement that only sleeps is no work: left out of the statement series as out of DB time
+        statements = statements.select("start_ts", "end_ts", "query_time_s", "source", "is_internal", "sql").filter(
+            ~pl.col("is_internal").fill_null(False) & ~is_sleep(pl.col("sql"))
+        ).drop("sql")
         coarse = resolution_us(statements["start_ts"], resolution_us(statements["end_ts"]))
         if coarse >= 1_000_000:
             notes.append(

@@ -110,3 +110,11 @@ def test_untimed_events_are_one_only_with_the_same_pid():
               {**kill, "pid": None, "source": "a.log"}, {**kill, "pid": None, "source": "a.log", "line": 90}]
     finding = run_rule(oom_restart.RULE, _input(events)).findings[0]
     assert finding.impact["events"] == 3
+
+
+def test_a_host_reboot_is_a_change_and_a_timeline_marker():
+    analysis = analyze(EDGES / "sar-restart")
+    changes = analysis.derived.tables[t.CHANGE]
+    assert changes.filter(pl.col("action") == "host-restart").height >= 1
+    events = analysis.derived.metrics["timeline"]["events"]
+    assert any(e["kind"] == "host-restart" for e in events), events
