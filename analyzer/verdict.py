@@ -48,7 +48,6 @@ LINKS = (
     Link("plan-flip", "or-without-index-merge"),
     Link("plan-flip", "dominant-statement"),
     Link("stale-statistics", "plan-flip"),
-    Link("stale-statistics", "full-table-scan"),
     Link("lock-wait", "full-table-scan"),
     Link("lock-wait", "dominant-statement"),
     Link("full-table-scan", "dominant-statement"),

@@ -17,6 +17,7 @@ import pytest
 
 from dbdiag import tables as t
 from dbdiag.pipeline import Analysis, analyze
+from dbdiag.report import build_document
 from tests.conftest import REPO
 from tests.real_servers import mariadb, postgres, run_sql, scratch_database
 
@@ -286,3 +287,23 @@ def test_plan_flip_steps_without_a_cause_run_on_postgresql(postgres):
     assert "<" not in text
     for statement in _statements(text):
         run_sql(db, statement)
+
+
+def test_the_verdict_leads_with_the_cause_and_the_scan_of_the_flipped_statement_is_its_evidence(maria: Analysis):
+    document = build_document(maria)
+    first = document["findings"][0]
+    assert document["verdict"]["findings"][0] == first["id"]
+    assert first["rule"] == "plan-flip" and "IGNORED" in document["verdict"]["headline"]
+    assert "capture/db/mariadb-slow.log:2038" in document["verdict"]["headline"]
+    scan = next(f for f in document["findings"] if f["rule"] == "full-table-scan")
+    assert scan["subject"] == first["subject"] and scan["id"] in first["related"] and first["id"] in scan["related"]
+    ranks = document["verdict"]["findings"]
+    assert ranks.index(scan["id"]) == 1  # right after the flip, not a headline of its own
+
+
+def test_stale_statistics_lead_and_link_the_flip_they_explain(pg: Analysis):
+    document = build_document(pg)
+    first = document["findings"][0]
+    assert first["rule"] == "stale-statistics" and first["subject"] == "table jobs"
+    flip = document["findings"][1]
+    assert flip["rule"] == "plan-flip" and flip["id"] in first["related"] and first["id"] in flip["related"]

@@ -256,6 +256,7 @@ def _finding(inp: RuleInput, frame: pl.DataFrame, fp_id: str, plans: pl.DataFram
             **(cause_module.step_numbers(found_step) if found_step is not None and found_step.lost_s is not None else {}),
             **({"cause": cause_module.cause_summary(cause)} if cause else {}),
         },
+        objects=tuple(f"table {name}" for name in sorted(cause_module.tables_read(inp, runs, sample["sample_sql"], sample["engine"]))),
         evidence=tuple(evidence),
         remediation=_remediation(engine, sample["sample_sql"], fast_index, fast_sample.get("plan_digest"), undo,
                                  cause["action"] if cause else None, fallback_table),

@@ -517,6 +517,7 @@ def _finding(frame: pl.DataFrame, signals: pl.DataFrame, affected: pl.DataFrame,
             **(cause_module.step_numbers(found.steps[0][1]) if measured else {}),
             **({"cause": cause_module.cause_summary(cause)} if cause else {}),
         },
+        objects=tuple(f"fingerprint {fp}" for fp in by_class["fp_id"].to_list()),  # links the flips these statistics explain
         evidence=tuple(evidence),
         remediation=_remediation(engine, table, columns, index, kinds, cause, found.changes if found else None, worst["sample_sql"]),
         sources=tuple(([cause_module.where(cause)] if cause else []) + [f"{s['source']}:{s['line']}" for s in samples.head(3).iter_rows(named=True)]),
