@@ -120,6 +120,11 @@ def test_healthy_captures_profile_their_workload_and_fire_no_sql_rule(name, stat
     assert total == pytest.approx(document["metrics"]["sql_summary"]["db_time_s"], rel=1e-6)
     fired = {f["rule"] for f in document["findings"]}
     assert not (fired & SQL_RULES - {"dominant-statement"})
+    # a healthy capture says so first; the notes about the load test come below it
+    assert document["verdict"]["status"] == "healthy"
+    assert document["verdict"]["headline"] == "No problem found in the system"
+    assert all(f["rule"] in {"load-test-inflation", "rate-limit-advice", "dominant-statement"} or f["severity"] == "info"
+               for f in document["findings"])
 
 
 def test_demo_sql_findings_and_privacy(tmp_path: Path, report: Report):
