@@ -51,6 +51,7 @@ class InputRecord:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     skipped: str | None = None
+    lost: bool = False  # skipped for a cap, damage or a failed read (``Member.lost``): the capture is partial
     error: str | None = None
     time_range: tuple[Any, Any] | None = None
 
@@ -82,15 +83,9 @@ class Analysis:
     def partial_reasons(self) -> list[str]:
         reasons = [self.capture.partial] if self.capture.partial else []
         reasons += [f"{r.path}: {r.error}" for r in self.inputs if r.error]
-        reasons += [f"{r.path}: {r.skipped}" for r in self.inputs if r.skipped and _is_limit_skip(r.skipped)]
+        reasons += [f"{r.path}: {r.skipped}" for r in self.inputs if r.skipped and r.lost]
         reasons += self.derived.metrics.get("derive_errors", [])  # an analysis step lost to odd data
         return reasons
-
-
-def _is_limit_skip(reason: str) -> bool:
-    """Skips for safety caps, corrupt data or a failed read mean data was lost; links and devices do not."""
-    lost = ("cap", "ratio", "corrupt", "truncated", "more members", "unreadable", "not readable", "name longer")
-    return any(word in reason for word in lost)
 
 
 def decode(data: bytes) -> str:
@@ -278,7 +273,7 @@ def _analyze(
     inputs: list[InputRecord] = []
     to_parse: list[tuple[Member, ParserSpec, InputRecord]] = []
     for member in members:
-        record = InputRecord(path=member.path, size_bytes=member.size, skipped=member.skipped)
+        record = InputRecord(path=member.path, size_bytes=member.size, skipped=member.skipped, lost=member.lost)
         inputs.append(record)
         if member.skipped or member.data is None:
             continue
