@@ -80,3 +80,8 @@ class ParserSpec:
     # Optional: the same parse from the member's raw bytes, for inputs big enough that a decoded
     # copy costs (slow logs); it must read the bytes exactly as ``pipeline.decode`` would.
     parse_bytes: Callable[[bytes, ParseContext], ParseResult] | None = None
+    # Optional: ``parse_bytes`` of many small members of this kind at once, each member's result (or
+    # the ParseError it would raise) in order, as if each was parsed alone: the pipeline hands small
+    # members to it together, so that thousands of them cost one parse's fixed cost, not one each.
+    # The contexts share one zone and reference time.
+    parse_batch: Callable[[list[tuple[bytes, ParseContext]]], list[ParseResult | ParseError]] | None = None
