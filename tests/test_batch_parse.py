@@ -139,3 +139,40 @@ def test_thousands_of_tiny_slow_logs_do_not_cost_a_parse_each():
     elapsed_s = time.perf_counter() - started
     assert [r.records for r in results] == [alone(d, c).records for d, c in items[:3]] * 666 + [alone(*items[0]).records] * 2
     assert elapsed_s < 20  # measured ~0.5 s; one parse each took ~50 s (25 ms x 2000)
+
+
+TIDB_CORPUS = CORPUS.parent / "slowlog-tidb"
+TIDB_ENTRY = (
+    "# Time: 2024-01-01T00:{minute:02d}:0{second}.000000+08:00\n# Txn_start_ts: 4460000000000{i:05d}\n"
+    "# User@Host: root[root] @ 10.0.0.1 [10.0.0.1]\n# Conn_ID: {i}\n# Query_time: 1.{i}\n# DB: test\n# Succ: true\n"
+    "SELECT c FROM t WHERE id = {i};\n"
+)
+TIDB_ODD = {
+    "empty.log": b"",
+    "junk-first.log": b"junk\n# Time: 2024-01-01T00:00:00Z\n# Query_time: 1\nselect 1;\n",
+    "cut.log": b"# Time: 2024-01-01T00:00:00Z\n# Query_time: zz\n# Plan: tidb_decode_plan('xx')\n",
+    "bom-cr.log": b"\xef\xbb\xbf# Time: 2024-01-01T00:00:00Z\r\n# Query_time: 1\r\n# Txn_start_ts: 1\r\nselect 3;\r",
+}
+
+
+def tidb_members() -> list[tuple[str, bytes]]:
+    found = [(f"tidb-10.0.0.{i}/tidb_slow_query.log", "".join(TIDB_ENTRY.format(i=i, minute=i % 60, second=s)
+              for s in range(3)).encode()) for i in range(200)]
+    found += [(f"odd/{n}", d) for n, d in TIDB_ODD.items()]
+    if TIDB_CORPUS.is_dir():
+        found += [(f"corpus/{p.name}", p.read_bytes()) for p in sorted(TIDB_CORPUS.glob("*.log"))]
+    random.Random(5).shuffle(found)
+    return found
+
+
+def test_a_tidb_batch_gives_each_member_what_it_gives_alone():
+    from dbdiag.parsers import tidb_slowlog
+    from dbdiag.parsers.base import decode_text
+
+    items = [(data, ParseContext(source=path, tz="Asia/Shanghai")) for path, data in tidb_members()]
+    for (data, ctx), result in zip(items, tidb_slowlog.parse_batch(items)):
+        try:
+            expected: ParseResult | ParseError = tidb_slowlog.parse(decode_text(data), ctx)
+        except ParseError as error:
+            expected = error
+        assert as_compared(result) == as_compared(expected), ctx.source

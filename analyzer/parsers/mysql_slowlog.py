@@ -89,7 +89,7 @@ import polars as pl
 from dbdiag import tables as T
 from dbdiag.arrow_capsule import series as arrow_series
 from dbdiag.distinct import numbered
-from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning, decode_text
 from dbdiag.parsers.mpstat_text import cap_warnings, check_tz, local_to_utc, zone_note
 
 
@@ -1432,10 +1432,7 @@ def parse_bytes(data: bytes, ctx: ParseContext) -> ParseResult:
     return _one(_parse_pieces(reads, ctx.tz, _Files([ctx.source], [notes], np.zeros(1, dtype=np.int64))))
 
 
-def _decode(data: bytes) -> str:
-    """What ``pipeline.decode`` makes of the bytes: UTF-8 that cannot fail, CRLF read as LF."""
-    text = data.decode("utf-8", "backslashreplace")
-    return text.replace("\r\n", "\n") if "\r" in text else text
+_decode = decode_text  # what ``pipeline.decode`` makes of the bytes
 
 
 SPACE_BYTES = re.compile(rb"[\t\n\x0b\x0c\r\x1c-\x1f ]*")  # the ASCII characters str.isspace() accepts
