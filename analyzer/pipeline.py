@@ -180,24 +180,39 @@ class _Batch:
         self.size_bytes += len(member.data or b"")
 
     def parse(self, tz: str, ref_time: datetime | None) -> list[Outcome]:
-        """Each member's result, as ``parse_bytes`` alone would give it; when the batch parse fails
-        as a whole, each member is parsed alone, so that a bad one costs only itself."""
-        spec, members = self.spec, self.members
-        items = [(m.data or b"", ParseContext(source=m.path, tz=tz, ref_time=ref_time)) for _, m, _ in members]
-        self.members = []
-        try:
-            parsed = spec.parse_batch(items)
-        # as in _guarded: polars' PanicException derives from BaseException
-        except (Exception, pl.exceptions.PanicException):  # noqa: BLE001 - then each member alone says what failed
-            return [(order, record, *_parse_alone(m, spec, tz, ref_time)) for order, m, record in members]
-        bounded = _within_time_bounds([r for r in parsed if isinstance(r, ParseResult)])
-        outcomes: list[Outcome] = []
-        for (order, _, record), result in zip(members, parsed):
-            if isinstance(result, ParseResult):
-                outcomes.append((order, record, next(bounded), None))
-            else:
-                outcomes.append((order, record, None, str(result)))
-        return outcomes
+        """Each member's result, as ``parse_bytes`` alone would give it."""
+        members, self.members = self.members, []
+        return _parse_together(self.spec, members, tz, ref_time)
+
+
+def _parse_together(
+    spec: ParserSpec, members: list[tuple[int, Member, InputRecord]], tz: str, ref_time: datetime | None
+) -> list[Outcome]:
+    """``parse_batch`` of the members; when it fails as a whole, each half is parsed again the same
+    way, down to single members parsed alone (which say what failed): a bad member costs itself and
+    a few batches, not a parse of every other member alone."""
+    if len(members) == 1:
+        order, member, record = members[0]
+        return [(order, record, *_parse_alone(member, spec, tz, ref_time))]
+    items = [(m.data or b"", ParseContext(source=m.path, tz=tz, ref_time=ref_time)) for _, m, _ in members]
+    try:
+        return _outcomes(members, spec.parse_batch(items))
+    # as in _guarded: polars' PanicException derives from BaseException
+    except (Exception, pl.exceptions.PanicException):  # noqa: BLE001 - the halves say which member failed
+        half = len(members) // 2
+        return _parse_together(spec, members[:half], tz, ref_time) + _parse_together(spec, members[half:], tz, ref_time)
+
+
+def _outcomes(members: list[tuple[int, Member, InputRecord]], parsed: list[ParseResult | ParseError]) -> list[Outcome]:
+    """Each member's result (times out of bounds dropped) or why it was not read."""
+    bounded = _within_time_bounds([r for r in parsed if isinstance(r, ParseResult)])
+    outcomes: list[Outcome] = []
+    for (order, _, record), result in zip(members, parsed, strict=True):
+        if isinstance(result, ParseResult):
+            outcomes.append((order, record, next(bounded), None))
+        else:
+            outcomes.append((order, record, None, str(result)))
+    return outcomes
 
 
 def _parse_alone(member: Member, spec: ParserSpec, tz: str, ref_time: datetime | None) -> tuple[ParseResult | None, str | None]:

@@ -1373,19 +1373,41 @@ def parse_batch(members: list[tuple[bytes, ParseContext]]) -> list[ParseResult |
     line numbers are the member's own. A member ending in a lone CR (which the joining LF would
     turn into a CRLF end) is parsed alone."""
     results: list[ParseResult | ParseError | None] = [None] * len(members)
-    parts: list[bytes] = []
-    joined: list[int] = []  # the members in the joined text
-    notes: list[list[str]] = []
-    starts: list[int] = []
-    line = 0
+    # the Query_time layout is learnt from a file's first such line: one joined parse per layout
+    by_layout: dict[object, list[int]] = {}
     for index, (data, ctx) in enumerate(members):
         begin = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
         if _is_blank(data, begin):
             results[index] = ParseError("empty file")
-            continue
-        if data.endswith(b"\r"):
+        elif data.endswith(b"\r"):
             results[index] = _alone(data, ctx)
-            continue
+        else:
+            by_layout.setdefault(_layout_key(data, begin), []).append(index)
+    for indices in by_layout.values():
+        for index, result in zip(indices, _parse_joined([members[i] for i in indices])):
+            results[index] = result
+    return results
+
+
+def _layout_key(data: bytes, begin: int) -> object:
+    """``_query_time_layout`` of the first line that starts with "# Qu" (the kind QUERY_TIME), as a key."""
+    at = begin if data.startswith(b"# Qu", begin) else data.find(b"\n# Qu", begin) + 1
+    if at <= 0 and not data.startswith(b"# Qu", begin):
+        return None
+    end = data.find(b"\n", at)
+    line = data[at : end if end >= 0 else len(data)]
+    layout = _query_time_layout(_decode(line.removesuffix(b"\r")))
+    return None if layout is None else (layout[0], tuple(layout[1].items()))
+
+
+def _parse_joined(members: list[tuple[bytes, ParseContext]]) -> list[ParseResult | ParseError]:
+    """``parse_batch`` of members that are not blank and do not end in a CR."""
+    parts: list[bytes] = []
+    notes: list[list[str]] = []
+    starts: list[int] = []
+    line = 0
+    for data, ctx in members:
+        begin = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
         head = data[begin : begin + 4 * CRLF_HEAD_CHARS + 8]
         notes.append([CRLF_NOTE] if b"\r\r\n" in head and "\r\n" in _decode(head)[:CRLF_HEAD_CHARS] else [])
         body = data[begin:] if data.endswith(b"\n") else data[begin:] + b"\n"
@@ -1395,19 +1417,15 @@ def parse_batch(members: list[tuple[bytes, ParseContext]]) -> list[ParseResult |
         starts.append(line)
         parts.append(body)
         line += body.count(b"\n")
-        joined.append(index)
-    if joined:
-        text = b"".join(parts)
-        parts.clear()
-        if _line_scan() is None:
-            decoded = _decode(text)
-            reads = [functools.partial(_text_lines, decoded, 0, len(decoded))]
-        else:
-            reads = [functools.partial(_raw_lines, text, 0, len(text))]
-        files = _Files([members[i][1].source for i in joined], notes, np.array(starts, dtype=np.int64))
-        for index, result in zip(joined, _parse_pieces(reads, members[joined[0]][1].tz, files)):
-            results[index] = result
-    return results
+    text = b"".join(parts)
+    parts.clear()
+    if _line_scan() is None:
+        decoded = _decode(text)
+        reads = [functools.partial(_text_lines, decoded, 0, len(decoded))]
+    else:
+        reads = [functools.partial(_raw_lines, text, 0, len(text))]
+    files = _Files([ctx.source for _, ctx in members], notes, np.array(starts, dtype=np.int64))
+    return _parse_pieces(reads, members[0][1].tz, files)
 
 
 def _alone(data: bytes, ctx: ParseContext) -> ParseResult | ParseError:
