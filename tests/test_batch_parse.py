@@ -176,3 +176,47 @@ def test_a_tidb_batch_gives_each_member_what_it_gives_alone():
         except ParseError as error:
             expected = error
         assert as_compared(result) == as_compared(expected), ctx.source
+
+
+@pytest.mark.parametrize("kind", ["mysql", "tidb"])
+def test_mutated_members_give_in_a_batch_what_they_give_alone(kind: str):
+    """Truncations, bit flips, blank lines, CRLF, bad UTF-8, extreme values (tests/fuzz_mutations.py)
+    of the corpus' logs, joined in one batch (split in halves where it fails, as the pipeline does)."""
+    from tests.fuzz_mutations import apply_steps, random_steps
+
+    from dbdiag.parsers import tidb_slowlog
+    from dbdiag.parsers.base import decode_text
+
+    folder = CORPUS if kind == "mysql" else TIDB_CORPUS
+    if not folder.is_dir():
+        pytest.skip("../shared/corpus not beside the repo")
+    seeds = [p.read_bytes()[:20_000] for p in sorted(folder.iterdir()) if p.suffix in (".log", ".txt")]
+    rng = random.Random(29)
+    items = []
+    for i in range(60):
+        steps = [s for s in random_steps(rng) if s.kind != "huge_line"]
+        items.append((apply_steps(rng.choice(seeds), steps)[:200_000], ParseContext(source=f"m{i}/slow.log", tz="Europe/Paris")))
+    parser = mysql_slowlog if kind == "mysql" else tidb_slowlog
+
+    def one(data: bytes, ctx: ParseContext) -> object:
+        try:
+            return shown(mysql_slowlog.parse_bytes(data, ctx) if kind == "mysql" else tidb_slowlog.parse(decode_text(data), ctx))
+        except (Exception, pl.exceptions.PanicException) as error:  # noqa: BLE001 - compared, not hidden
+            return ("failed", type(error).__name__) if not isinstance(error, ParseError) else ("error", str(error))
+
+    def together(part: list) -> list:
+        try:
+            return [shown(r) if isinstance(r, ParseResult) else ("error", str(r)) for r in parser.parse_batch(part)]
+        except (Exception, pl.exceptions.PanicException):  # noqa: BLE001 - the pipeline splits the batch then
+            if len(part) == 1:
+                return [one(*part[0])]
+            return together(part[: len(part) // 2]) + together(part[len(part) // 2 :])
+
+    for (data, ctx), result in zip(items, together(items)):
+        assert result == one(data, ctx), ctx.source
+
+
+def shown(result: ParseResult) -> object:
+    """``as_compared`` with every cell as text (NaN equals NaN; times past year 9999 have no Python form)."""
+    tables = {name: (f.schema, f.select(pl.all().cast(pl.String)).rows()) for name, f in result.tables.items()}
+    return result.records, [w.as_text() for w in result.warnings], result.notes, str(result.time_range), tables

@@ -752,11 +752,14 @@ def parse_batch(members: list[tuple[bytes, ParseContext]]) -> list[ParseResult |
         parts.append(text.removesuffix("\n"))
         line += text.removesuffix("\n").count("\n") + 1
     lines = _lines("\n".join(parts), 1)
-    boundary_lines = pl.Series(starts[1:])
-    boundary_recs = lines.filter(pl.col("line").is_in(boundary_lines))["rec"]
+    boundary = np.zeros(lines.height, dtype=bool)
+    boundary[starts[1:] - 1] = True  # line numbers from 1, one row each
+    rec = lines["rec"].to_numpy()
+    in_boundary = np.zeros(int(rec.max()) + 1 if rec.size else 1, dtype=bool)
+    in_boundary[rec[boundary]] = True
     lines = lines.with_columns(
-        rec=pl.when(pl.col("rec").is_in(boundary_recs)).then(0).otherwise(pl.col("rec")),
-        text=pl.when(pl.col("line").is_in(boundary_lines)).then(pl.lit("")).otherwise(pl.col("text")),
+        rec=pl.when(pl.Series(in_boundary[rec])).then(0).otherwise(pl.col("rec")),
+        text=pl.when(pl.Series(boundary)).then(pl.lit("")).otherwise(pl.col("text")),
     )
     of = lambda line_numbers: np.searchsorted(starts, line_numbers, side="right") - 1  # noqa: E731
     warnings: list[list[ParseWarning]] = [[tz_warning] if tz_warning else [] for _ in members]
