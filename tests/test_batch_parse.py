@@ -220,3 +220,33 @@ def shown(result: ParseResult) -> object:
     """``as_compared`` with every cell as text (NaN equals NaN; times past year 9999 have no Python form)."""
     tables = {name: (f.schema, f.select(pl.all().cast(pl.String)).rows()) for name, f in result.tables.items()}
     return result.records, [w.as_text() for w in result.warnings], result.notes, str(result.time_range), tables
+
+
+def test_an_mpstat_batch_gives_each_member_what_it_gives_alone():
+    """Corpus outputs (several banners, -A, -T, -U, 12 h clocks...), mutated ones and tiny ones."""
+    from tests.fuzz_mutations import apply_steps, random_steps
+
+    from dbdiag.parsers import mpstat_text
+    from dbdiag.parsers.base import decode_text
+
+    folder = CORPUS.parent / "mpstat"
+    seeds = [p.read_bytes()[:30_000] for p in sorted(folder.glob("*.txt")) + sorted(folder.glob("*.out"))] if folder.is_dir() else []
+    tiny = (
+        "Linux 5.10.0-28-amd64 (host-{i}) \t01/01/24 \t_x86_64_\t(2 CPU)\n\n"
+        "00:00:01     CPU    %usr   %nice    %sys %iowait    %irq   %soft  %steal  %guest  %gnice   %idle\n"
+        "00:00:02     all    {i}.00    0.00    1.84    0.12    0.34    0.19    0.00    0.00    0.00   90.00\n"
+    )
+    found = [tiny.format(i=i).encode() for i in range(100)] + seeds + [b"", b"junk\n10:00:01 all 1 2\n"]
+    rng = random.Random(17)
+    for _ in range(40 if seeds else 0):
+        found.append(apply_steps(rng.choice(seeds), [s for s in random_steps(rng) if s.kind != "huge_line"])[:100_000])
+    items = [(data, ParseContext(source=f"h{i}/mpstat.txt", tz="Europe/Paris")) for i, data in enumerate(found)]
+
+    def one(data: bytes, ctx: ParseContext) -> object:
+        try:
+            return shown(mpstat_text.parse(decode_text(data), ctx))
+        except ParseError as error:
+            return ("error", str(error))
+
+    for (data, ctx), result in zip(items, mpstat_text.parse_batch(items)):
+        assert (shown(result) if isinstance(result, ParseResult) else ("error", str(result))) == one(data, ctx), ctx.source
