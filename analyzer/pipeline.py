@@ -229,7 +229,7 @@ def _within_time_bounds(results: list[ParseResult]) -> Iterator[ParseResult]:
         frames = [r.tables[name] for r in results if name in r.tables and r.tables[name].height]
         columns = [c for c, dtype in frames[0].schema.items() if isinstance(dtype, pl.Datetime)] if frames else []
         if columns:
-            rows = pl.concat([f.select(columns) for f in frames], how="vertical_relaxed")
+            rows = pl.concat(frames, how="vertical_relaxed").select(columns)  # one select, not one a member
             outside |= bool(rows.select(pl.any_horizontal(inside(pl.col(c)).not_().fill_null(False) for c in columns).any()).item())
     for result in results:
         yield within_time_bounds(result) if outside or not _range_inside(result.time_range) else result
