@@ -378,7 +378,7 @@ def _analyze(
 
     zone, zone_origin = _resolve_tz([(m, s) for m, s, _ in to_parse], options.tz)
     taken_at = _capture_time([(m, s) for m, s, _ in to_parse], zone)
-    results: dict[int, ParseResult] = {}  # by capture order
+    by_order: dict[int, ParseResult] = {}
     batches: dict[str, _Batch] = {}
     to_parse.reverse()  # popped from the end, in capture order
     while to_parse:
@@ -390,7 +390,7 @@ def _analyze(
             batch = batches.setdefault(spec.kind, _Batch(spec))
             batch.add(order, member, record)
             if batch.size_bytes >= BATCH_BYTES:
-                _keep(batches.pop(spec.kind).parse(zone, taken_at), results)
+                _keep(batches.pop(spec.kind).parse(zone, taken_at), by_order)
             continue
         if spec.parse_bytes is not None:
             data, path = member.data or b"", member.path
@@ -402,10 +402,10 @@ def _analyze(
             del member  # the bytes go now, before the parser builds its tables
             result, error = parse_text(text, path, spec, zone, taken_at)
             del text
-        _keep([(order, record, result, error)], results)
+        _keep([(order, record, result, error)], by_order)
     for batch in batches.values():
-        _keep(batch.parse(zone, taken_at), results)
-    results = [results[order] for order in sorted(results, reverse=True)]  # ``order`` counts down
+        _keep(batch.parse(zone, taken_at), by_order)
+    results = [by_order[order] for order in sorted(by_order, reverse=True)]  # in capture order: ``order`` counts down
 
     tables = merge_tables(results)
     derived = derive_all(tables, SqlOptions(show_literals=options.show_literals), options.window_s)

@@ -71,6 +71,12 @@ read once, what an entry shows of its explain lines once per distinct sequence o
 of the log's table of entries is made once, from the pieces' numbers (the plan nodes on the other thread
 meanwhile). Query_time lines the kernel does not read are split at positions learnt from the first one.
 No Python loop runs per line or per entry.
+
+Many small logs (``parse_batch``): they are read as one log, each after a boundary line, and every
+choice made above for a whole file (server and version, what SET timestamp means, zone agreement,
+the # Time and database carried over, head fragments and cut tails, warnings and their caps, notes)
+is made per member from the same columns: 5,000 logs of three entries cost about one parse, not
+5,000. Each member keeps its own line numbers, inventory line and errors.
 """
 
 from __future__ import annotations
