@@ -234,7 +234,7 @@ def _directory_entries(top_entries: list[os.DirEntry]) -> Iterator[Entry]:
         try:
             is_dir = dir_entry.is_dir(follow_symlinks=False)
         except OSError as exc:
-            yield Entry(relative, skip=f"unreadable: {os_reason(exc)}")
+            yield Entry(relative, skip=f"unreadable: {os_reason(exc)}", lost=True)
             continue
         if not is_dir:
             yield _directory_file_entry(dir_entry, relative)
@@ -242,7 +242,7 @@ def _directory_entries(top_entries: list[os.DirEntry]) -> Iterator[Entry]:
         try:
             children = _sorted_entries(dir_entry.path)
         except OSError as exc:
-            yield Entry(relative, skip=f"directory not readable: {os_reason(exc)}")
+            yield Entry(relative, skip=f"directory not readable: {os_reason(exc)}", lost=True)
             continue
         yield Entry(relative, is_dir=True)
         stack.append((relative + "/", iter(children)))
@@ -252,7 +252,7 @@ def _directory_file_entry(dir_entry: os.DirEntry, relative: str) -> Entry:
     try:
         status = dir_entry.stat(follow_symlinks=False)
     except OSError as exc:
-        return Entry(relative, skip=f"unreadable: {os_reason(exc)}")
+        return Entry(relative, skip=f"unreadable: {os_reason(exc)}", lost=True)
     if not stat.S_ISREG(status.st_mode):
         return Entry(relative, skip=mode_reason(status.st_mode))
     return Entry(
@@ -267,6 +267,6 @@ def _open_directory_file(path: str) -> BinaryIO:
     try:
         return _open_regular_file(path, follow_symlinks=False)
     except _NotRegularFile as exc:
-        raise Rejected(exc.reason) from None
+        raise Rejected(exc.reason, lost=False) from None
     except OSError as exc:
         raise Rejected(f"unreadable: {os_reason(exc)}") from None

@@ -52,13 +52,16 @@ class Limits:
 
 @dataclass(frozen=True)
 class Member:
-    """One entry of the capture: its content, or why it was not read."""
+    """One entry of the capture: its content, or why it was not read. ``lost``: the reason is a
+    safety cap, damage or a failed read, so the capture is partial (a link or a device skipped is
+    not data lost)."""
 
     path: str
     data: bytes | None
     size: int
     skipped: str | None
     compression: str | None
+    lost: bool = False
 
 
 @dataclass
@@ -91,13 +94,16 @@ def printable_name(name: str) -> str:
 
 
 class Rejected(Exception):
-    """A member that will not be read; ``too_large`` lets the caller pick member vs total cap."""
+    """A member that will not be read; ``too_large`` lets the caller pick member vs total cap;
+    ``lost`` (``Member.lost``): false for what is not data lost (a file that is not a regular one,
+    a format this installation does not read)."""
 
-    def __init__(self, reason: str, compression: str | None = None, *, too_large: bool = False) -> None:
+    def __init__(self, reason: str, compression: str | None = None, *, too_large: bool = False, lost: bool = True) -> None:
         super().__init__(reason)
         self.reason = reason
         self.compression = compression
         self.too_large = too_large
+        self.lost = lost
 
 
 @dataclass
@@ -113,6 +119,7 @@ class Entry:
     stored_size: int = 0
     is_dir: bool = False
     skip: str | None = None
+    lost: bool = False  # ``skip`` is for a cap, damage or a failed read (``Member.lost``)
     opener: Callable[[], BinaryIO] | None = None
     stored_compressed: bool = False  # the container itself compressed the data (zip deflate...)
     opened: bool = False
@@ -147,7 +154,7 @@ def collect(entries: Iterator[Entry], inventory: Inventory, total_entries: int |
         if index >= limits.max_members:
             count = f"{total_entries - index} more" if total_entries is not None else "further"
             reason = f"{count} members not read: cap of {limits.max_members} members"
-            inventory.add(Member(SUMMARY_PATH, None, 0, reason, None))
+            inventory.add(Member(SUMMARY_PATH, None, 0, reason, None, lost=True))
             return f"member cap of {limits.max_members} reached; later members not read"
         member = member_of(entry, inventory)
         if member is not None:
@@ -165,19 +172,20 @@ def member_of(entry: Entry, inventory: Inventory) -> Member | None:
     limits = inventory.limits
     if len(entry.name) > MEMBER_NAME_CAP_CHARS:
         shown = printable_name(entry.name[:200]) + "…"
-        return Member(shown, None, entry.size, f"name longer than {MEMBER_NAME_CAP_CHARS} characters (not read)", None)
+        reason = f"name longer than {MEMBER_NAME_CAP_CHARS} characters (not read)"
+        return Member(shown, None, entry.size, reason, None, lost=True)
     path, unsafe = safe_path(entry.name)
     if unsafe is not None:
         return Member(path, None, entry.size, unsafe, None)
     if entry.is_dir:
         return None
     if entry.skip is not None:
-        return Member(path, None, entry.size, entry.skip, None)
+        return Member(path, None, entry.size, entry.skip, None, lost=entry.lost)
     if entry.size > limits.max_member_bytes:
-        return Member(path, None, entry.size, member_cap_reason(limits), None)
+        return Member(path, None, entry.size, member_cap_reason(limits), None, lost=True)
     if entry.size > inventory.bytes_left():
         inventory.total_cap_hit = True
-        return Member(path, None, entry.size, total_cap_reason(limits), None)
+        return Member(path, None, entry.size, total_cap_reason(limits), None, lost=True)
     budget_bytes = min(limits.max_member_bytes, inventory.bytes_left())
     try:
         data, codec = read_entry(entry, budget_bytes, limits.max_ratio)
@@ -187,11 +195,11 @@ def member_of(entry: Entry, inventory: Inventory) -> Member | None:
             total_is_binding = budget_bytes < limits.max_member_bytes
             inventory.total_cap_hit = total_is_binding
             reason = total_cap_reason(limits) if total_is_binding else member_cap_reason(limits)
-        return Member(path, None, entry.size, reason, rejected.compression)
+        return Member(path, None, entry.size, reason, rejected.compression, lost=rejected.lost)
     except (ArchiveStop, tarfile.TarError, *CORRUPT_HEADER_ERRORS) as exc:
         # The archive broke while this member was being read: the member is listed, then the
         # archive stops (the caller words the reason).
-        raise BrokenInsideMember(exc, Member(path, None, entry.size, inside_member_reason(exc), None)) from exc
+        raise BrokenInsideMember(exc, Member(path, None, entry.size, inside_member_reason(exc), None, lost=True)) from exc
     return Member(path, data, len(data), None, codec)
 
 
@@ -201,7 +209,7 @@ def read_entry(entry: Entry, budget_bytes: int, max_ratio: float) -> tuple[bytes
     try:
         codec = codec_of(_peek(stream, 6))
         if codec == "zstd" and not zstd_available():
-            raise Rejected("zstd-compressed member; install the 'zstandard' package to read it", codec)
+            raise Rejected("zstd-compressed member; install the 'zstandard' package to read it", codec, lost=False)
         reader = open_decompressed(codec, stream) if codec else stream
         ratio_base = entry.stored_size if (codec or entry.stored_compressed) else None
         try:

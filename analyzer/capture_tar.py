@@ -157,12 +157,13 @@ def _tar_entries(
 def _tar_entry(archive: tarfile.TarFile, info: tarfile.TarInfo, compressed_bytes: int | None, limits: Limits) -> Entry:
     entry = Entry(info.name, size=info.size, stored_size=info.size)
     if getattr(info, "corrupt_header", None) is not None:
-        entry.skip = info.corrupt_header
+        entry.skip, entry.lost = info.corrupt_header, True
     elif getattr(info, "oversized_header", False):
         entry.skip = (
             f"tar extended header of {format_bytes(info.size)} skipped (cap {format_bytes(TAR_METADATA_CAP_BYTES)}); "
             "the next member keeps its short name"
         )
+        entry.lost = True
     elif info.isdir():
         entry.is_dir = True
     elif not info.isreg():
@@ -172,7 +173,7 @@ def _tar_entry(archive: tarfile.TarFile, info: tarfile.TarInfo, compressed_bytes
         and info.size > ARCHIVE_RATIO_FLOOR_BYTES
         and info.size > limits.max_ratio * compressed_bytes
     ):
-        entry.skip = f"decompression ratio above {limits.max_ratio:g}:1 (bomb?)"
+        entry.skip, entry.lost = f"decompression ratio above {limits.max_ratio:g}:1 (bomb?)", True
     else:
         if info.issparse():
             # The holes of a sparse member read as zeros: bound them like decompressed data.

@@ -85,7 +85,7 @@ def _open_local_entry(raw: BinaryIO, local: zip_local_scan.LocalEntry) -> Binary
     try:
         return zip_local_scan.open_entry(raw, local)
     except NotImplementedError:
-        raise Rejected(f"unsupported zip compression method {local.info.compress_type}") from None
+        raise Rejected(f"unsupported zip compression method {local.info.compress_type}", lost=False) from None
     except _ZIP_HEADER_ERRORS as exc:
         raise Rejected(f"corrupt zip entry: {exc}") from None
 
@@ -116,7 +116,7 @@ def _zip_entry_fields(info: zipfile.ZipInfo, limits: Limits, opener: Callable[[]
         and info.file_size > RATIO_CHECK_FLOOR_BYTES
         and info.file_size > limits.max_ratio * info.compress_size
     ):
-        entry.skip = f"decompression ratio above {limits.max_ratio:g}:1 (bomb?)"
+        entry.skip, entry.lost = f"decompression ratio above {limits.max_ratio:g}:1 (bomb?)", True
     else:
         entry.opener = opener
     return entry
@@ -134,6 +134,6 @@ def _open_zip_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> BinaryI
     try:
         return archive.open(info)
     except NotImplementedError:
-        raise Rejected(f"unsupported zip compression method {info.compress_type}") from None
+        raise Rejected(f"unsupported zip compression method {info.compress_type}", lost=False) from None
     except _ZIP_HEADER_ERRORS as exc:
         raise Rejected(f"corrupt zip entry: {exc}") from None

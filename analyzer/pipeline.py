@@ -11,7 +11,7 @@ import zoneinfo
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import polars as pl
 
@@ -23,12 +23,16 @@ from dbdiag.detect import detect
 from dbdiag.engine import run_rules
 from dbdiag.findings import RuleOutcome
 from dbdiag.parsers import PARSERS, manifest
-from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
+from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, decode_text
 from dbdiag.rules import RULES
 from dbdiag.rules.base import Rule, RuleInput
-from dbdiag.timebounds import within_time_bounds
+from dbdiag.timebounds import _range_inside, inside, within_time_bounds
 
 DEFAULT_TZ = "UTC"
+# Members up to this size go to their parser's ``parse_batch`` together, in batches up to BATCH_BYTES:
+# 5,000 small slow logs cost one parse's fixed cost (tens of ms), not 5,000 of them.
+BATCH_MEMBER_BYTES = 256 * 1024
+BATCH_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ class InputRecord:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     skipped: str | None = None
+    lost: bool = False  # skipped for a cap, damage or a failed read (``Member.lost``): the capture is partial
     error: str | None = None
     time_range: tuple[Any, Any] | None = None
 
@@ -82,22 +87,14 @@ class Analysis:
     def partial_reasons(self) -> list[str]:
         reasons = [self.capture.partial] if self.capture.partial else []
         reasons += [f"{r.path}: {r.error}" for r in self.inputs if r.error]
-        reasons += [f"{r.path}: {r.skipped}" for r in self.inputs if r.skipped and _is_limit_skip(r.skipped)]
+        reasons += [f"{r.path}: {r.skipped}" for r in self.inputs if r.skipped and r.lost]
         reasons += self.derived.metrics.get("derive_errors", [])  # an analysis step lost to odd data
         return reasons
 
 
-def _is_limit_skip(reason: str) -> bool:
-    """Skips for safety caps, corrupt data or a failed read mean data was lost; links and devices do not."""
-    lost = ("cap", "ratio", "corrupt", "truncated", "more members", "unreadable", "not readable", "name longer")
-    return any(word in reason for word in lost)
-
-
 def decode(data: bytes) -> str:
     """UTF-8 that cannot fail; CRLF becomes LF (lone CR stays: it may sit inside SQL literals)."""
-    text = data.decode("utf-8", "backslashreplace")
-    # looking for one character is a memchr; looking for two is ten times slower on a big log
-    return text.replace("\r\n", "\n") if "\r" in text else text
+    return decode_text(data)
 
 
 UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
@@ -152,6 +149,90 @@ def _guarded(parse: Callable[[], ParseResult], spec: ParserSpec) -> tuple[ParseR
     except (Exception, pl.exceptions.PanicException) as error:  # noqa: BLE001 - one bad member must not stop the capture
         first_line = str(error).strip().split("\n", 1)[0]  # polars appends the failing expression on more lines
         return None, f"parser {spec.kind} failed: {type(error).__name__}: {first_line}"
+
+
+Outcome = tuple[int, "InputRecord", ParseResult | None, str | None]  # (order, record, result, why not read)
+
+
+def _keep(outcomes: list[Outcome], results: dict[int, ParseResult]) -> None:
+    """Each member's result into its inventory line, and into ``results`` when it was read."""
+    for order, record, result, error in outcomes:
+        if result is None:
+            record.error = error
+            continue
+        record.records = result.records
+        record.warnings = [w.as_text() for w in result.warnings]
+        record.notes += result.notes
+        record.time_range = result.time_range
+        results[order] = result
+
+
+@dataclass
+class _Batch:
+    """Small members of one kind waiting for their parser's ``parse_batch``."""
+
+    spec: ParserSpec
+    members: list[tuple[int, Member, InputRecord]] = field(default_factory=list)
+    size_bytes: int = 0
+
+    def add(self, order: int, member: Member, record: InputRecord) -> None:
+        self.members.append((order, member, record))
+        self.size_bytes += len(member.data or b"")
+
+    def parse(self, tz: str, ref_time: datetime | None) -> list[Outcome]:
+        """Each member's result, as ``parse_bytes`` alone would give it."""
+        members, self.members = self.members, []
+        return _parse_together(self.spec, members, tz, ref_time)
+
+
+def _parse_together(
+    spec: ParserSpec, members: list[tuple[int, Member, InputRecord]], tz: str, ref_time: datetime | None
+) -> list[Outcome]:
+    """``parse_batch`` of the members; when it fails as a whole, each half is parsed again the same
+    way, down to single members parsed alone (which say what failed): a bad member costs itself and
+    a few batches, not a parse of every other member alone."""
+    if len(members) == 1:
+        order, member, record = members[0]
+        return [(order, record, *_parse_alone(member, spec, tz, ref_time))]
+    items = [(m.data or b"", ParseContext(source=m.path, tz=tz, ref_time=ref_time)) for _, m, _ in members]
+    try:
+        return _outcomes(members, spec.parse_batch(items))
+    # as in _guarded: polars' PanicException derives from BaseException
+    except (Exception, pl.exceptions.PanicException):  # noqa: BLE001 - the halves say which member failed
+        half = len(members) // 2
+        return _parse_together(spec, members[:half], tz, ref_time) + _parse_together(spec, members[half:], tz, ref_time)
+
+
+def _outcomes(members: list[tuple[int, Member, InputRecord]], parsed: list[ParseResult | ParseError]) -> list[Outcome]:
+    """Each member's result (times out of bounds dropped) or why it was not read."""
+    bounded = _within_time_bounds([r for r in parsed if isinstance(r, ParseResult)])
+    outcomes: list[Outcome] = []
+    for (order, _, record), result in zip(members, parsed, strict=True):
+        if isinstance(result, ParseResult):
+            outcomes.append((order, record, next(bounded), None))
+        else:
+            outcomes.append((order, record, None, str(result)))
+    return outcomes
+
+
+def _parse_alone(member: Member, spec: ParserSpec, tz: str, ref_time: datetime | None) -> tuple[ParseResult | None, str | None]:
+    if spec.parse_bytes is not None:
+        return parse_bytes(member.data or b"", member.path, spec, tz, ref_time)
+    return parse_text(decode(member.data or b""), member.path, spec, tz, ref_time)
+
+
+def _within_time_bounds(results: list[ParseResult]) -> Iterator[ParseResult]:
+    """``within_time_bounds`` of each result, checking the rows of all of them at once first: usually
+    none is out of bounds, and then only time ranges need a look."""
+    outside = False
+    for name in {name for result in results for name in result.tables}:
+        frames = [r.tables[name] for r in results if name in r.tables and r.tables[name].height]
+        columns = [c for c, dtype in frames[0].schema.items() if isinstance(dtype, pl.Datetime)] if frames else []
+        if columns:
+            rows = pl.concat(frames, how="vertical_relaxed").select(columns)  # one select, not one a member
+            outside |= bool(rows.select(pl.any_horizontal(inside(pl.col(c)).not_().fill_null(False) for c in columns).any()).item())
+    for result in results:
+        yield within_time_bounds(result) if outside or not _range_inside(result.time_range) else result
 
 
 def _resolve_tz(members: list[tuple[Member, ParserSpec]], requested: str | None) -> tuple[str, str]:
@@ -278,7 +359,7 @@ def _analyze(
     inputs: list[InputRecord] = []
     to_parse: list[tuple[Member, ParserSpec, InputRecord]] = []
     for member in members:
-        record = InputRecord(path=member.path, size_bytes=member.size, skipped=member.skipped)
+        record = InputRecord(path=member.path, size_bytes=member.size, skipped=member.skipped, lost=member.lost)
         inputs.append(record)
         if member.skipped or member.data is None:
             continue
@@ -297,12 +378,20 @@ def _analyze(
 
     zone, zone_origin = _resolve_tz([(m, s) for m, s, _ in to_parse], options.tz)
     taken_at = _capture_time([(m, s) for m, s, _ in to_parse], zone)
-    results: list[ParseResult] = []
+    by_order: dict[int, ParseResult] = {}
+    batches: dict[str, _Batch] = {}
     to_parse.reverse()  # popped from the end, in capture order
     while to_parse:
         member, spec, record = to_parse.pop()
+        order = len(to_parse)
         if progress:
             progress(member.path)
+        if spec.parse_batch is not None and len(member.data or b"") <= BATCH_MEMBER_BYTES:
+            batch = batches.setdefault(spec.kind, _Batch(spec))
+            batch.add(order, member, record)
+            if batch.size_bytes >= BATCH_BYTES:
+                _keep(batches.pop(spec.kind).parse(zone, taken_at), by_order)
+            continue
         if spec.parse_bytes is not None:
             data, path = member.data or b"", member.path
             del member
@@ -313,14 +402,10 @@ def _analyze(
             del member  # the bytes go now, before the parser builds its tables
             result, error = parse_text(text, path, spec, zone, taken_at)
             del text
-        if result is None:
-            record.error = error
-            continue
-        record.records = result.records
-        record.warnings = [w.as_text() for w in result.warnings]
-        record.notes += result.notes
-        record.time_range = result.time_range
-        results.append(result)
+        _keep([(order, record, result, error)], by_order)
+    for batch in batches.values():
+        _keep(batch.parse(zone, taken_at), by_order)
+    results = [by_order[order] for order in sorted(by_order, reverse=True)]  # in capture order: ``order`` counts down
 
     tables = merge_tables(results)
     derived = derive_all(tables, SqlOptions(show_literals=options.show_literals), options.window_s)

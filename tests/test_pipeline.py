@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import stat
+import zipfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from dbdiag import tables as t
-from dbdiag.capture import Capture, Member
+from dbdiag.capture import Capture, Limits, Member, read_capture
 from dbdiag.parsers import PARSERS
 from dbdiag.pipeline import Options, UnknownTimeZone, analyze_capture
 
@@ -140,14 +142,35 @@ def test_a_native_panic_in_a_parser_costs_that_member_only():
 
 @pytest.mark.parametrize(
     "reason",
-    ["unreadable: input/output error", "directory not readable: permission denied", "name longer than 4096 characters (not read)"],
+    ["unreadable: input/output error", "directory not readable: permission denied", "worded any other way"],
 )
 def test_a_member_that_could_not_be_read_makes_the_capture_partial(reason: str):
     ok = Member("os/mpstat.txt", MPSTAT, len(MPSTAT), None, None)
-    lost = Member("db/slow.log", None, 10, reason, None)
+    lost = Member("db/slow.log", None, 10, reason, None, lost=True)
     analysis = analyze_capture(Capture("cap", "directory", [ok, lost]))
     assert analysis.partial_reasons == [f"db/slow.log: {reason}"]
     assert [r.kind for r in analysis.inputs][0] is not None  # the good member is still read
+
+
+def test_partial_is_the_lost_flag_not_the_wording_of_the_reason():
+    ok = Member("os/mpstat.txt", MPSTAT, len(MPSTAT), None, None)
+    skipped = Member("db/slow.log", None, 10, "unreadable, truncated, corrupt, over a cap", None, lost=False)
+    assert analyze_capture(Capture("cap", "directory", [ok, skipped])).partial_reasons == []
+
+
+def test_the_capture_readers_flag_members_lost_to_caps_and_damage(tmp_path: Path):
+    long_name = "n" * 5000
+    archive = tmp_path / "c.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
+        zipped.writestr("os/mpstat.txt", MPSTAT)
+        zipped.writestr(long_name, b"x")
+        zipped.writestr("db/zeros.log", b"\0" * (3 * 1024 * 1024))  # 3 MiB in a few KB: over the ratio
+        link = zipfile.ZipInfo("etc/link")
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        zipped.writestr(link, "/etc/passwd")
+    capture = read_capture(archive, Limits(max_ratio=100.0))
+    lost = {m.path[:20]: m.lost for m in capture.members if m.skipped}
+    assert lost == {"n" * 20: True, "db/zeros.log": True, "etc/link": False}
 
 
 def test_a_link_skip_is_not_partial():

@@ -42,10 +42,11 @@ import re
 from datetime import date
 from zoneinfo import ZoneInfo
 
+import numpy as np
 import polars as pl
 
 from dbdiag import tables as T
-from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning, decode_text
 
 MAX_WARNINGS = 50
 HALF_DAY_S = 12 * 3600
@@ -250,8 +251,9 @@ def _lines(text: str) -> pl.DataFrame:
     )
 
 
-def _cells(rows: pl.DataFrame, names: list[str]) -> tuple[pl.DataFrame, list[ParseWarning]]:
-    """Rows under one header -> string cells ``c0..cN`` (c0 is the CPU/NODE key), plus warnings.
+def _cells(rows: pl.DataFrame, names: list[str]) -> tuple[pl.DataFrame, list[tuple[int, ParseWarning]]]:
+    """Rows under one header -> string cells ``c0..cN`` (c0 is the CPU/NODE key), plus warnings
+    (each with its ``file``).
 
     mpstat -T leaves CORE/SOCK/NODE blank on the ``all`` row: such rows are 3 fields short and
     their numbers belong to the right-hand columns.
@@ -264,43 +266,48 @@ def _cells(rows: pl.DataFrame, names: list[str]) -> tuple[pl.DataFrame, list[Par
     rows = rows.with_columns(short=short)
     fits = (pl.col("ntok") == n) | pl.col("short")
     warnings = [
-        ParseWarning(line, f"{ntok} fields where the {names[0]} header above has {n}; row skipped")
-        for line, ntok in rows.filter(~fits).select("line", "ntok").iter_rows()
+        (file, ParseWarning(line, f"{ntok} fields where the {names[0]} header above has {n}; row skipped"))
+        for file, line, ntok in rows.filter(~fits).select("file", "line", "ntok").iter_rows()
     ]
     cells = []
     for i in range(n):
         index = pl.when(pl.col("short") & (i >= 4)).then(i - 3).when(pl.col("short") & (i >= 1)).then(None).otherwise(i)
         cells.append(pl.col("toks").list.get(index, null_on_oob=True).alias(f"c{i}"))
-    good = rows.filter(fits).select("line", "ts", *cells)
+    good = rows.filter(fits).select("file", "source", "line", "ts", *cells)
     good = good.with_columns(key=cpu_number(pl.col("c0")))
     warnings += [
-        ParseWarning(line, f"{names[0]} {key!r} is not a number; row skipped")
-        for line, key in good.filter(pl.col("key").is_null()).select("line", "c0").iter_rows()
+        (file, ParseWarning(line, f"{names[0]} {key!r} is not a number; row skipped"))
+        for file, line, key in good.filter(pl.col("key").is_null()).select("file", "line", "c0").iter_rows()
     ]
     return good.filter(pl.col("key").is_not_null()), warnings
 
 
-def _bad_numbers(cells: pl.DataFrame, columns: dict[str, str]) -> list[ParseWarning]:
+def _bad_numbers(cells: pl.DataFrame, columns: dict[str, str]) -> list[tuple[int, ParseWarning]]:
     """Warnings for cells that are present but are not numbers (``columns``: cell -> header name)."""
     warnings = []
     for cell, header in columns.items():
         bad = cells.filter(pl.col(cell).is_not_null() & to_float(pl.col(cell)).is_null())
-        for line, value in bad.select("line", cell).iter_rows():
-            warnings.append(ParseWarning(line, f"{header} value {value!r} is not a number; left empty"))
+        for file, line, value in bad.select("file", "line", cell).iter_rows():
+            warnings.append((file, ParseWarning(line, f"{header} value {value!r} is not a number; left empty")))
     return warnings
 
 
-def _util(cells: pl.DataFrame, names: list[str], key_name: str, source: str) -> pl.DataFrame:
+def _conformed(table: str, frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` in ``table``'s schema, with the ``file`` of each row kept."""
+    return T.conform(table, frame).with_columns(frame["file"])
+
+
+def _util(cells: pl.DataFrame, names: list[str], key_name: str) -> pl.DataFrame:
     found = {}
     for column, spellings in PCT_COLUMNS.items():
         index = next((names.index(s) for s in spellings if s in names), None)
         if index is not None:
             found[column] = to_float(pl.col(f"c{index}"))
-    frame = cells.select("ts", pl.col("key").alias(key_name), **found, source=pl.lit(source))
-    return T.conform(T.CPU_UTIL if key_name == "cpu" else T.NODE_UTIL, frame)
+    frame = cells.select("ts", pl.col("key").alias(key_name), **found, source="source", file="file")
+    return _conformed(T.CPU_UTIL if key_name == "cpu" else T.NODE_UTIL, frame)
 
 
-def _long(cells: pl.DataFrame, names: list[str], name_column: str, source: str, table: str) -> pl.DataFrame:
+def _long(cells: pl.DataFrame, names: list[str], name_column: str, table: str) -> pl.DataFrame:
     labels = [n[:-2] for n in names[1:]]
     if name_column == "irq":  # old sysstat spelt IRQ 25 as i025
         labels = [str(int(x[1:])) if re.fullmatch(r"i\d{3}", x) else x for x in labels]
@@ -309,20 +316,20 @@ def _long(cells: pl.DataFrame, names: list[str], name_column: str, source: str, 
         pl.col("key").alias("cpu"),
         pl.lit(labels, dtype=pl.List(pl.String)).alias(name_column),
         pl.concat_list([to_float(pl.col(f"c{i}")) for i in range(1, len(names))]).alias("per_s"),
-        source=pl.lit(source),
+        source="source", file="file",
     ).explode([name_column, "per_s"])
-    return T.conform(table, frame)
+    return _conformed(table, frame)
 
 
-def _topology(cells: pl.DataFrame, names: list[str], source: str) -> pl.DataFrame:
+def _topology(cells: pl.DataFrame) -> pl.DataFrame:
     frame = cells.filter(pl.col("key") >= 0).select(
         pl.col("key").alias("cpu"),
         core=pl.col("c1").cast(pl.Int32, strict=False),
         socket=pl.col("c2").cast(pl.Int32, strict=False),
         node=pl.col("c3").cast(pl.Int32, strict=False),
-        source=pl.lit(source),
+        source="source", file="file",
     )
-    return T.conform(T.TOPOLOGY, frame)
+    return _conformed(T.TOPOLOGY, frame)
 
 
 def _timestamps(data: pl.DataFrame, dates: pl.DataFrame, tz: str) -> pl.DataFrame:
@@ -343,118 +350,182 @@ def _utc(data: pl.DataFrame, tz: str) -> pl.DataFrame:
 def parse(text: str, ctx: ParseContext) -> ParseResult:
     if not text.strip():
         raise ParseError("empty file")
-    df = _lines(text)
-    kinds = dict(df.group_by("kind").len().iter_rows())
-    if not kinds.get("header") and not kinds.get("banner"):
-        raise ParseError("no mpstat banner or table header found")
+    df = _lines(text).with_columns(file=pl.lit(0, pl.Int64), source=pl.lit(ctx.source))
+    result = _parse_files(df, [ctx.source], ctx.tz)[0]
+    if isinstance(result, ParseError):
+        raise result
+    return result
 
-    tz, tz_warning = check_tz(ctx.tz)
-    warnings: list[ParseWarning] = [tz_warning] if tz_warning else []
-    notes: list[str] = []
-    warnings += [
-        ParseWarning(line, "unrecognised line (no time column); skipped")
-        for (line,) in df.filter(pl.col("kind") == "unknown").select("line").iter_rows()
-    ]
+
+def parse_batch(members: list[tuple[bytes, ParseContext]]) -> list[ParseResult | ParseError]:
+    """``parse`` of each member's text (all in one zone), in one parse: the texts are joined, each
+    after an empty line that starts a segment and a table of its own (as the start of a file does);
+    every choice and count made for a file (dates, warnings and their caps, notes, host facts,
+    topology, records, time range) is each member's own, and so are line numbers."""
+    results: list[ParseResult | ParseError | None] = [None] * len(members)
+    texts, joined, starts, line = [], [], [], 0
+    for index, (data, _) in enumerate(members):
+        text = decode_text(data)
+        if not text.strip():
+            results[index] = ParseError("empty file")
+            continue
+        if joined:
+            line += 1  # the boundary line
+        starts.append(line)
+        texts.append(text.lstrip("\ufeff"))
+        line += text.lstrip("\ufeff").count("\n") + 1
+        joined.append(index)
+    if not joined:
+        return results
+    df = _lines("\n\n".join(texts))  # each boundary an empty line
+    file = np.searchsorted(np.array(starts[1:]), df["line"].to_numpy(), side="left")  # a boundary: the file after it
+    boundary = np.zeros(df.height, dtype=bool)
+    boundary[np.array(starts[1:], dtype=np.int64) - 1] = True  # lines count from 1
+    kind, is_boundary = pl.col("kind"), pl.lit(pl.Series(boundary))
+    sources = [members[i][1].source for i in joined]
+    df = df.with_columns(
+        file=pl.Series(file, dtype=pl.Int64),
+        source=pl.Series(sources, dtype=pl.String).gather(pl.Series(file)),
+        line=pl.col("line") - pl.Series(np.array([0] + starts[1:], dtype=np.int64)[file]),
+        seg=((kind == "banner") | is_boundary).cum_sum(),
+        block=(kind.is_in(["banner", "summary", "header"]) | is_boundary).cum_sum(),
+    ).filter(~is_boundary)
+    for index, result in zip(joined, _parse_files(df, sources, members[joined[0]][1].tz)):
+        results[index] = result
+    return results
+
+
+READ_CLASSES = ("cpu", "node", "softirq", "irq")
+
+
+def _parse_files(df: pl.DataFrame, sources: list[str], tz: str) -> list[ParseResult | ParseError]:
+    """The tables of each file of ``df`` (``_lines`` of one file, or of the files of a batch with
+    their ``file`` and ``source``; segments and tables never span two files)."""
+    n_files = len(sources)
+    tz, tz_warning = check_tz(tz)
+    warnings: list[list[ParseWarning]] = [[tz_warning] if tz_warning else [] for _ in range(n_files)]
+    notes: list[list[str]] = [[] for _ in range(n_files)]
+    readable = set(df.filter(pl.col("kind").is_in(["header", "banner"]))["file"].unique().to_list())
+    errors = {f: "no mpstat banner or table header found" for f in range(n_files) if f not in readable}
+    if errors:
+        df = df.filter(pl.col("file").is_in(list(readable)))
+    for f, line in df.filter(pl.col("kind") == "unknown").select("file", "line").iter_rows():
+        warnings[f].append(ParseWarning(line, "unrecognised line (no time column); skipped"))
 
     headers = df.filter(pl.col("kind") == "header").select(
-        "block", header=pl.col("rest"), header_tod=pl.col("tod"), header_epoch=pl.col("epoch_s")
+        "file", "block", "line", header=pl.col("rest"), header_tod=pl.col("tod"), header_epoch=pl.col("epoch_s")
     )
-    classes = {h: classify_header(h.split()) for h in headers["header"].unique().to_list()}
+    classes = {h: classify_header(h.split()) for h in headers["header"].unique(maintain_order=True).to_list()}
     headers = headers.with_columns(cls=pl.col("header").replace_strict(classes, default="other", return_dtype=pl.String))
-    data = df.filter(pl.col("kind") == "data").join(headers, on="block", how="left")
-    orphans = data.filter(pl.col("header").is_null())
-    for (line,) in orphans.select("line").iter_rows():
-        warnings.append(ParseWarning(line, "data row without a table header above it; skipped"))
-    data = data.filter(pl.col("cls").is_in(["cpu", "node", "softirq", "irq"]))
+    file_classes: dict[int, set[str]] = {}
+    for f, cls in headers.select("file", "cls").unique().iter_rows():
+        file_classes.setdefault(f, set()).add(cls)
+    # a file's tables list their rows header by header, in the order the file first shows each header
+    ranks = headers.group_by("file", "header").agg(rank=pl.col("line").min())
+    data = df.filter(pl.col("kind") == "data").join(headers.drop("file", "line"), on="block", how="left")
+    for f, line in data.filter(pl.col("header").is_null()).select("file", "line").iter_rows():
+        warnings[f].append(ParseWarning(line, "data row without a table header above it; skipped"))
+    data = data.filter(pl.col("cls").is_in(READ_CLASSES))
 
     banners = df.filter(pl.col("kind") == "banner")
     seg_dates = {seg: parse_sysstat_date(d) for seg, d in banners.select("seg", "bdate").iter_rows()}
     dates = pl.DataFrame(
         {"seg": list(seg_dates), "date": list(seg_dates.values())}, schema={"seg": df["seg"].dtype, "date": pl.Date}
     )
-    if data.filter(pl.col("epoch_s").is_null()).height:
-        undated = data.filter(pl.col("epoch_s").is_null()).join(dates.drop_nulls(), on="seg", how="anti")
-        if undated.height:
-            first = undated["line"][0]
-            why = "no 'Linux ... (N CPU)' banner" if not banners.height else "the banner date cannot be read"
-            warnings.append(ParseWarning(first, f"{why}; {undated.height} rows dated 1970-01-01"))
-        notes.append(zone_note(tz))
+    epochless = data.filter(pl.col("epoch_s").is_null())
+    if epochless.height:
+        bannered = set(banners["file"].unique().to_list())
+        undated = epochless.join(dates.drop_nulls(), on="seg", how="anti")
+        for f, first, count in undated.group_by("file", maintain_order=True).agg(pl.col("line").first(), pl.len()).iter_rows():
+            why = "no 'Linux ... (N CPU)' banner" if f not in bannered else "the banner date cannot be read"
+            warnings[f].append(ParseWarning(first, f"{why}; {count} rows dated 1970-01-01"))
+        for f in epochless["file"].unique().to_list():
+            notes[f].append(zone_note(tz))
     data = _timestamps(data, dates, tz)
-    for line, clock_ok in data.filter(pl.col("ts").is_null()).select("line", pl.col("tod").is_not_null()).iter_rows():
+    for f, line, clock_ok in data.filter(pl.col("ts").is_null()).select("file", "line", pl.col("tod").is_not_null()).iter_rows():
         why = f"time does not exist in {tz} (DST change)" if clock_ok else "unreadable time"
-        warnings.append(ParseWarning(line, f"{why}; row skipped"))
+        warnings[f].append(ParseWarning(line, f"{why}; row skipped"))
     data = data.filter(pl.col("ts").is_not_null())
 
     out: dict[str, list[pl.DataFrame]] = {}
+    has: dict[str, set[int]] = {}  # the files that have each table (perhaps with no row left)
     for header, cls in classes.items():
         rows = data.filter(pl.col("header") == header)
-        if cls not in ("cpu", "node", "softirq", "irq") or not rows.height:
+        if cls not in READ_CLASSES or not rows.height:
             continue
         names = header.split()
+        files = set(rows["file"].unique().to_list())
         cells, row_warnings = _cells(rows, names)
-        warnings += row_warnings
         numeric = {f"c{i}": name for i, name in enumerate(names) if i and name not in ("CORE", "SOCK", "NODE")}
-        warnings += _bad_numbers(cells, numeric)
+        for f, warning in row_warnings + _bad_numbers(cells, numeric):
+            warnings[f].append(warning)
+        rank = ranks.filter(pl.col("header") == header).select("file", "rank")
         if cls in ("cpu", "node"):
-            out.setdefault(T.CPU_UTIL if cls == "cpu" else T.NODE_UTIL, []).append(_util(cells, names, cls, ctx.source))
+            table = T.CPU_UTIL if cls == "cpu" else T.NODE_UTIL
+            out.setdefault(table, []).append(_util(cells, names, cls).join(rank, on="file", how="left", maintain_order="left"))
+            has.setdefault(table, set()).update(files)
             if "%system" in names and "%irq" not in names:
-                notes.append(SYSTEM_INCLUDES_IRQ_NOTE)
+                for f in files:
+                    notes[f].append(SYSTEM_INCLUDES_IRQ_NOTE)
             if cls == "cpu" and names[1:4] == ["CORE", "SOCK", "NODE"]:
-                out.setdefault(T.TOPOLOGY, []).append(_topology(cells, names, ctx.source))
-        elif cls == "softirq":
-            out.setdefault(T.SOFTIRQ_RATE, []).append(_long(cells, names, "softirq", ctx.source, T.SOFTIRQ_RATE))
+                out.setdefault(T.TOPOLOGY, []).append(_topology(cells).join(rank, on="file", how="left", maintain_order="left"))
+                has.setdefault(T.TOPOLOGY, set()).update(files)
         else:
-            out.setdefault(T.IRQ_RATE, []).append(_long(cells, names, "irq", ctx.source, T.IRQ_RATE))
-
-    tables = {name: pl.concat(frames, how="vertical") for name, frames in out.items()}
-    if not tables:
-        found = sorted(set(classes.values()) - {"other", "restart"})
-        detail = f" (only {', '.join(found)} tables)" if found else ""
-        raise ParseError(f"no CPU, node, softirq or IRQ data rows could be read{detail}")
+            table = T.SOFTIRQ_RATE if cls == "softirq" else T.IRQ_RATE
+            out.setdefault(table, []).append(
+                _long(cells, names, cls, table).join(rank, on="file", how="left", maintain_order="left")
+            )
+            has.setdefault(table, set()).update(files)
+    tables = {name: pl.concat(frames, how="vertical").sort("file", "rank", maintain_order=True).drop("rank")
+              for name, frames in out.items()}
+    for f in range(n_files):
+        if f not in errors and not any(f in files for files in has.values()):
+            found = sorted(file_classes.get(f, set()) - {"other", "restart"})
+            detail = f" (only {', '.join(found)} tables)" if found else ""
+            errors[f] = f"no CPU, node, softirq or IRQ data rows could be read{detail}"
     if T.TOPOLOGY in tables:
-        tables[T.TOPOLOGY], topo_note = _dedupe_topology(tables[T.TOPOLOGY])
-        notes += topo_note
-    tables[T.HOST_FACT] = host_facts(
-        [
-            {"hostname": h, "os": o, "kernel": k, "arch": a, "cpu_count": n}
-            for h, o, k, a, n in banners.select("host", "os", "kernel", "arch", "ncpu").iter_rows()
-        ],
-        ctx.source,
-    )
-
-    notes += _summary_notes(df, data, classes)
-    all_ts = pl.concat([t.select("ts") for name, t in tables.items() if "ts" in t.columns])["ts"]
-    restarts = _restart_events(df, data, dates, banners, tz, ctx.source)
+        tables[T.TOPOLOGY], topology_notes = _dedupe_topology(tables[T.TOPOLOGY])
+        for f, note in topology_notes.items():
+            notes[f].append(note)
+    tables[T.HOST_FACT] = _host_facts(banners, sources)
+    restarts = _restart_events(df, data, dates, banners, tz, sources)
     if restarts.height:
         tables[T.EVENT] = restarts
-    return ParseResult(
-        tables=tables,
-        records=all_ts.n_unique(),
-        warnings=cap_warnings(warnings),
-        notes=list(dict.fromkeys(notes)),
-        time_range=(all_ts.min(), all_ts.max()),
-    )
+        has[T.EVENT] = set(restarts["file"].unique().to_list())
+    for f, summary in _summary_notes(df, data, file_classes).items():
+        notes[f] += summary
+    return _results(tables, has, n_files, warnings, notes, errors)
 
 
-def _dedupe_topology(topo: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
-    changed = topo.unique().group_by("cpu").len().filter(pl.col("len") > 1)["cpu"].sort().to_list()
-    note = [f"topology of CPU {', '.join(map(str, changed))} changed during the run; the last one is kept"] if changed else []
-    return topo.unique(subset="cpu", keep="last", maintain_order=True).sort("cpu"), note
+def _host_facts(banners: pl.DataFrame, sources: list[str]) -> pl.DataFrame:
+    """host_fact rows of each file's banners (``host_facts``, with the ``file``)."""
+    by_file: dict[int, list[dict[str, object]]] = {}
+    for f, h, o, k, a, n in banners.select("file", "host", "os", "kernel", "arch", "ncpu").iter_rows():
+        by_file.setdefault(f, []).append({"hostname": h, "os": o, "kernel": k, "arch": a, "cpu_count": n})
+    frames = [host_facts(rows, sources[f]).with_columns(file=pl.lit(f, pl.Int64)) for f, rows in by_file.items()]
+    if len(by_file) > 1:  # one frame: a batch has thousands of files
+        pairs = [(f, key, str(value)) for f, rows in by_file.items()
+                 for key, value in dict.fromkeys((k, str(v)) for row in rows for k, v in row.items() if v not in (None, ""))]
+        return T.host_fact_frame([(k, v) for _, k, v in pairs], "").with_columns(
+            source=pl.Series([sources[f] for f, _, _ in pairs], dtype=pl.String),
+            file=pl.Series([f for f, _, _ in pairs], dtype=pl.Int64),
+        )
+    return frames[0] if frames else T.host_fact_frame([], "").with_columns(file=pl.lit(0, pl.Int64))
 
 
 def _restart_events(
-    df: pl.DataFrame, data: pl.DataFrame, dates: pl.DataFrame, banners: pl.DataFrame, tz: str, source: str
+    df: pl.DataFrame, data: pl.DataFrame, dates: pl.DataFrame, banners: pl.DataFrame, tz: str, sources: list[str]
 ) -> pl.DataFrame:
     """``02:05:05     LINUX RESTART\t(2 CPU)`` (sar text: sadc's mark of a boot) -> ``event`` rows of kind
     ``host-restart``; dated like the data rows: the banner's date plus the midnights passed above it."""
     marks = df.filter((pl.col("kind") == "header") & pl.col("rest").str.starts_with("LINUX RESTART"))
     if marks.is_empty():
         return T.empty(T.EVENT)
-    above = data.select("seg", "line", wraps_above=pl.col("wraps"), tod_above=pl.col("tod"), mark=pl.lit(False))
-    marks = marks.select("seg", "line", "tod", "epoch_s", "rest", mark=pl.lit(True))
+    above = data.select("file", "seg", "line", wraps_above=pl.col("wraps"), tod_above=pl.col("tod"), mark=pl.lit(False))
+    marks = marks.select("file", "seg", "line", "tod", "epoch_s", "rest", mark=pl.lit(True))
     marks = (
         pl.concat([above, marks], how="diagonal_relaxed")
-        .sort("line")
+        .sort("file", "line")
         .with_columns(pl.col("wraps_above", "tod_above").forward_fill().over("seg"))
         .filter(pl.col("mark"))
     )
@@ -468,29 +539,79 @@ def _restart_events(
         component=pl.lit("host"),
         kind=pl.lit("host-restart"),
         message=pl.col("rest").str.replace_all(r"\s+", " "),
-        source=pl.lit(source),
+        source=pl.col("file").replace_strict(dict(enumerate(sources)), return_dtype=pl.String),
         line="line",
-    )
-    return T.conform(T.EVENT, events)  # (not log_events.event_frame: that module imports this one)
+        file="file",
+    ).sort("file", "line")
+    # (not log_events.event_frame: that module imports this one); ``file`` stays for the split per member
+    return T.conform(T.EVENT, events).with_columns(events["file"])
 
 
-def _summary_notes(df: pl.DataFrame, data: pl.DataFrame, classes: dict[str, str]) -> list[str]:
-    notes = []
-    summary = df.filter(pl.col("kind") == "summary").height
-    if summary:
-        notes.append(f"{summary} Average:/Summary: lines skipped (they repeat the intervals)")
-    wraps = data.group_by("seg").agg(pl.col("wraps").max())["wraps"].sum()
-    if wraps:
-        notes.append(f"the run passed midnight {wraps} time(s); dates advanced")
+def _results(
+    tables: dict[str, pl.DataFrame], has: dict[str, set[int]], n_files: int, warnings: list[list[ParseWarning]],
+    notes: list[list[str]], errors: dict[int, str],
+) -> list[ParseResult | ParseError]:
+    """One result per file: a slice of each table it has, its records (distinct times), time range."""
+    bounds = {}
+    for name, frame in tables.items():
+        counts = np.bincount(frame["file"].to_numpy(), minlength=n_files)
+        bounds[name] = (np.cumsum(np.append(0, counts)), counts)
+        tables[name] = frame.drop("file")
+    timed = [pl.DataFrame({"file": tables_file, "ts": frame["ts"]}) for frame, tables_file in (
+        # records and time range are the measured intervals': a reboot mark is an event, not a sample
+        (tables[name], np.repeat(np.arange(n_files), bounds[name][1])) for name in tables
+        if "ts" in tables[name].columns and name != T.EVENT
+    )]
+    spans = pl.concat(timed).group_by("file").agg(
+        records=pl.col("ts").n_unique(), first=pl.col("ts").min(), last=pl.col("ts").max()
+    ) if timed else pl.DataFrame()
+    span = {f: (records, first, last) for f, records, first, last in spans.iter_rows()} if spans.height else {}
+    results: list[ParseResult | ParseError] = []
+    for f in range(n_files):
+        if f in errors:
+            results.append(ParseError(errors[f]))
+            continue
+        mine = {
+            name: frame.slice(int(bounds[name][0][f]), int(bounds[name][1][f]))
+            for name, frame in tables.items() if name == T.HOST_FACT or f in has.get(name, ())
+        }
+        records, first, last = span.get(f, (0, None, None))
+        results.append(ParseResult(
+            tables=mine, records=records, warnings=cap_warnings(warnings[f]),
+            notes=list(dict.fromkeys(notes[f])), time_range=(first, last),
+        ))
+    return results
+
+
+def _dedupe_topology(topo: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, str]]:
+    changed = topo.unique().group_by("file", "cpu").len().filter(pl.col("len") > 1).sort("file", "cpu")
+    notes: dict[int, list[int]] = {}
+    for f, cpu in changed.select("file", "cpu").iter_rows():
+        notes.setdefault(f, []).append(cpu)
+    note = {f: f"topology of CPU {', '.join(map(str, cpus))} changed during the run; the last one is kept" for f, cpus in notes.items()}
+    return topo.unique(subset=["file", "cpu"], keep="last", maintain_order=True).sort("file", "cpu"), note
+
+
+def _summary_notes(df: pl.DataFrame, data: pl.DataFrame, classes: dict[int, set[str]]) -> dict[int, list[str]]:
+    """Per file, what its lines show beside the tables read."""
+    notes: dict[int, list[str]] = {}
+    for f, summary in df.filter(pl.col("kind") == "summary").group_by("file").len().sort("file").iter_rows():
+        notes.setdefault(f, []).append(f"{summary} Average:/Summary: lines skipped (they repeat the intervals)")
+    wraps = data.group_by("file", "seg").agg(pl.col("wraps").max()).group_by("file").agg(pl.col("wraps").sum())
+    for f, count in wraps.sort("file").iter_rows():
+        if count:
+            notes.setdefault(f, []).append(f"the run passed midnight {count} time(s); dates advanced")
     same = (pl.col("tod") == pl.col("header_tod")) | (pl.col("epoch_s") == pl.col("header_epoch"))
-    if data.height and data.select(same.fill_null(False).all()).item():
-        notes.append("a single since-boot sample: values are averages since boot, not a measured interval")
-    if "sum" in classes.values():
-        notes.append("the intr/s table (mpstat -I SUM) is not kept; irq_rate has the per-IRQ rates")
-    if "other" in classes.values():
-        notes.append("tables other than CPU, node, softirq and IRQ rates are not read")
-    if df.filter(pl.col("rest").str.starts_with("LINUX RESTART")).height:
-        notes.append("the output contains LINUX RESTART lines (the host rebooted during the recording): host-restart events")
+    for f, since_boot in data.group_by("file").agg(same.fill_null(False).all()).sort("file").iter_rows():
+        if since_boot:
+            notes.setdefault(f, []).append("a single since-boot sample: values are averages since boot, not a measured interval")
+    for f, found in sorted(classes.items()):
+        if "sum" in found:
+            notes.setdefault(f, []).append("the intr/s table (mpstat -I SUM) is not kept; irq_rate has the per-IRQ rates")
+        if "other" in found:
+            notes.setdefault(f, []).append("tables other than CPU, node, softirq and IRQ rates are not read")
+    for f in df.filter(pl.col("rest").str.starts_with("LINUX RESTART"))["file"].unique().sort().to_list():
+        notes.setdefault(f, []).append("the output contains LINUX RESTART lines (the host rebooted during the recording): host-restart events")
     return notes
 
 
@@ -499,4 +620,5 @@ SPEC = ParserSpec(
     description="mpstat text output (CPU, -N node, -I SCPU softirq, -I CPU per-IRQ, -T topology); sar -u text",
     detect=detect,
     parse=parse,
+    parse_batch=parse_batch,
 )

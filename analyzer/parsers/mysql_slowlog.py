@@ -71,6 +71,12 @@ read once, what an entry shows of its explain lines once per distinct sequence o
 of the log's table of entries is made once, from the pieces' numbers (the plan nodes on the other thread
 meanwhile). Query_time lines the kernel does not read are split at positions learnt from the first one.
 No Python loop runs per line or per entry.
+
+Many small logs (``parse_batch``): they are read as one log, each after a boundary line, and every
+choice made above for a whole file (server and version, what SET timestamp means, zone agreement,
+the # Time and database carried over, head fragments and cut tails, warnings and their caps, notes)
+is made per member from the same columns: 5,000 logs of three entries cost about one parse, not
+5,000. Each member keeps its own line numbers, inventory line and errors.
 """
 
 from __future__ import annotations
@@ -89,7 +95,7 @@ import polars as pl
 from dbdiag import tables as T
 from dbdiag.arrow_capsule import series as arrow_series
 from dbdiag.distinct import numbered
-from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning, decode_text
 from dbdiag.parsers.mpstat_text import cap_warnings, check_tz, local_to_utc, zone_note
 
 
@@ -234,6 +240,8 @@ def _line_scan():
     return _line_scan
 
 
+# (line, reason, the line that places it in its file of a batch) of a warning a piece found
+PieceWarning = tuple[int | None, str, int | None]
 # a piece's lines, their byte lengths, first four bytes (uint32) and kinds, and the kernel that read them (None: polars did)
 Lines = tuple[pl.Series, "np.ndarray", "np.ndarray", "np.ndarray", "_Kernel | None"]
 
@@ -730,14 +738,17 @@ def _align(frame: pl.DataFrame, n_entries: int) -> pl.DataFrame:
 # ---- per chunk ---------------------------------------------------------------------------------
 
 
-def _parse_chunk(read: Callable[[], Lines], is_first: bool) -> dict[str, object]:
+def _parse_chunk(read: Callable[[], Lines], is_first: bool, boundaries: np.ndarray) -> dict[str, object]:
     """Entries of the piece that ``read`` reads (which starts at an entry, or is the file's beginning)
     with local entry numbers: 0 holds what comes before the first header, the rest count from 1.
     ``entries`` holds the values read from the piece's own lines, for the entries from ``kept`` on
     (entry 0 only when it has lines); line numbers are kept as line indices of the piece (``lines``).
 
     Header and explain lines come back as numbers of the piece's distinct texts: their fields are
-    read once per distinct text of the whole file (``_header_columns``, ``_explain``)."""
+    read once per distinct text of the whole file (``_header_columns``, ``_explain``).
+
+    ``boundaries``: the line indices of the boundary lines of a batch (``parse_batch``), each one
+    the start of the entry that holds what its file has before its first header."""
     lines, length, prefix, kind, kernel = read()
     marks = _mark(kind, prefix, kernel)
     starts = marks["starts"]
@@ -750,7 +761,7 @@ def _parse_chunk(read: Callable[[], Lines], is_first: bool) -> dict[str, object]
     kept = 0 if line_of[0] >= 0 else 1  # entry 0 holds lines only before the first header of the file
     first_line = 1
 
-    numbers, qt_extras, warnings = _query_time(lines, marks["query_time"], first_line, kernel)
+    numbers, qt_extras, warnings = _query_time(lines, marks["query_time"], first_line, kernel, boundaries + first_line)
     first, header_texts, header_groups = (_header_codes if kernel is None else kernel.header_codes)(
         lines, kind, prefix, marks, n_entries
     )
@@ -783,9 +794,32 @@ def _parse_chunk(read: Callable[[], Lines], is_first: bool) -> dict[str, object]
         "n_lines": lines.len(),
         "warnings": warnings,
         "server": pl.DataFrame({"line": server + first_line, "t": lines.gather(_index(server))}),
-        "innodb_lines": marks["innodb"],
-        "explain_lines": marks["explain_kind"],
+        "innodb_lines": _innodb_lines(prefix, marks) + first_line,
+        "explain_lines": (np.flatnonzero(kind == EXPLAIN) if marks["explain_kind"] else np.zeros(0, np.int64)) + first_line,
+        "boundaries": _boundary_entries(kind, starts, boundaries),
     }
+
+
+def _innodb_lines(prefix: np.ndarray, marks: dict[str, object]) -> np.ndarray:
+    """The header lines that start with "#   " (Percona's ``#   InnoDB_IO_r_ops: ...``)."""
+    if not marks["innodb"]:
+        return np.zeros(0, dtype=np.int64)
+    at = np.flatnonzero(prefix == _code("#   "))
+    return at[~np.isin(at, marks["sql"])]
+
+
+def _boundary_entries(kind: np.ndarray, starts: np.ndarray, boundaries: np.ndarray) -> tuple[np.ndarray, ...]:
+    """For each boundary line: its entry (local number), the first line after it in that entry that is
+    not blank or a banner (-1: none), and whether that entry is its file's head (what comes before
+    the first header, like entry 0 of a single file) rather than an entry its first line starts."""
+    entry = np.searchsorted(starts, boundaries) + 1
+    lead = np.flatnonzero((kind != BLANK) & (kind != SERVER))
+    at = np.searchsorted(lead, boundaries, side="right")
+    first = np.where(at < lead.size, lead[np.minimum(at, max(lead.size - 1, 0))] if lead.size else -1, -1)
+    next_start = np.append(starts, kind.size)[np.searchsorted(starts, boundaries, side="right")]
+    first = np.where((first >= 0) & (first < next_start), first, -1)
+    opens = np.isin(kind[np.maximum(first, 0)], (USER_HOST, QUERY_TIME, ATTR_START)) & (first >= 0)
+    return entry, first, ~opens
 
 
 # ---- whole file ---------------------------------------------------------------------------------
@@ -860,12 +894,12 @@ def _qt_extra_columns(pieces: list[dict[str, object]], stitch: _Stitch, entry: p
 def _entry_table(
     pieces: list[dict[str, object]], stitch: _Stitch, header: dict[str, object],
     plans: tuple[np.ndarray, np.ndarray, pl.DataFrame], tz: str,
-) -> tuple[pl.DataFrame, bool]:
+) -> tuple[pl.DataFrame, dict[str, np.ndarray]]:
     """Every entry kept, numbered in the file (``entry``), with the values of its lines, its header
     fields (``header``: the table of the log's distinct header texts, each piece's numbers in it,
     the groups present) and plan (``plans``: the file's plan of each piece's plans, where each piece's
-    numbers start, the table of plans), flags and ids (``_typed``); and whether any entry has a
-    Full_scan line. Each column is made once for the whole file."""
+    numbers start, the table of plans), flags and ids (``_typed``); and per entry what tells the
+    server (``_flavour_evidence``). Each column is made once for the whole file."""
     table, remaps, groups = header["table"], header["remaps"], sorted(header["present"])
     plan_of, plan_bases, per_plan = plans
     # last row: no plan; one chunk (a gather from several copies the bytes of every string)
@@ -886,9 +920,11 @@ def _entry_table(
     plans = per_plan.select(pl.all().gather(pl.Series(rows[-1]))) if per_plan.height > 1 else pl.DataFrame()
     extras = _qt_extra_columns(pieces, stitch, numbers["entry"])
     columns = {**numbers, **_by_name(base), **times, **header_columns, **_by_name(plans), **extras}
-    flags = list(LINE_GROUPS).index("flags")
-    flag_lines = flags in groups and bool(table["Full_scan"].is_not_null().to_numpy()[rows[groups.index(flags)]].any())
-    return _typed(pl.DataFrame(columns)), flag_lines
+    names = list(LINE_GROUPS)
+    evidence = _flavour_evidence(table, {names[group]: rows[row] for row, group in enumerate(groups)})
+    if not groups:
+        evidence = {name: np.zeros(stitch.rows, dtype=bool) for name in ("mariadb", "percona", "flag_line")}
+    return _typed(pl.DataFrame(columns)), evidence
 
 
 def _time_texts(lines: pl.Series, position: np.ndarray) -> tuple[np.ndarray, pl.Series]:
@@ -928,8 +964,8 @@ def _query_time_layout(line: str) -> tuple[str, dict[str, int]] | None:
 
 
 def _query_time(
-    lines: pl.Series, position: np.ndarray, first_line: int, kernel: _Kernel | None
-) -> tuple[dict[str, pl.Series], pl.DataFrame, list[tuple[int, str]]]:
+    lines: pl.Series, position: np.ndarray, first_line: int, kernel: _Kernel | None, files: np.ndarray
+) -> tuple[dict[str, pl.Series], pl.DataFrame, list[PieceWarning]]:
     """Query_time, Lock_time, Rows_sent, Rows_examined as numbers (with a warning per unreadable
     value); what follows them (Percona Rows_affected, MySQL 8 log_slow_extra) is read by
     key as text on the lines that have it: a frame of ``entry`` and the ``qt_*`` keys found.
@@ -941,13 +977,13 @@ def _query_time(
     present = np.flatnonzero(position >= 0)
     layout = _query_time_layout(lines[int(position[present[0]])]) if present.size else None
     if kernel is None:
-        out, warnings, extras = _query_time_texts(lines, position, first_line, layout)
+        out, warnings, extras = _query_time_texts(lines, position, first_line, layout, files)
         del out["qt_line"]  # the file's line numbers are made for all pieces at once (``_number_columns``)
         return out, extras, warnings
     plain, *numbers = kernel.query_times(position)
     rest = np.flatnonzero(~plain & (position >= 0))
     if rest.size:
-        out, warnings, extras = _query_time_texts(lines, position[rest], first_line, layout)
+        out, warnings, extras = _query_time_texts(lines, position[rest], first_line, layout, files)
     else:
         out, warnings, extras = {}, [], pl.DataFrame(schema={"entry": pl.Int64})
     missing = pl.Series(~plain)
@@ -959,8 +995,8 @@ def _query_time(
 
 
 def _query_time_texts(
-    lines: pl.Series, position: np.ndarray, first_line: int, layout: tuple[str, dict[str, int]] | None
-) -> tuple[dict[str, pl.Series], pl.DataFrame, list[tuple[int, str]]]:
+    lines: pl.Series, position: np.ndarray, first_line: int, layout: tuple[str, dict[str, int]] | None, files: np.ndarray
+) -> tuple[dict[str, pl.Series], pl.DataFrame, list[PieceWarning]]:
     """``_query_time`` read with polars expressions."""
     text = _take(lines, position).alias("t")
     t = pl.col("t")
@@ -1008,7 +1044,7 @@ def _query_time_texts(
     keys = [k for k in QT_EXTRA_KEYS if extra_at.size and extras["t"].str.contains(f" {k}: ", literal=True).any()]
     extras = extras.select(entry=pl.Series(extra_at, dtype=pl.Int64), **{f"qt_{k}": VALUE_EXPRS[k] for k in keys})
     out["qt_line"] = _line_numbers(position, first_line)
-    return *_numbers(out), extras
+    return *_numbers(out, files), extras
 
 
 def _line_numbers(position: np.ndarray, first_line: int) -> pl.Series:
@@ -1017,9 +1053,10 @@ def _line_numbers(position: np.ndarray, first_line: int) -> pl.Series:
     return line.set(line < 0, None)
 
 
-def _numbers(out: dict[str, pl.Series]) -> tuple[dict[str, pl.Series], list[tuple[int, str]]]:
-    """The four texts of ``_query_time_texts`` as numbers, with a warning per unreadable value."""
-    warnings: list[tuple[int, str]] = []
+def _numbers(out: dict[str, pl.Series], files: np.ndarray) -> tuple[dict[str, pl.Series], list[PieceWarning]]:
+    """The four texts of ``_query_time_texts`` as numbers, with a warning per unreadable value (at
+    most MAX_WARNINGS per file: ``files`` are the lines where the files of a batch start)."""
+    warnings: list[PieceWarning] = []
     for text, label, parsed, dtype in NUMBER_FIELDS:
         texts = out.pop(text)
         out[parsed] = number = texts.cast(dtype, strict=False).alias(parsed)
@@ -1027,10 +1064,16 @@ def _numbers(out: dict[str, pl.Series]) -> tuple[dict[str, pl.Series], list[tupl
         if not bad.any():
             continue
         rows = np.flatnonzero(bad)
-        for line, value in zip(out["qt_line"].gather(rows[:MAX_WARNINGS]).to_list(), texts.gather(rows[:MAX_WARNINGS]).to_list()):
-            warnings.append((line, f"{label} {value!r} is not a number (server overflow bug?); left empty"))
-        if rows.size > MAX_WARNINGS:
-            warnings.append((None, f"{rows.size - MAX_WARNINGS} more unreadable {label} values"))
+        lines = out["qt_line"].gather(rows).to_numpy()
+        file = np.searchsorted(files, lines, side="right")
+        first = np.flatnonzero(np.diff(file, prepend=-1))
+        rank = np.arange(rows.size) - np.repeat(first, np.diff(np.append(first, rows.size)))
+        shown = np.flatnonzero(rank < MAX_WARNINGS)
+        for line, value in zip(lines[shown].tolist(), texts.gather(rows[shown]).to_list()):
+            warnings.append((line, f"{label} {value!r} is not a number (server overflow bug?); left empty", line))
+        for start, count in zip(first.tolist(), np.diff(np.append(first, rows.size)).tolist()):
+            if count > MAX_WARNINGS:
+                warnings.append((None, f"{count - MAX_WARNINGS} more unreadable {label} values", int(lines[start])))
     return out, warnings
 
 
@@ -1114,21 +1157,27 @@ def _group_starts() -> tuple[np.ndarray, np.ndarray]:
     return np.array([p[0] for p in pairs], dtype=np.uint32), np.array([p[1] for p in pairs], dtype=np.int8)
 
 
-def _flavour(distinct: pl.DataFrame, group_of_text: np.ndarray, innodb_lines: bool) -> dict[str, bool]:
-    """Which server wrote the lines: MariaDB's Thread_id line has QC_hit; Percona's fields and lines
-    (``#   InnoDB_IO_r_ops: ...``) give it away."""
-    names = list(LINE_GROUPS)
-    present = {names[g] for g in np.unique(group_of_text)}
+def _flavour_evidence(table: pl.DataFrame, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per entry, what tells which server wrote it, from its first line of each group (``rows``: per
+    group with lines, each entry's row in ``table``, the last row meaning none): MariaDB's Thread_id
+    line has QC_hit; Percona's has none, or Last_errno, and Percona writes Schema, InnoDB_trx_id,
+    Log_slow_rate and ``# QC_Hit:`` lines (and ``#   InnoDB_IO_r_ops`` ones: ``_innodb_lines``);
+    ``flag_line``: a Full_scan line."""
+    none = table.height - 1
+    n_entries = next(iter(rows.values())).size if rows else 0
+    no = np.zeros(n_entries, dtype=bool)
 
-    def lines_of(name: str) -> pl.DataFrame:
-        return distinct[np.flatnonzero(group_of_text == names.index(name))]
+    def has(group: str, column: str | None = None, values: np.ndarray | None = None) -> np.ndarray:
+        if group not in rows:
+            return no
+        if values is None:
+            values = table[column].is_not_null().to_numpy() if column else np.ones(table.height, dtype=bool)
+        return values[rows[group]] & (rows[group] != none)
 
-    thread = lines_of("thread")
-    qc = thread["QC_hit"].is_not_null()
-    percona = bool((~qc).any())  # the Percona patch's "# Thread_id: N  Schema: db" lines
-    percona |= bool(thread["Last_errno"].is_not_null().any()) or bool(present & {"schema", "trx", "rate"})
-    percona |= bool(lines_of("flags")["t"].str.starts_with("# QC_Hit:").any()) or innodb_lines
-    return {"mariadb": bool(qc.any()), "percona": percona}
+    thread, qc = has("thread"), has("thread", "QC_hit")
+    percona = (thread & ~qc) | has("thread", "Last_errno") | has("schema") | has("trx") | has("rate")
+    percona |= has("flags", values=table["t"].str.starts_with("# QC_Hit:").fill_null(False).to_numpy())
+    return {"mariadb": qc, "percona": percona, "flag_line": has("flags", "Full_scan")}
 
 
 def _sql(lines: pl.Series, kind: np.ndarray, owner: np.ndarray, at: np.ndarray) -> pl.DataFrame:
@@ -1310,7 +1359,86 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         raise ParseError("empty file")
     notes = [CRLF_NOTE] if "\r\n" in text[:CRLF_HEAD_CHARS] else []
     reads = [functools.partial(_text_lines, text, start, end) for start, end in _chunk_bounds(text, CHUNK_CHARS)]
-    return _parse_pieces(reads, ctx, notes)
+    return _one(_parse_pieces(reads, ctx.tz, _Files([ctx.source], [notes], np.zeros(1, dtype=np.int64))))
+
+
+def _one(results: list[ParseResult | ParseError]) -> ParseResult:
+    if isinstance(results[0], ParseError):
+        raise results[0]
+    return results[0]
+
+
+BOUNDARY = b"# Time: (dbdiag: the next file of the batch starts below)\n"  # a # Time line starts an entry
+
+
+def parse_batch(members: list[tuple[bytes, ParseContext]]) -> list[ParseResult | ParseError]:
+    """``parse_bytes`` of each member (all in one zone), in one parse: thousands of small logs cost
+    one fixed cost, not one each. The members are joined, each after a ``BOUNDARY`` line that starts
+    an entry; every choice made for a whole file (server, version, what SET timestamp means, zone
+    agreement, carried # Time and database, warnings and their caps, notes) is made per member, and
+    line numbers are the member's own. A member ending in a lone CR (which the joining LF would
+    turn into a CRLF end) is parsed alone."""
+    results: list[ParseResult | ParseError | None] = [None] * len(members)
+    # the Query_time layout is learnt from a file's first such line: one joined parse per layout
+    by_layout: dict[object, list[int]] = {}
+    for index, (data, ctx) in enumerate(members):
+        begin = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+        if _is_blank(data, begin):
+            results[index] = ParseError("empty file")
+        elif data.endswith(b"\r"):
+            results[index] = _alone(data, ctx)
+        else:
+            by_layout.setdefault(_layout_key(data, begin), []).append(index)
+    for indices in by_layout.values():
+        for index, result in zip(indices, _parse_joined([members[i] for i in indices])):
+            results[index] = result
+    return results
+
+
+def _layout_key(data: bytes, begin: int) -> object:
+    """``_query_time_layout`` of the first line that starts with "# Qu" (the kind QUERY_TIME), as a key."""
+    at = begin if data.startswith(b"# Qu", begin) else data.find(b"\n# Qu", begin) + 1
+    if at <= 0 and not data.startswith(b"# Qu", begin):
+        return None
+    end = data.find(b"\n", at)
+    line = data[at : end if end >= 0 else len(data)]
+    layout = _query_time_layout(_decode(line.removesuffix(b"\r")))
+    return None if layout is None else (layout[0], tuple(layout[1].items()))
+
+
+def _parse_joined(members: list[tuple[bytes, ParseContext]]) -> list[ParseResult | ParseError]:
+    """``parse_batch`` of members that are not blank and do not end in a CR."""
+    parts: list[bytes] = []
+    notes: list[list[str]] = []
+    starts: list[int] = []
+    line = 0
+    for data, ctx in members:
+        begin = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+        head = data[begin : begin + 4 * CRLF_HEAD_CHARS + 8]
+        notes.append([CRLF_NOTE] if b"\r\r\n" in head and "\r\n" in _decode(head)[:CRLF_HEAD_CHARS] else [])
+        body = data[begin:] if data.endswith(b"\n") else data[begin:] + b"\n"
+        if parts:
+            parts.append(BOUNDARY)
+            line += 1
+        starts.append(line)
+        parts.append(body)
+        line += body.count(b"\n")
+    text = b"".join(parts)
+    parts.clear()
+    if _line_scan() is None:
+        decoded = _decode(text)
+        reads = [functools.partial(_text_lines, decoded, 0, len(decoded))]
+    else:
+        reads = [functools.partial(_raw_lines, text, 0, len(text))]
+    files = _Files([ctx.source for _, ctx in members], notes, np.array(starts, dtype=np.int64))
+    return _parse_pieces(reads, members[0][1].tz, files)
+
+
+def _alone(data: bytes, ctx: ParseContext) -> ParseResult | ParseError:
+    try:
+        return parse_bytes(data, ctx)
+    except ParseError as error:
+        return error
 
 
 def parse_bytes(data: bytes, ctx: ParseContext) -> ParseResult:
@@ -1325,13 +1453,10 @@ def parse_bytes(data: bytes, ctx: ParseContext) -> ParseResult:
     head = data[begin : begin + 4 * CRLF_HEAD_CHARS + 8]  # covers the characters parse looks at
     notes = [CRLF_NOTE] if b"\r\r\n" in head and "\r\n" in _decode(head)[:CRLF_HEAD_CHARS] else []
     reads = [functools.partial(_raw_lines, data, start, end) for start, end in _chunk_bounds(data, CHUNK_CHARS, begin)]
-    return _parse_pieces(reads, ctx, notes)
+    return _one(_parse_pieces(reads, ctx.tz, _Files([ctx.source], [notes], np.zeros(1, dtype=np.int64))))
 
 
-def _decode(data: bytes) -> str:
-    """What ``pipeline.decode`` makes of the bytes: UTF-8 that cannot fail, CRLF read as LF."""
-    text = data.decode("utf-8", "backslashreplace")
-    return text.replace("\r\n", "\n") if "\r" in text else text
+_decode = decode_text  # what ``pipeline.decode`` makes of the bytes
 
 
 SPACE_BYTES = re.compile(rb"[\t\n\x0b\x0c\r\x1c-\x1f ]*")  # the ASCII characters str.isspace() accepts
@@ -1353,21 +1478,38 @@ def _is_blank(data: bytes, begin: int) -> bool:
     return True
 
 
-def _parse_pieces(reads: list[Callable[[], Lines]], ctx: ParseContext, notes: list[str]) -> ParseResult:
-    """The tables of a log given as entry-aligned pieces (``reads`` give each one's lines)."""
-    tz, tz_warning = check_tz(ctx.tz)
-    warnings: list[ParseWarning] = [tz_warning] if tz_warning else []
-    jobs = [(read, index == 0) for index, read in enumerate(reads)]
+class _Files(NamedTuple):
+    """The logs one parse reads: one file, or the small files of a batch (``parse_batch``) joined,
+    each after a boundary line but the first. ``starts``: per file, the line number in the parse
+    that its own line numbers count from (0, then each one's boundary line)."""
+
+    sources: list[str]
+    notes: list[list[str]]
+    starts: np.ndarray
+
+    def of(self, line: np.ndarray) -> np.ndarray:
+        """The file of each line number (1-based, in the parse)."""
+        return np.searchsorted(self.starts, line, side="right") - 1
+
+
+def _parse_pieces(
+    reads: list[Callable[[], Lines]], tz: str, files: _Files
+) -> list[ParseResult | ParseError]:
+    """The tables of each file of a log given as entry-aligned pieces (``reads`` give each one's
+    lines; a batch is one piece)."""
+    tz, tz_warning = check_tz(tz)
+    warnings = [tz_warning] if tz_warning else []
+    boundaries = files.starts[1:] - 1  # line indices of the boundary lines
+    jobs = [(read, index == 0, boundaries if index == 0 else boundaries[:0]) for index, read in enumerate(reads)]
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:  # polars, numpy and the kernel release the GIL
         pieces = [_parse_chunk(*jobs[0])] if len(jobs) == 1 else list(pool.map(lambda job: _parse_chunk(*job), jobs))
-        return _parse_whole(pieces, pool, tz, ctx.source, notes, warnings)
+        return _parse_whole(pieces, pool, tz, files, warnings)
 
 
 def _parse_whole(
-    pieces: list[dict[str, object]], pool: ThreadPoolExecutor, tz: str, source: str, notes: list[str],
-    warnings: list[ParseWarning],
-) -> ParseResult:
-    """The tables of the log from its pieces (``_parse_chunk``); the plan nodes are read on ``pool``
+    pieces: list[dict[str, object]], pool: ThreadPoolExecutor, tz: str, files: _Files, warnings: list[ParseWarning],
+) -> list[ParseResult | ParseError]:
+    """The tables of each file from the pieces (``_parse_chunk``); the plan nodes are read on ``pool``
     while the entries are put together."""
     # the header and explain lines of all pieces, each distinct text read once
     header_remaps, header_texts = _merged_texts([p["header"][0] for p in pieces])
@@ -1399,57 +1541,168 @@ def _parse_whole(
         *[np.concatenate([remap[p["explain"][k]] for p, remap in zip(pieces, explain_remaps)]) for k in (1, 2)],
         explain_texts, ("type", "table", "key", "est_rows", "actual_rows", "Extra"),
     )
-    entries, flag_lines = _entry_table(pieces, stitch, header, (plan_of, plan_bases, per_plan), tz)
+    entries, evidence = _entry_table(pieces, stitch, header, (plan_of, plan_bases, per_plan), tz)
     entries = pl.concat([entries, *_times_read(entries, tz)], how="horizontal")
-    flavour = _flavour(header_table, header_groups, any(p["innodb_lines"] for p in pieces))
-    markers = pl.DataFrame({
-        "mariadb": [flavour["mariadb"] or any(p["explain_lines"] for p in pieces)],
-        "percona": [flavour["percona"]],
-        "flag_lines": [flag_lines],
-    })
+    entries, head = _boundaries_read(entries, pieces, stitch)
+    n_files = len(files.sources)
+    file = files.of(entries["line"].to_numpy())
+    lines_of = lambda name: np.concatenate([p[name] + int(b) for p, b in zip(pieces, stitch.line_bases)])  # noqa: E731
+    flavour = {
+        "mariadb": _any_per(file[evidence["mariadb"]], n_files) | _any_per(files.of(lines_of("explain_lines")), n_files),
+        "percona": _any_per(file[evidence["percona"]], n_files) | _any_per(files.of(lines_of("innodb_lines")), n_files),
+        "flag_lines": _any_per(file[evidence["flag_line"]], n_files),
+    }
     server = pl.concat([p["server"].with_columns(pl.col("line") + int(b)) for p, b in zip(pieces, stitch.line_bases)])
+    by_file = _Warnings(files, warnings)
     for piece, base in zip(pieces, stitch.line_bases):
-        warnings += [ParseWarning(None if line is None else line + int(base), reason) for line, reason in piece["warnings"]]
+        for line, reason, anchor in piece["warnings"]:
+            by_file.add(None if line is None else line + int(base), reason, anchor + int(base))
     pieces.clear()  # their tables are copied into ``entries`` (and the caller's list is this one): let them go
 
-    if not (entries["entry"] > 0).any():
-        raise ParseError("no slow-log entry found (no # Time, # User@Host or # Query_time header)")
-    entries, entry_warnings = _keep_entries(entries)
-    warnings += entry_warnings
-    if not entries.height:
-        raise ParseError(_nothing_reason(entry_warnings))
-    engine = _engine(server, markers)
-    statement, time_warnings, time_notes = _statement(entries, engine, tz, source, _version(server), markers)
-    warnings += time_warnings
-    notes += time_notes
-    notes += _server_notes(server)
-    notes += _rate_notes(entries)
-    plan_node = _plan_node(plan_nodes.result().drop("row"), entries["entry"].to_numpy(), n_total, source)
-
-    starts = statement["start_ts"].drop_nulls()
-    ends = statement["end_ts"].drop_nulls()
-    time_range = (starts.min(), ends.max()) if starts.len() and ends.len() else None
-    return ParseResult(
-        tables={T.STATEMENT: statement, T.PLAN_NODE: plan_node},
-        records=statement.height,
-        warnings=cap_warnings(warnings),
-        notes=list(dict.fromkeys(notes)),
-        time_range=time_range,
-    )
+    entries = entries.with_columns(file=pl.Series(file, dtype=pl.Int64), is_head=pl.Series(head))
+    errors: dict[int, str] = {
+        f: "no slow-log entry found (no # Time, # User@Host or # Query_time header)"
+        for f in np.flatnonzero(~_any_per(file[~head], n_files)).tolist()
+    }
+    entries, first_warning = _keep_entries(entries, by_file)
+    kept = _any_per(entries["file"].to_numpy(), n_files)
+    for f in np.flatnonzero(~kept).tolist():
+        errors.setdefault(f, _nothing_reason(first_warning.get(f)))
+    if errors:
+        entries = entries.filter(~pl.col("file").is_in(list(errors)))
+    banners = _banners(server, files)
+    engines = [_engine(banner["text"], flavour["mariadb"][f], flavour["percona"][f]) for f, banner in enumerate(banners)]
+    statement, notes = _statement(entries, engines, tz, files, [b["version"] for b in banners], flavour["flag_lines"], by_file)
+    for f, banner in enumerate(banners):
+        notes[f] += _server_notes(banner)
+    for f, rate in _rate_notes(entries).items():
+        notes[f] += rate
+    plan_node = _plan_node(plan_nodes.result().drop("row"), entries["entry"].to_numpy(), n_total, statement, files)
+    return _results(statement, plan_node, files, notes, by_file, errors)
 
 
-def _keep_entries(entries: pl.DataFrame) -> tuple[pl.DataFrame, list[ParseWarning]]:
-    """Drop what is not a statement (cut headers, empty head fragments), with a warning each."""
-    last_entry = entries["entry"].max()
+def _any_per(owner: np.ndarray, n: int) -> np.ndarray:
+    """For each of ``n`` numbers, whether ``owner`` holds it."""
+    present = np.zeros(n, dtype=bool)
+    present[owner] = True
+    return present
+
+
+class _Warnings:
+    """The warnings of each file, line numbers made its own."""
+
+    def __init__(self, files: _Files, common: list[ParseWarning]) -> None:
+        self.files = files
+        self.of_file: list[list[ParseWarning]] = [list(common) for _ in files.sources]
+
+    def add(self, line: int | None, reason: str, anchor: int | None = None) -> None:
+        """A warning at ``line`` (1-based, in the parse), or without one but in the file of ``anchor``."""
+        where = line if line is not None else anchor
+        file = int(self.files.of(np.array([where]))[0]) if where is not None and len(self.files.sources) > 1 else 0
+        own = None if line is None else line - int(self.files.starts[file])
+        self.of_file[file].append(ParseWarning(own, reason))
+
+    def rows(self, rows: pl.DataFrame, reason: str, line_column: str = "line") -> dict[int, ParseWarning]:
+        """A warning for each row (at most MAX_WARNINGS per file, then one counting the rest); the
+        first of each file."""
+        first: dict[int, ParseWarning] = {}
+        counts: dict[int, int] = {}
+        for file, line in rows.select("file", line_column).iter_rows():
+            counts[file] = counts.get(file, 0) + 1
+            if counts[file] <= MAX_WARNINGS:
+                warning = ParseWarning(line - int(self.files.starts[file]), reason)
+                self.of_file[file].append(warning)
+                first.setdefault(file, warning)
+        for file, count in counts.items():
+            if count > MAX_WARNINGS:
+                self.of_file[file].append(ParseWarning(None, f"{count - MAX_WARNINGS} more entries like this: {reason}"))
+        return first
+
+
+def _boundaries_read(entries: pl.DataFrame, pieces: list[dict[str, object]], stitch: _Stitch) -> tuple[pl.DataFrame, np.ndarray]:
+    """The entries with the boundary lines of a batch undone: the entry a boundary line starts is
+    its file's head (like entry 0 of a single file) or its first entry, its line the first one of
+    the file that is not blank or a banner, and it has no ``# Time`` line. Also which entries are heads."""
+    entry = entries["entry"].to_numpy()
+    head = entry == 0
+    at, lines, heads = [], [], []
+    for piece, base, line_base in zip(pieces, stitch.entry_bases, stitch.line_bases):
+        local, first, is_head = piece["boundaries"]
+        at.append(local + base)
+        lines.append(np.where(first >= 0, first + line_base + 1, -1))
+        heads.append(is_head)
+    at, lines, heads = np.concatenate(at), np.concatenate(lines), np.concatenate(heads)
+    if not at.size:
+        return entries, head
+    rows = np.searchsorted(entry, at)
+    head[rows] = heads
+    boundary = np.zeros(entry.size, dtype=bool)
+    boundary[rows] = True
+    line = entries["line"].to_numpy().copy()
+    line[rows] = np.where(lines >= 0, lines, line[rows])  # none: an empty head, dropped
+    mask = pl.Series(boundary)
+    timed = [c for c in ("time_line", "time_text", "time_text_utc", "time_text_zoned", "time_text_subsecond") if c in entries.columns]
+    # the line stays for the file of the entry (``_Files.of``); ``_keep_entries`` drops empty heads
+    return entries.with_columns(
+        pl.Series("line", line), *[pl.when(mask).then(None).otherwise(pl.col(c)).alias(c) for c in timed]
+    ), head
+
+
+def _results(
+    statement: pl.DataFrame, plan_node: pl.DataFrame, files: _Files, notes: list[list[str]], warnings: _Warnings,
+    errors: dict[int, str],
+) -> list[ParseResult | ParseError]:
+    """One result per file: its rows (a slice of each table), records, warnings, notes, time range."""
+    n_files = len(files.sources)
+    file = statement["file"].to_numpy()
+    counts = np.bincount(file, minlength=n_files)
+    offsets = np.cumsum(np.append(0, counts))
+    node_counts = np.bincount(plan_node["file"].to_numpy(), minlength=n_files)
+    node_offsets = np.cumsum(np.append(0, node_counts))
+    ranges = _time_ranges(statement, n_files)
+    statement, plan_node = T.conform(T.STATEMENT, statement), T.conform(T.PLAN_NODE, plan_node)
+    results: list[ParseResult | ParseError] = []
+    for f in range(n_files):
+        if f in errors:
+            results.append(ParseError(errors[f]))
+            continue
+        results.append(ParseResult(
+            tables={
+                T.STATEMENT: statement.slice(int(offsets[f]), int(counts[f])),
+                T.PLAN_NODE: plan_node.slice(int(node_offsets[f]), int(node_counts[f])),
+            },
+            records=int(counts[f]),
+            warnings=cap_warnings(warnings.of_file[f]),
+            notes=list(dict.fromkeys(files.notes[f] + notes[f])),
+            time_range=ranges.get(f),
+        ))
+    return results
+
+
+def _time_ranges(statement: pl.DataFrame, n_files: int) -> dict[int, tuple[object, object]]:
+    """Per file, its earliest start and latest end (files with neither have none)."""
+    if n_files == 1:
+        starts, ends = statement["start_ts"].drop_nulls(), statement["end_ts"].drop_nulls()
+        return {0: (starts.min(), ends.max())} if starts.len() and ends.len() else {}
+    spans = statement.group_by("file").agg(pl.col("start_ts").min(), pl.col("end_ts").max())
+    return {f: (a, b) for f, a, b in spans.iter_rows() if a is not None and b is not None}
+
+
+def _keep_entries(entries: pl.DataFrame, warnings: _Warnings) -> tuple[pl.DataFrame, dict[int, ParseWarning]]:
+    """Drop what is not a statement (cut headers, empty head fragments), with a warning each; the
+    first warning of each file."""
+    last = np.ones(entries.height, dtype=bool)
+    file = entries["file"].to_numpy()
+    last[:-1] = file[1:] != file[:-1]  # each file's last entry
     masks = entries.select(  # each read once; the checks combine them
         has_sql=pl.col("sql").is_not_null() & (pl.col("sql") != ""),
         has_qt=pl.col("qt_line").is_not_null(),
-        is_head=pl.col("entry") == 0,
-        is_last=pl.col("entry") == last_entry,
+        is_head="is_head",
+        is_last=pl.Series(last),
         unterminated=~pl.col("terminated").fill_null(True),
     )
     has_sql, has_qt, is_head, is_last = pl.col("has_sql"), pl.col("has_qt"), pl.col("is_head"), pl.col("is_last")
-    warnings: list[ParseWarning] = []
+    first: dict[int, ParseWarning] = {}
     checks = [
         (is_head & has_sql, "the file starts inside an entry (no header above this line); kept without timings"),
         (~is_head & has_qt & ~has_sql & is_last, "the last entry ends after its header (file cut?); dropped"),
@@ -1463,37 +1716,41 @@ def _keep_entries(entries: pl.DataFrame) -> tuple[pl.DataFrame, list[ParseWarnin
     found = masks.select(*[condition.any().alias(str(n)) for n, (condition, _) in enumerate(checks)]).row(0)
     for (condition, reason), any_row in zip(checks, found):
         if any_row:  # rare: filter only then
-            warnings += _warn_rows(entries.filter(masks.select(condition).to_series()), reason)
+            for f, warning in warnings.rows(entries.filter(masks.select(condition).to_series()), reason).items():
+                first.setdefault(f, warning)
     keep = masks.select((is_head & has_sql) | (~is_head & (has_qt | has_sql) & ~(is_last & ~has_sql))).to_series()
-    return (entries if keep.all(ignore_nulls=False) else entries.filter(keep)), warnings  # usually all: no copy
+    return (entries if keep.all(ignore_nulls=False) else entries.filter(keep)), first  # usually all: no copy
 
 
-def _warn_rows(rows: pl.DataFrame, reason: str, line_column: str = "line") -> list[ParseWarning]:
-    shown = [ParseWarning(line, reason) for line in rows[line_column].head(MAX_WARNINGS).to_list()]
-    if rows.height > MAX_WARNINGS:
-        shown.append(ParseWarning(None, f"{rows.height - MAX_WARNINGS} more entries like this: {reason}"))
-    return shown
-
-
-def _nothing_reason(warnings: list[ParseWarning]) -> str:
-    if warnings:
-        return f"no complete slow-log entry: {warnings[0].reason} (line {warnings[0].line})"
+def _nothing_reason(warning: ParseWarning | None) -> str:
+    if warning is not None:
+        return f"no complete slow-log entry: {warning.reason} (line {warning.line})"
     return "no slow-log entry found (no # Time, # User@Host or # Query_time header)"
 
 
-def _engine(server: pl.DataFrame, markers: pl.DataFrame) -> str:
-    banner = " ".join(server["t"].to_list())
-    if "MariaDB" in banner or "mariadbd" in banner or bool(markers["mariadb"].any()):
+def _banners(server: pl.DataFrame, files: _Files) -> list[dict[str, object]]:
+    """Per file, its server banner lines: all their text, the last version, the start lines."""
+    out = [{"text": "", "version": None, "starts": [], "versions": []} for _ in files.sources]
+    if not server.height:
+        return out
+    rows = server.with_columns(file=pl.Series(files.of(server["line"].to_numpy())), version=pl.col("t").str.extract(r", Version: (\S+)"))
+    for file, line, text, version in rows.select("file", "line", "t", "version").iter_rows():
+        banner = out[file]
+        banner["text"] += " " + text if banner["text"] else text
+        if ", Version: " in text:
+            banner["starts"].append(line - int(files.starts[file]))
+            if version is not None:
+                banner["version"] = version
+                banner["versions"].append(version)
+    return out
+
+
+def _engine(banner: str, mariadb: bool, percona: bool) -> str:
+    if "MariaDB" in banner or "mariadbd" in banner or mariadb:
         return "mariadb"
-    if "Percona" in banner or bool(markers["percona"].any()):
+    if "Percona" in banner or percona:
         return "percona"
     return "mysql"
-
-
-def _version(server: pl.DataFrame) -> str | None:
-    """The server version of the last start banner (``8.0.15-5``, ``10.11.19-MariaDB-0+deb12u1-log``)."""
-    versions = server["t"].str.extract(r", Version: (\S+)").drop_nulls()
-    return versions[-1] if versions.len() else None
 
 
 def _typed_exprs(have: frozenset[str]) -> dict[str, pl.Expr]:
@@ -1573,31 +1830,46 @@ def _times_read(entries: pl.DataFrame, tz: str) -> list[pl.DataFrame]:
 
 
 def _statement(
-    entries: pl.DataFrame, engine: str, tz: str, source: str, version: str | None, markers: pl.DataFrame
-) -> tuple[pl.DataFrame, list[ParseWarning], list[str]]:
-    """The statement table: times inherited and combined, the database carried over, flags completed."""
+    entries: pl.DataFrame, engines: list[str], tz: str, files: _Files, versions: list[str | None],
+    flag_lines: np.ndarray, warnings: _Warnings,
+) -> tuple[pl.DataFrame, list[list[str]]]:
+    """The statement table (with its ``file``): times inherited and combined, the database carried
+    over, flags completed; and each file's notes."""
     have = set(entries.columns)
-    times, warnings, notes = _timestamps(
+    file = entries["file"].to_numpy()
+    times, notes = _timestamps(
         entries.select(
-            "time_line", "time_text_utc", "time_text_zoned", "time_text_subsecond", "query_time_s",
+            "file", "time_line", "time_text_utc", "time_text_zoned", "time_text_subsecond", "query_time_s",
             *[c for c in ("time_text", "qt_Start_utc", "qt_End_utc") if c in have],
             pl.col("set_ts") if "set_ts" in have else pl.lit(None, pl.Int64).alias("set_ts"),
-        ), tz, version
+        ), tz, versions, files, warnings,
     )
     flags = []
-    if engine == "mariadb" and bool(markers["flag_lines"].any()):
-        # MariaDB (log_slow_verbosity=query_plan) writes the Full_scan/Filesort lines only when a flag is Yes
-        flags = [pl.col(c).fill_null(False) if c in have else pl.lit(False).alias(c) for c in FLAG_COLUMNS]
-    db = pl.col("db_written").forward_fill()
+    # MariaDB (log_slow_verbosity=query_plan) writes the Full_scan/Filesort lines only when a flag is Yes
+    fill = np.array([engine == "mariadb" for engine in engines]) & flag_lines
+    if fill.any():
+        filled = pl.lit(pl.Series(fill[file]))
+        flags = [
+            pl.when(filled).then(pl.col(c).fill_null(False) if c in have else pl.lit(False)).otherwise(pl.col(c) if c in have else None).alias(c)
+            for c in FLAG_COLUMNS
+        ]
+    db = pl.col("db_written").forward_fill().over("file")
+    first_row = np.searchsorted(file, file)  # rows are in file order
     statement = entries.with_columns(
         *flags,
         *times,
         *([pl.when(db != "").then(db).alias("db")] if "db_written" in have else []),
-        stmt_id=pl.int_range(pl.len(), dtype=pl.Int64),
-        engine=pl.lit(engine),
-        source=pl.lit(source),
+        stmt_id=pl.Series(np.arange(file.size, dtype=np.int64) - first_row),
+        engine=pl.Series(engines, dtype=pl.String).gather(pl.Series(file)),
+        source=pl.Series(files.sources, dtype=pl.String).gather(pl.Series(file)),
+        line=pl.col("line") - pl.lit(_per_entry(files.starts, file, pl.Int64)),  # the file's own line numbers
     )
-    return T.conform(T.STATEMENT, statement), warnings, notes
+    return statement, notes
+
+
+def _per_entry(values: list[object] | np.ndarray, file: np.ndarray, dtype: pl.DataType = pl.Boolean) -> pl.Series:
+    """A value of each file, for each of its entries."""
+    return pl.Series(values, dtype=dtype).gather(pl.Series(file))
 
 
 @functools.cache
@@ -1625,151 +1897,196 @@ def _parse_time_text(column: str, tz: str) -> dict[str, pl.Expr]:
     }
 
 
-def _timestamps(frame: pl.DataFrame, tz: str, version: str | None) -> tuple[pl.DataFrame, list[ParseWarning], list[str]]:
-    """start_ts and end_ts of every entry (see the module docstring for the order of preference)."""
-    warnings: list[ParseWarning] = []
-    notes: list[str] = []
-    set_is_start = _set_timestamp_is_start(frame, version)
+def _timestamps(
+    frame: pl.DataFrame, tz: str, versions: list[str | None], files: _Files, warnings: _Warnings
+) -> tuple[pl.DataFrame, list[list[str]]]:
+    """start_ts and end_ts of every entry (see the module docstring for the order of preference),
+    each file's choices its own; and each file's notes."""
+    n_files = len(files.sources)
+    file = frame["file"].to_numpy()
+    notes: list[list[str]] = [[] for _ in range(n_files)]
+    set_is_start = _set_timestamp_is_start(frame, versions)
     if "time_text" in frame.columns:  # there when a # Time line is unreadable
-        bad = frame.select("time_line", "time_text", "time_text_utc").filter(
+        bad = frame.select("file", "time_line", "time_text", "time_text_utc").filter(
             pl.col("time_line").is_not_null() & pl.col("time_text_utc").is_null()
         )
-        for line, value in bad.select("time_line", "time_text").head(MAX_WARNINGS).iter_rows():
-            warnings.append(ParseWarning(line, f"unreadable # Time {value!r}; entries up to the next # Time have no time from it"))
-        if bad.height > MAX_WARNINGS:
-            warnings.append(ParseWarning(None, f"{bad.height - MAX_WARNINGS} more unreadable # Time lines"))
+        counts: dict[int, int] = {}
+        for f, line, value in bad.select("file", "time_line", "time_text").iter_rows():
+            counts[f] = counts.get(f, 0) + 1
+            if counts[f] <= MAX_WARNINGS:
+                warnings.of_file[f].append(ParseWarning(
+                    line - int(files.starts[f]), f"unreadable # Time {value!r}; entries up to the next # Time have no time from it"
+                ))
+        for f, count in counts.items():
+            if count > MAX_WARNINGS:
+                warnings.of_file[f].append(ParseWarning(None, f"{count - MAX_WARNINGS} more unreadable # Time lines"))
 
     has_time = pl.col("time_line").is_not_null()
-    frame = _inherit_time(frame)
-    agreement, offset_s, agreement_warnings = _set_timestamp_agreement(frame, tz, set_is_start)
-    warnings += agreement_warnings
-    if offset_s:  # zone-less # Time lines were read in the wrong zone: move them onto SET timestamp's UTC
-        shifted = pl.col("time_text_utc") - pl.duration(seconds=offset_s)
+    frame = _inherit_time(frame, file)
+    bogus, offset_s = _set_timestamp_agreement(frame, tz, set_is_start, file, warnings)
+    if offset_s.any():  # zone-less # Time lines were read in the wrong zone: move them onto SET timestamp's UTC
+        shifted = pl.col("time_text_utc") - pl.duration(seconds=pl.lit(_per_entry(offset_s, file, pl.Int64)))
         frame = _inherit_time(frame.with_columns(
             time_text_utc=pl.when(pl.col("time_text_zoned")).then(pl.col("time_text_utc")).otherwise(shifted)
-        ))
+        ), file)
+    is_start = pl.lit(_per_entry(set_is_start, file))
     query_time = pl.duration(microseconds=(pl.col("query_time_s") * 1e6).round(0).cast(pl.Int64, strict=False))
     set_ts = pl.from_epoch(pl.col("set_ts"), time_unit="s").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
-    if agreement == "bogus":
-        set_ts = pl.lit(None, T.UTC_TIME)
+    if bogus.any():
+        set_ts = pl.when(pl.lit(_per_entry(bogus, file))).then(pl.lit(None, T.UTC_TIME)).otherwise(set_ts)
     own_time = pl.when(has_time).then(pl.col("written"))
-    set_start = [pl.when(~pl.col("own_subsecond")).then(set_ts)] if set_is_start else []
+    set_start = [pl.when(is_start & ~pl.col("own_subsecond")).then(set_ts)] if set_is_start.any() else []
+    set_end = pl.when(is_start).then(set_ts + query_time).otherwise(set_ts) if set_is_start.any() else set_ts
     exact = lambda column: [pl.col(column)] if column in frame.columns else []  # noqa: E731  (Start:/End: read)
     frame = frame.with_columns(
-        end_ts=pl.coalesce(
-            *exact("qt_End_utc"), own_time, (set_ts + query_time) if set_is_start else set_ts, pl.col("written")
-        ).cast(T.UTC_TIME)
+        end_ts=pl.coalesce(*exact("qt_End_utc"), own_time, set_end, pl.col("written")).cast(T.UTC_TIME)
     ).with_columns(
         start_ts=pl.coalesce(*exact("qt_Start_utc"), *set_start, pl.col("end_ts") - query_time).cast(T.UTC_TIME)
     )
-    zone_less, inherited, timeless = frame.select(
-        a=(has_time & ~pl.col("time_text_zoned").fill_null(True)).sum(),
-        b=(~has_time & pl.col("written").is_not_null()).sum(),
-        c=pl.col("end_ts").is_null().sum(),
-    ).row(0)
-    if zone_less:
-        notes.append(zone_note(tz))
-    if inherited:
-        notes.append(
-            f"{inherited} entries have no # Time line of their own (the server writes one only when the second "
-            "changes); they take the previous entry's time, as pt-query-digest does"
-        )
-    if timeless:
-        notes.append(f"{timeless} statements have no time at all (no readable # Time, SET timestamp or Start/End)")
-    return frame.select("start_ts", "end_ts"), warnings, notes
+    counted = frame.select(
+        a=has_time & ~pl.col("time_text_zoned").fill_null(True),
+        b=~has_time & pl.col("written").is_not_null(),
+        c=pl.col("end_ts").is_null(),
+    )
+    zone_less, inherited, timeless = (np.bincount(file, weights=counted[c].to_numpy(), minlength=n_files).astype(int) for c in "abc")
+    for f in np.flatnonzero(zone_less | inherited | timeless).tolist():
+        if zone_less[f]:
+            notes[f].append(zone_note(tz))
+        if inherited[f]:
+            notes[f].append(
+                f"{inherited[f]} entries have no # Time line of their own (the server writes one only when the second "
+                "changes); they take the previous entry's time, as pt-query-digest does"
+            )
+        if timeless[f]:
+            notes[f].append(f"{timeless[f]} statements have no time at all (no readable # Time, SET timestamp or Start/End)")
+    return frame.select("start_ts", "end_ts"), notes
 
 
-def _set_timestamp_is_start(frame: pl.DataFrame, version: str | None) -> bool:
-    """Whether ``SET timestamp`` is the statement start (MySQL 8.0+) or the write time like ``# Time``
-    (MySQL <= 5.7, Percona <= 5.7, MariaDB: "we always write current timestamp to the slow log").
+def _set_timestamp_is_start(frame: pl.DataFrame, versions: list[str | None]) -> np.ndarray:
+    """Per file, whether ``SET timestamp`` is the statement start (MySQL 8.0+) or the write time like
+    ``# Time`` (MySQL <= 5.7, Percona <= 5.7, MariaDB: "we always write current timestamp to the slow log").
 
     The banner's version decides; without one, statements of 2 s or more show it: their
     ``# Time`` minus ``SET timestamp`` is about Query_time when SET timestamp is the start."""
-    if version:
-        major = re.match(r"(\d+)\.", version)
-        return bool(major) and int(major.group(1)) >= 8 and "MariaDB" not in version
-    long = frame.select("time_line", "set_ts", "query_time_s", "time_text_utc").filter(
-        pl.col("time_line").is_not_null() & pl.col("set_ts").is_not_null() & (pl.col("query_time_s") >= 2)
-    ).select(gap=pl.col("time_text_utc").dt.epoch("s") - pl.col("set_ts"), query_time_s="query_time_s")
+    is_start = np.zeros(len(versions), dtype=bool)
+    for f, version in enumerate(versions):
+        if version:
+            major = re.match(r"(\d+)\.", version)
+            is_start[f] = bool(major) and int(major.group(1)) >= 8 and "MariaDB" not in version
+    unknown = [f for f, version in enumerate(versions) if not version]
+    if not unknown:
+        return is_start
+    long = frame.select("file", "time_line", "set_ts", "query_time_s", "time_text_utc").filter(
+        pl.col("file").is_in(unknown) & pl.col("time_line").is_not_null() & pl.col("set_ts").is_not_null()
+        & (pl.col("query_time_s") >= 2)
+    ).select("file", gap=pl.col("time_text_utc").dt.epoch("s") - pl.col("set_ts"), query_time_s="query_time_s")
     if not long.height:
-        return False
-    behind = long.select((pl.col("gap") - pl.col("query_time_s")).abs().median()).item()
-    level = long.select(pl.col("gap").abs().median()).item()
-    return behind is not None and behind <= 1 < level
+        return is_start
+    medians = long.group_by("file").agg(
+        behind=(pl.col("gap") - pl.col("query_time_s")).abs().median(), level=pl.col("gap").abs().median()
+    )
+    for f, behind, level in medians.iter_rows():
+        is_start[f] = behind is not None and behind <= 1 < level
+    return is_start
 
 
-def _inherit_time(frame: pl.DataFrame) -> pl.DataFrame:
-    """``written``: the entry's own # Time, else the last one above it (null when that one was unreadable)."""
+def _inherit_time(frame: pl.DataFrame, file: np.ndarray) -> pl.DataFrame:
+    """``written``: the entry's own # Time, else the last one above it in its file (null when that
+    one was unreadable)."""
     has_time = frame["time_line"].is_not_null().to_numpy()
     last_time = np.where(has_time, np.arange(has_time.size, dtype=np.int32), -1)  # int32: half the memory to touch
     np.maximum.accumulate(last_time, out=last_time)
+    if file.size and file[-1] != file[0]:  # not across files
+        last_time[last_time < np.searchsorted(file, file)] = -1
     return frame.with_columns(
         written=frame["time_text_utc"].gather(_index(last_time)),
         own_subsecond=pl.col("time_line").is_not_null() & pl.col("time_text_subsecond").fill_null(False),
     )
 
 
-def _set_timestamp_agreement(frame: pl.DataFrame, tz: str, set_is_start: bool) -> tuple[str | None, int, list[ParseWarning]]:
-    """Do ``# Time`` and ``SET timestamp`` (UTC epoch) tell the same time?
+def _set_timestamp_agreement(
+    frame: pl.DataFrame, tz: str, set_is_start: np.ndarray, file: np.ndarray, warnings: _Warnings
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per file, do ``# Time`` and ``SET timestamp`` (UTC epoch) tell the same time?
 
-    Returns (verdict, offset_s, warnings). ``agree``; ``zone``: zone-less # Time lines read in
-    ``tz`` are off by a whole zone offset (``offset_s``, to subtract), i.e. the server ran in another
-    zone; ``bogus``: off by more than any zone, SET timestamp is then not used; None when no entry
-    has both."""
-    columns = frame.select("written", "set_ts", "query_time_s", "time_text_zoned")
-    has_both = pl.col("written").is_not_null() & pl.col("set_ts").is_not_null()
-    # a sample of a few thousand entries tells the offset as well as all of them
-    both = columns.gather_every(max(1, frame.height // 4000)).filter(has_both)
-    if not both.height:
-        both = columns.filter(has_both)
-    if not both.height:
-        return None, 0, []
-    lag = pl.col("query_time_s").fill_null(0) if set_is_start else pl.lit(0.0)
-    gap = both.select((pl.col("written").dt.epoch("s") - pl.col("set_ts") - lag).median()).item()
-    zoned = bool(both["time_text_zoned"].fill_null(False).any())
-    if abs(gap) <= TZ_MISMATCH_S:
-        return "agree", 0, []
-    if not zoned and abs(gap) <= MAX_ZONE_OFFSET_S:
-        offset_s = int(round(gap / 900) * 900)
-        sign, minutes = ("+" if offset_s >= 0 else "-"), abs(offset_s) // 60
-        return "zone", offset_s, [ParseWarning(None, (
-            f"zone-less # Time lines read in {tz} are {gap / 3600:+.2f} h off the SET timestamp values (UTC): "
-            f"the server ran at UTC{sign}{minutes // 60:02d}:{minutes % 60:02d}, not {tz}; # Time lines were "
-            "moved by that offset (pass --tz with the server's zone to avoid this guess)"
-        ))]
-    return "bogus", 0, [ParseWarning(None, (
-        f"SET timestamp values are {-gap / 3600:+.1f} h off the # Time lines, more than a time zone explains; "
-        "SET timestamp is not used for times"
-    ))]
+    Returns (bogus, offset_s) per file, with a warning in the files where they do not: ``offset_s``
+    when zone-less # Time lines read in ``tz`` are off by a whole zone offset (to subtract: the
+    server ran in another zone); ``bogus`` when off by more than any zone (SET timestamp is then not
+    used). Both 0 when they agree or no entry has both."""
+    n_files = set_is_start.size
+    bogus, offset = np.zeros(n_files, dtype=bool), np.zeros(n_files, dtype=np.int64)
+    has_both = (frame["written"].is_not_null() & frame["set_ts"].is_not_null()).to_numpy()
+    if not has_both.any():
+        return bogus, offset
+    # a sample of a few thousand entries of each file tells the offset as well as all of them
+    first_row = np.searchsorted(file, file)
+    size = np.bincount(file, minlength=n_files)
+    step = np.maximum(1, size // 4000)
+    sampled = has_both & ((np.arange(file.size) - first_row) % step[file] == 0)
+    sampled |= has_both & ~_any_per(file[sampled], n_files)[file]  # none sampled: all of them
+    both = frame.select("written", "set_ts", "query_time_s", "time_text_zoned").with_columns(
+        file=pl.Series(file), is_start=pl.Series(set_is_start[file])
+    ).filter(pl.Series(sampled))
+    lag = pl.when(pl.col("is_start")).then(pl.col("query_time_s").fill_null(0)).otherwise(pl.lit(0.0))
+    gaps = both.group_by("file").agg(
+        gap=(pl.col("written").dt.epoch("s") - pl.col("set_ts") - lag).median(),
+        zoned=pl.col("time_text_zoned").fill_null(False).any(),
+    )
+    for f, gap, zoned in gaps.sort("file").iter_rows():
+        if abs(gap) <= TZ_MISMATCH_S:
+            continue
+        if not zoned and abs(gap) <= MAX_ZONE_OFFSET_S:
+            offset[f] = offset_s = int(round(gap / 900) * 900)
+            sign, minutes = ("+" if offset_s >= 0 else "-"), abs(offset_s) // 60
+            warnings.of_file[f].append(ParseWarning(None, (
+                f"zone-less # Time lines read in {tz} are {gap / 3600:+.2f} h off the SET timestamp values (UTC): "
+                f"the server ran at UTC{sign}{minutes // 60:02d}:{minutes % 60:02d}, not {tz}; # Time lines were "
+                "moved by that offset (pass --tz with the server's zone to avoid this guess)"
+            )))
+            continue
+        bogus[f] = True
+        warnings.of_file[f].append(ParseWarning(None, (
+            f"SET timestamp values are {-gap / 3600:+.1f} h off the # Time lines, more than a time zone explains; "
+            "SET timestamp is not used for times"
+        )))
+    return bogus, offset
 
 
-def _server_notes(server: pl.DataFrame) -> list[str]:
-    banners = server.filter(pl.col("t").str.contains(", Version: ", literal=True))
-    if not banners.height:
+def _server_notes(banner: dict[str, object]) -> list[str]:
+    starts = banner["starts"]
+    if not starts:
         return []
-    versions = banners["t"].str.extract(r", Version: (\S+)").drop_nulls().unique(maintain_order=True).to_list()
-    lines = banners["line"].head(5).to_list()
-    where = ", ".join(map(str, lines)) + ("..." if banners.height > 5 else "")
-    return [f"{banners.height} server start banner(s) (lines {where}; version {', '.join(versions)}): "
+    versions = list(dict.fromkeys(banner["versions"]))
+    where = ", ".join(map(str, starts[:5])) + ("..." if len(starts) > 5 else "")
+    return [f"{len(starts)} server start banner(s) (lines {where}; version {', '.join(versions)}): "
             "the server (re)started or reopened the log; banners are not statements"]
 
 
-def _rate_notes(entries: pl.DataFrame) -> list[str]:
+def _rate_notes(entries: pl.DataFrame) -> dict[int, list[str]]:
+    """Per file whose log is sampled (log_slow_rate_limit), the note saying so."""
     if "Log_slow_rate_limit" not in entries.columns:
-        return []
+        return {}
     rated = entries.filter(pl.col("Log_slow_rate_limit").is_not_null())
     if not rated.height:
-        return []
+        return {}
     # a log_slow_rate_limit line without log_slow_rate_type (Percona 5.5) has no such column
     kind = pl.col("Log_slow_rate_type") if "Log_slow_rate_type" in rated.columns else pl.lit(None, pl.String)
-    limits = rated.select(kind, "Log_slow_rate_limit").unique().rows()
-    described = ", ".join(f"log_slow_rate_limit={limit} per {kind}" for kind, limit in sorted(limits, key=str))
-    return [f"the log is sampled ({described}): only about 1 in N statements is written, so counts and totals "
-            "are a sample of the workload"]
+    limits: dict[int, list[tuple[object, object]]] = {}
+    for f, rate_kind, limit in rated.select("file", kind.alias("kind"), "Log_slow_rate_limit").unique().rows():
+        limits.setdefault(f, []).append((rate_kind, limit))
+    notes = {}
+    for f, pairs in limits.items():
+        described = ", ".join(f"log_slow_rate_limit={limit} per {kind}" for kind, limit in sorted(pairs, key=str))
+        notes[f] = [f"the log is sampled ({described}): only about 1 in N statements is written, so counts and totals "
+                    "are a sample of the workload"]
+    return notes
 
 
-def _plan_node(nodes: pl.DataFrame, kept_entries: np.ndarray, n_entries: int, source: str) -> pl.DataFrame:
-    """plan_node rows of the statements kept; node_id counts the rows of each statement from 0."""
+def _plan_node(
+    nodes: pl.DataFrame, kept_entries: np.ndarray, n_entries: int, statement: pl.DataFrame, files: _Files
+) -> pl.DataFrame:
+    """plan_node rows (with their ``file``) of the statements kept; node_id counts the rows of each
+    statement from 0."""
     stmt_of = np.full(n_entries, -1, dtype=np.int64)
     stmt_of[kept_entries] = np.arange(kept_entries.size)
     stmt = stmt_of[nodes["entry"].to_numpy()]
@@ -1777,13 +2094,14 @@ def _plan_node(nodes: pl.DataFrame, kept_entries: np.ndarray, n_entries: int, so
     if not keep.all():
         stmt, nodes = stmt[keep], nodes.filter(pl.Series(keep))
     if not stmt.size:
-        return T.empty(T.PLAN_NODE)
+        return T.empty(T.PLAN_NODE).with_columns(file=pl.lit(0, pl.Int64)).clear()
     first = np.ones(stmt.size, dtype=bool)
     first[1:] = stmt[1:] != stmt[:-1]
     index = np.arange(stmt.size, dtype=np.int32)  # node_id's type
     node_id = index - np.maximum.accumulate(np.where(first, index, 0))
+    file = statement["file"].to_numpy()[stmt]
     node = nodes.select(
-        stmt_id=pl.Series(stmt),
+        stmt_id=pl.Series(statement["stmt_id"].to_numpy()[stmt]),
         node_id=pl.Series(node_id),
         depth=pl.lit(0, pl.Int32),
         node_type="type",
@@ -1792,9 +2110,10 @@ def _plan_node(nodes: pl.DataFrame, kept_entries: np.ndarray, n_entries: int, so
         est_rows="est_rows",
         actual_rows="actual_rows",
         filter="Extra",
-        source=pl.lit(source),
+        source=pl.Series(files.sources, dtype=pl.String).gather(pl.Series(file)),
+        file=pl.Series(file, dtype=pl.Int64),
     )
-    return T.conform(T.PLAN_NODE, node)
+    return node
 
 
 SPEC = ParserSpec(
@@ -1803,4 +2122,5 @@ SPEC = ParserSpec(
     detect=detect,
     parse=parse,
     parse_bytes=parse_bytes,
+    parse_batch=parse_batch,
 )

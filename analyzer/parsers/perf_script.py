@@ -80,8 +80,9 @@ from __future__ import annotations
 
 import io
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+import numpy as np
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
@@ -145,7 +146,40 @@ def parse_bytes(data: bytes, ctx: ParseContext) -> ParseResult:
 
 def parse_chunked(text: str, ctx: ParseContext, chunk_chars: int) -> ParseResult:
     """``parse`` with the text cut into record-aligned pieces of about ``chunk_chars`` characters."""
-    return _parse_pieces([_TextPiece(text, start, end) for start, end in _chunks(text, chunk_chars)], text, ctx)
+    pieces = [_TextPiece(text, start, end) for start, end in _chunks(text, chunk_chars)]
+    return _one(_parse_pieces(pieces, [0] * len(pieces), [text], [ctx.source]))
+
+
+def _one(results: list[ParseResult | ParseError]) -> ParseResult:
+    if isinstance(results[0], ParseError):
+        raise results[0]
+    return results[0]
+
+
+def parse_batch(members: list[tuple[bytes, ParseContext]]) -> list[ParseResult | ParseError]:
+    """``parse_bytes`` of each member, in one parse: every member is read as pieces of its own (as
+    alone), and the counts, warnings (capped per member), notes and records are summed and made per
+    member. A member with a carriage return is parsed alone (it is decoded whole first)."""
+    results: list[ParseResult | ParseError | None] = [None] * len(members)
+    pieces: list[_BytesPiece] = []
+    files: list[int] = []
+    joined: list[int] = []
+    for index, (data, ctx) in enumerate(members):
+        if data.find(b"\r") >= 0:
+            try:
+                results[index] = parse_bytes(data, ctx)
+            except ParseError as error:
+                results[index] = error
+            continue
+        for start, end in _chunks(data, CHUNK_CHARS):
+            pieces.append(_BytesPiece(data, start, end))
+            files.append(len(joined))
+        joined.append(index)
+    if joined:
+        heads = [_decoded(members[i][0][: _comment_block_end(members[i][0])]) for i in joined]
+        for index, result in zip(joined, _parse_pieces(pieces, files, heads, [members[i][1].source for i in joined])):
+            results[index] = result
+    return results
 
 
 def parse_bytes_chunked(data: bytes, ctx: ParseContext, chunk_bytes: int) -> ParseResult:
@@ -159,45 +193,65 @@ def parse_bytes_chunked(data: bytes, ctx: ParseContext, chunk_bytes: int) -> Par
         text = str(data, "utf-8", "backslashreplace").replace("\r\n", "\n")
         return parse_chunked(text, ctx, chunk_bytes)
     pieces = [_BytesPiece(data, start, end) for start, end in _chunks(data, chunk_bytes)]
-    return _parse_pieces(pieces, _decoded(data[: _comment_block_end(data)]), ctx)
+    return _one(_parse_pieces(pieces, [0] * len(pieces), [_decoded(data[: _comment_block_end(data)])], [ctx.source]))
 
 
-def _parse_pieces(pieces: list[_TextPiece] | list[_BytesPiece], head: str, ctx: ParseContext) -> ParseResult:
-    """The pieces folded and summed; ``head``: the text of the leading comment lines (for the notes).
+def _parse_pieces(
+    pieces: list[_TextPiece] | list[_BytesPiece], files: list[int], heads: list[str], sources: list[str]
+) -> list[ParseResult | ParseError]:
+    """The pieces folded and summed per file (``files``: the file of each piece, in order); ``heads``:
+    each file's leading comment lines (for the notes).
 
     The C kernel reads the pieces it can (see ``_scan_pieces``); the others are read line by line
     (``_fold_chunk``), in file order.
     """
     kernel = _kernel()
     folders, scans = _scan_pieces(kernel, pieces) if kernel is not None else ([], [None] * len(pieces))
-    seen = _Seen()
+    n_files = len(sources)
+    seen = _Seen()  # frame names numbered across the files: their stacks are spelled together
     folded: list[pl.DataFrame] = []
-    warnings: list[tuple[int, str]] = []
-    dropped = 0
-    times = [scan.time_range for scan in scans if scan is not None and scan.time_range is not None]
-    headers = sum(scan.samples for scan in scans if scan is not None)
-    for piece, scan in zip(pieces, scans):
+    warnings: list[list[tuple[int, str]]] = [[] for _ in range(n_files)]
+    dropped = [0] * n_files
+    times: list[list[tuple[float, float]]] = [[] for _ in range(n_files)]
+    headers = [0] * n_files
+    for index, (file, scan) in enumerate(zip(files, scans)):
+        if scan is not None:
+            headers[file] += scan.samples
+            if scan.time_range is not None:
+                times[file].append(scan.time_range)
+            if n_files > 1:
+                scans[index] = replace(scan, counts=scan.counts.with_columns(file=pl.lit(file, pl.Int64)))
+    for piece, file, scan in zip(pieces, files, scans):
         if scan is not None:
             continue
         part = _fold_chunk(piece.text(), piece.first_line(), seen)
-        headers += part.headers
+        headers[file] += part.headers
         if part.stacks.height:
-            folded.append(part.stacks)
+            folded.append(part.stacks.with_columns(file=pl.lit(file, pl.Int64)))
         if part.time_range is not None:
-            times.append(part.time_range)
-        room = MAX_WARNINGS - len(warnings)
-        warnings.extend(part.warnings[:room])
-        dropped += part.warning_count - min(room, len(part.warnings))
-    if headers == 0:
-        raise ParseError("no perf script sample header line (comm pid [cpu] time: event:) found")
+            times[file].append(part.time_range)
+        room = MAX_WARNINGS - len(warnings[file])
+        warnings[file].extend(part.warnings[:room])
+        dropped[file] += part.warning_count - min(room, len(part.warnings))
     regular = [scan for scan in scans if scan is not None]
-    stacks = _merge(folded, [_kernel_stacks(folders, regular)] if regular else [], seen.names, ctx.source)
-    result_warnings = [ParseWarning(line, reason) for line, reason in warnings]
-    if dropped > 0:
-        result_warnings.append(ParseWarning(None, f"{dropped} more warnings not shown"))
-    records = int(stacks["samples"].sum())
-    notes = _notes(head, stacks, times)
-    return ParseResult(tables={PERF_STACK: stacks}, records=records, warnings=result_warnings, notes=notes)
+    stacks = _merge(folded, [_kernel_stacks(folders, regular)] if regular else [], seen.names, sources)
+    counts = np.bincount(stacks["file"].to_numpy(), minlength=n_files)
+    offsets = np.cumsum(np.append(0, counts))
+    notes = _notes(heads, stacks, times)
+    stacks = stacks.drop("file")
+    results: list[ParseResult | ParseError] = []
+    for f in range(n_files):
+        if headers[f] == 0:
+            results.append(ParseError("no perf script sample header line (comm pid [cpu] time: event:) found"))
+            continue
+        mine = stacks.slice(int(offsets[f]), int(counts[f]))
+        result_warnings = [ParseWarning(line, reason) for line, reason in warnings[f]]
+        if dropped[f] > 0:
+            result_warnings.append(ParseWarning(None, f"{dropped[f]} more warnings not shown"))
+        results.append(ParseResult(
+            tables={PERF_STACK: mine}, records=int(mine["samples"].sum()), warnings=result_warnings, notes=notes[f]
+        ))
+    return results
 
 
 def _kernel():
@@ -359,6 +413,7 @@ def _kernel_stacks(folders: list, scans: list[_Scan]) -> pl.DataFrame:
         counts = [scan.counts for scan in scans if scan.lane == lane]
         if not counts:
             continue
+        by_file = ["file"] if "file" in counts[0].columns else []
         lines = symbols.to_frame().join(named, on="body", how="left", maintain_order="left")  # by symbol id
         spelled, leaves = folder.spell(lines["frame"].to_list())
         stacks = pl.DataFrame(
@@ -378,7 +433,7 @@ def _kernel_stacks(folders: list, scans: list[_Scan]) -> pl.DataFrame:
             .join(stacks.select("stack_id", pl.col("stack").is_null().alias("bare")), on="stack_id")
             # Summed per thread and stack id before the stacks' strings join: fewer rows carry them.
             .group_by(
-                "comm", "pid", "tid", "event", "stack_id", "bare",
+                *by_file, "comm", "pid", "tid", "event", "stack_id", "bare",
                 pl.when(bare).then(pl.col("rest_frame")).alias("rest_frame"),
                 pl.when(bare).then(pl.col("rest_kernel")).alias("rest_kernel"),
             )
@@ -391,7 +446,7 @@ def _kernel_stacks(folders: list, scans: list[_Scan]) -> pl.DataFrame:
         tables.append(
             rows.join(stacks, on="stack_id")
             .select(
-                "comm", "pid", "tid", "event",
+                pl.col("file") if by_file else pl.lit(0, pl.Int64).alias("file"), "comm", "pid", "tid", "event",
                 pl.when(bare).then(pl.col("rest_frame")).otherwise(pl.col("stack")).alias("stack"),
                 pl.when(bare).then(pl.col("rest_frame")).otherwise(pl.col("leaf")).alias("leaf"),
                 pl.when(~bare).then(pl.col("leaf_kernel"))
@@ -400,7 +455,7 @@ def _kernel_stacks(folders: list, scans: list[_Scan]) -> pl.DataFrame:
             )
             .cast(_SPELLED_SCHEMA)
         )
-    return pl.concat(tables) if tables else pl.DataFrame(schema=_SPELLED_SCHEMA)
+    return pl.concat(tables) if tables else pl.DataFrame(schema={"file": pl.Int64, **_SPELLED_SCHEMA})
 
 
 class _Seen:
@@ -693,14 +748,14 @@ def _frame_names(bodies: pl.Series) -> pl.DataFrame:
     )
 
 
-def _merge(folded: list[pl.DataFrame], spelled: list[pl.DataFrame], names: pl.DataFrame, source: str) -> pl.DataFrame:
-    """Sum the chunks' counts per stack.
+def _merge(folded: list[pl.DataFrame], spelled: list[pl.DataFrame], names: pl.DataFrame, sources: list[str]) -> pl.DataFrame:
+    """Sum the chunks' counts per file and stack (rows of each file together, in file order).
 
     ``folded``: ``_Part`` tables, stacks as frame ids (spelled root first here, named by ``names``);
-    ``spelled``: tables of ``_SPELLED_SCHEMA``, stacks already spelled.
+    ``spelled``: tables of ``_SPELLED_SCHEMA``, stacks already spelled; both with their ``file``.
     """
     if not folded and not spelled:
-        return conform(PERF_STACK, pl.DataFrame())
+        return conform(PERF_STACK, pl.DataFrame()).with_columns(file=pl.lit(0, pl.Int64))
     stacks = pl.concat([*([_spelled(folded, names)] if folded else []), *spelled]).with_columns(
         pl.when(pl.col("stack") == "").then(None).otherwise(pl.col("stack")).fill_null("[unknown]").alias("stack"),
         pl.col("leaf").fill_null("[unknown]"),
@@ -710,16 +765,17 @@ def _merge(folded: list[pl.DataFrame], spelled: list[pl.DataFrame], names: pl.Da
     # Stacks spelled alike mostly share their leaf; when not ("[unknown]" from a sample without
     # frames and from a frame named so), the least leaf, kernel flag known first, whatever the order.
     leaf_first = pl.col("leaf", "leaf_kernel").sort_by("leaf", "leaf_kernel", nulls_last=True).first()
-    stacks = stacks.group_by(_KEYS).agg(pl.col("samples", "period", "period_n").sum(), leaf_first)
+    stacks = stacks.group_by("file", *_KEYS).agg(pl.col("samples", "period", "period_n").sum(), leaf_first)
     stacks = stacks.with_columns(
         pl.when(pl.col("period_n") > 0).then(pl.col("period")).alias("period"),
-        pl.lit(source).alias("source"),
+        (pl.lit(sources[0]) if len(sources) == 1 else pl.col("file").replace_strict(
+            list(range(len(sources))), sources, return_dtype=pl.String)).alias("source"),
     ).sort(
-        ["samples", "comm", "pid", "tid", "event", "stack"],
-        descending=[True, False, False, False, False, False],
+        ["file", "samples", "comm", "pid", "tid", "event", "stack"],
+        descending=[False, True, False, False, False, False, False],
         nulls_last=True,
     )
-    return conform(PERF_STACK, stacks)
+    return conform(PERF_STACK, stacks).with_columns(stacks["file"])
 
 
 def _spelled(folded: list[pl.DataFrame], names: pl.DataFrame) -> pl.DataFrame:
@@ -734,7 +790,7 @@ def _spelled(folded: list[pl.DataFrame], names: pl.DataFrame) -> pl.DataFrame:
                 pl.concat_list("rest_nid").list.drop_nulls().alias("stack_ids"), pl.col("rest_nid").alias("leaf_id")
             ),
         ])
-        .group_by(_SAMPLE_KEYS)
+        .group_by("file", *_SAMPLE_KEYS)
         .agg(pl.col("samples", "period", "period_n").sum(), pl.col("leaf_id").first())
     )
     frames = names.filter(pl.col("frame").is_not_null())
@@ -745,7 +801,7 @@ def _spelled(folded: list[pl.DataFrame], names: pl.DataFrame) -> pl.DataFrame:
         pl.col("nid").alias("leaf_id"), pl.col("frame").alias("leaf"), pl.col("kernel").alias("leaf_kernel")
     )
     stacks = stacks.with_columns(spelled).join(leaves, on="leaf_id", how="left")
-    return stacks.select(list(_SPELLED_SCHEMA)).cast(_SPELLED_SCHEMA)
+    return stacks.select("file", *_SPELLED_SCHEMA).cast(_SPELLED_SCHEMA)
 
 
 def _tidy_java(frames: pl.Expr) -> pl.Expr:
@@ -757,24 +813,29 @@ def _tidy_java(frames: pl.Expr) -> pl.Expr:
     )
 
 
-def _notes(head: str, stacks: pl.DataFrame, times: list[tuple[float, float]]) -> list[str]:
-    notes = _header_notes(head)
-    if times:
-        first, last = min(t[0] for t in times), max(t[1] for t in times)
-        notes.append(
-            f"perf sample times are seconds since boot, not wall-clock time: {first:.6f} to {last:.6f} "
-            f"({last - first:.1f} s)"
-        )
-    else:
-        notes.append("perf samples carry no timestamps")
-    per_event = (
-        stacks.group_by("event").agg(pl.col("samples").sum()).sort(["samples", "event"], descending=[True, False])
-    )
-    events = ", ".join(f"{event or '(no event)'} {count}" for event, count in per_event.rows())
-    notes.append(f"samples per event: {events}")
-    if stacks["pid"].null_count() == stacks.height and stacks.height:
-        notes.append("one id per sample header: read as the thread id (perf script's default tid field); pid is null")
-    return notes
+def _notes(heads: list[str], stacks: pl.DataFrame, times: list[list[tuple[float, float]]]) -> list[list[str]]:
+    """Per file: its header block, its time span, samples per event, whether pids are missing."""
+    per_event: dict[int, list[str]] = {}
+    summed = stacks.group_by("file", "event").agg(pl.col("samples").sum())
+    for file, event, count in summed.sort(["file", "samples", "event"], descending=[False, True, False]).rows():
+        per_event.setdefault(file, []).append(f"{event or '(no event)'} {count}")
+    no_pid = set(stacks.group_by("file").agg(pl.col("pid").is_null().all()).filter(pl.col("pid"))["file"].to_list())
+    out = []
+    for file, (head, spans) in enumerate(zip(heads, times)):
+        notes = _header_notes(head)
+        if spans:
+            first, last = min(t[0] for t in spans), max(t[1] for t in spans)
+            notes.append(
+                f"perf sample times are seconds since boot, not wall-clock time: {first:.6f} to {last:.6f} "
+                f"({last - first:.1f} s)"
+            )
+        else:
+            notes.append("perf samples carry no timestamps")
+        notes.append(f"samples per event: {', '.join(per_event.get(file, []))}")
+        if file in no_pid:
+            notes.append("one id per sample header: read as the thread id (perf script's default tid field); pid is null")
+        out.append(notes)
+    return out
 
 
 def _header_notes(text: str) -> list[str]:
@@ -833,4 +894,5 @@ SPEC = ParserSpec(
     detect=detect,
     parse=parse,
     parse_bytes=parse_bytes,
+    parse_batch=parse_batch,
 )

@@ -60,10 +60,11 @@ from __future__ import annotations
 import re
 
 import cramjam
+import numpy as np
 import polars as pl
 
 from dbdiag import tables as T
-from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning, decode_text
 from dbdiag.parsers.mpstat_text import check_tz, local_to_utc, zone_note
 
 # Chunks of about this many characters, cut at entry starts, bound the per-line frames.
@@ -252,7 +253,9 @@ def encoded_plan_rows(plans: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def checked_plan_rows(rows: pl.DataFrame, lines: pl.DataFrame) -> tuple[pl.DataFrame, list[ParseWarning]]:
+def checked_plan_rows(
+    rows: pl.DataFrame, lines: pl.DataFrame, limit: int | None = MAX_WARNINGS
+) -> tuple[pl.DataFrame, list[ParseWarning]]:
     """Operator rows (with ``operators``, the plan's row count before the cut at MAX_PLAN_OPERATORS) ->
     the rows of the plans that can be read, and a warning for each plan cut or dropped (depth outside
     0..MAX_PLAN_DEPTH: nothing of it read). ``lines`` maps stmt_id to the entry's line."""
@@ -270,7 +273,7 @@ def checked_plan_rows(rows: pl.DataFrame, lines: pl.DataFrame) -> tuple[pl.DataF
     )
     if faults.is_empty():
         return rows.drop("operators"), []
-    warnings = row_warnings(faults.join(lines, on="stmt_id", how="left").select("line", "reason"), str)
+    warnings = row_warnings(faults.join(lines, on="stmt_id", how="left").select("line", "reason"), str, limit)
     kept = rows.join(faults.filter("dropped").select("stmt_id"), on="stmt_id", how="anti")
     return kept.drop("operators"), warnings
 
@@ -573,11 +576,12 @@ def _statements(fields: pl.DataFrame, sql: pl.DataFrame, tz: str) -> pl.DataFram
     ).with_columns(start_ts=start_from_end(pl.col("end_ts"), pl.col("query_time_s")))
 
 
-def row_warnings(frame: pl.DataFrame, reason) -> list[ParseWarning]:
-    """One warning per row of (line, value), made by ``reason(value)``, for the first MAX_WARNINGS
+def row_warnings(frame: pl.DataFrame, reason, limit: int | None = MAX_WARNINGS) -> list[ParseWarning]:
+    """One warning per row of (line, value), made by ``reason(value)``, for the first ``limit``
     rows; the other rows become HIDDEN placeholders that cap() counts without showing, so a file
-    whose every entry has the same fault costs no per-row Python."""
-    shown = [ParseWarning(line, reason(value)) for line, value in frame.head(MAX_WARNINGS).iter_rows()]
+    whose every entry has the same fault costs no per-row Python. (A batch takes them all, then caps
+    them per file: ``_per_file``.)"""
+    shown = [ParseWarning(line, reason(value)) for line, value in (frame if limit is None else frame.head(limit)).iter_rows()]
     return shown + [HIDDEN] * (frame.height - len(shown))
 
 
@@ -588,18 +592,30 @@ def cap(warnings: list[ParseWarning]) -> list[ParseWarning]:
     return real[:MAX_WARNINGS] + ([ParseWarning(None, f"{rest} more warnings not shown")] if rest else [])
 
 
-def _entry_warnings(st: pl.DataFrame) -> list[ParseWarning]:
+def _entry_warnings(st: pl.DataFrame, limit: int | None = MAX_WARNINGS) -> list[list[ParseWarning]]:
+    """The warnings about entries, one list per kind of fault."""
     no_time = st.filter(pl.col("end_ts").is_null()).select("line", "time_raw")
     bad_qt = st.filter(pl.col("query_time_s").is_null()).select("line", "query_time_raw")
     no_sql = st.filter(pl.col("sql").is_null() | (pl.col("sql") == "")).select("line", "sql")
-    return (
-        row_warnings(no_time, lambda v: f"unreadable time {str(v)[:40]!r}; entry kept without times")
-        + row_warnings(bad_qt, lambda v: f"{'no Query_time' if v is None else f'unreadable Query_time {v[:30]!r}'}; entry kept")
-        + row_warnings(no_sql, lambda _: "entry has no SQL text (file cut short?); kept without sql")
-    )
+    return [
+        row_warnings(no_time, lambda v: f"unreadable time {str(v)[:40]!r}; entry kept without times", limit),
+        row_warnings(bad_qt, lambda v: f"{'no Query_time' if v is None else f'unreadable Query_time {v[:30]!r}'}; entry kept", limit),
+        row_warnings(no_sql, lambda _: "entry has no SQL text (file cut short?); kept without sql", limit),
+    ]
 
 
-def _plans(st: pl.DataFrame, source: str) -> tuple[pl.DataFrame, pl.DataFrame, list[ParseWarning], list[str]]:
+def _plan_notes(discarded: int, binary_only: int) -> list[str]:
+    notes = []
+    if discarded:
+        notes.append(f"{discarded} plan(s) logged as [discard] by TiDB (over its plan size limit)")
+    if binary_only:
+        notes.append(f"{binary_only} entr(ies) carry only a Binary_plan (protobuf), not decoded; kept encoded in plan")
+    return notes
+
+
+def _plans(
+    st: pl.DataFrame, source: str, limit: int | None = MAX_WARNINGS
+) -> tuple[pl.DataFrame, pl.DataFrame, list[list[ParseWarning]], list[str]]:
     """Decode the entries' plans: (plan_node rows, per-statement plan columns, warnings, notes)."""
     with_plan = st.filter(pl.col("plan_raw").is_not_null()).select(
         "stmt_id", "line", "plan_raw", pl.col("plan_raw").str.extract(PLAN_PAYLOAD_RE, 1).alias("payload"),
@@ -613,20 +629,15 @@ def _plans(st: pl.DataFrame, source: str) -> tuple[pl.DataFrame, pl.DataFrame, l
     warnings = row_warnings(
         failed.select("line", "plan_raw"),
         lambda raw: f"plan not decodable or over {MAX_PLAN_TEXT_BYTES >> 20} MiB decoded ({str(raw)[:40]!r}...); kept encoded, Plan_digest identifies it",
+        limit,
     )
-    notes = []
     discarded = with_plan["discarded"].fill_null(False).sum()
-    if discarded:
-        notes.append(f"{discarded} plan(s) logged as [discard] by TiDB (over its plan size limit)")
     binary_only = st.filter(pl.col("plan_raw").is_null() & pl.col("binary_plan_raw").is_not_null()).height
-    if binary_only:
-        notes.append(f"{binary_only} entr(ies) carry only a Binary_plan (protobuf), not decoded; kept encoded in plan")
     rows = encoded_plan_rows(with_plan.filter(pl.col("encoded").is_not_null()))
-    rows, bound_warnings = checked_plan_rows(rows, with_plan.select("stmt_id", "line"))
-    warnings += bound_warnings
+    rows, bound_warnings = checked_plan_rows(rows, with_plan.select("stmt_id", "line"), limit)
     nodes, shape = plan_tables(rows, source)
     per_statement = render_plans(rows).join(shape, on="stmt_id", how="left")
-    return nodes, per_statement, warnings, notes
+    return nodes, per_statement, [warnings, bound_warnings], _plan_notes(discarded, binary_only)
 
 
 def _parse_chunk(chunk: str, first_line: int, tz: str) -> tuple[pl.DataFrame, list[ParseWarning]]:
@@ -649,9 +660,9 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     if st.is_empty():
         raise ParseError("no TiDB slow log entry ('# Time:' line followed by '# ...' fields) found")
     st = st.with_row_index("stmt_id").with_columns(pl.col("stmt_id").cast(pl.Int64), source=pl.lit(ctx.source))
-    warnings += _entry_warnings(st)
+    warnings += [w for kind in _entry_warnings(st) for w in kind]
     nodes, plan_cols, plan_warnings, notes = _plans(st, ctx.source)
-    warnings += plan_warnings
+    warnings += [w for kind in plan_warnings for w in kind]
     st = st.join(plan_cols, on="stmt_id", how="left").with_columns(
         plan=pl.coalesce(pl.col("plan"), pl.col("plan_raw"), pl.col("binary_plan_raw"))
     ).sort("stmt_id")
@@ -719,9 +730,119 @@ def detect(head: str, name: str) -> float:
     return 0.0
 
 
+# ---- many small logs at once -------------------------------------------------------------------
+
+BOUNDARY = "# Time: (dbdiag: the next file of the batch starts below)"  # a START_PREFIX line: ends an entry
+
+
+def parse_batch(members: list[tuple[bytes, ParseContext]]) -> list[ParseResult | ParseError]:
+    """``parse`` of each member's text (all in one zone), in one parse: the texts are joined, each
+    after a ``BOUNDARY`` line, whose entry takes what its file has before its first ``# Time:`` (as
+    the lines before the first entry of a single file); stmt_id, source, instance, warnings and
+    their caps, notes and time range are each member's own, line numbers too."""
+    tz, tz_warning = check_tz(members[0][1].tz if members else "UTC")
+    texts = [decode_text(data).lstrip("\ufeff") for data, _ in members]
+    starts = np.zeros(len(texts), dtype=np.int64)  # per file, the line its own line numbers count from
+    parts, line = [], 0
+    for index, text in enumerate(texts):
+        if index:
+            parts.append(BOUNDARY)
+            line += 1
+            starts[index] = line
+        parts.append(text.removesuffix("\n"))
+        line += text.removesuffix("\n").count("\n") + 1
+    lines = _lines("\n".join(parts), 1)
+    boundary = np.zeros(lines.height, dtype=bool)
+    boundary[starts[1:] - 1] = True  # line numbers from 1, one row each
+    rec = lines["rec"].to_numpy()
+    in_boundary = np.zeros(int(rec.max()) + 1 if rec.size else 1, dtype=bool)
+    in_boundary[rec[boundary]] = True
+    lines = lines.with_columns(
+        rec=pl.when(pl.Series(in_boundary[rec])).then(0).otherwise(pl.col("rec")),
+        text=pl.when(pl.Series(boundary)).then(pl.lit("")).otherwise(pl.col("text")),
+    )
+    of = lambda line_numbers: np.searchsorted(starts, line_numbers, side="right") - 1  # noqa: E731
+    warnings: list[list[ParseWarning]] = [[tz_warning] if tz_warning else [] for _ in members]
+    junk = lines.filter((pl.col("rec") == 0) & (pl.col("text").str.strip_chars() != ""))
+    for file, (first, count) in _first_and_count(of(junk["line"].to_numpy()), junk["line"].to_numpy()).items():
+        warnings[file].append(ParseWarning(first - int(starts[file]), f"{count} line(s) before the first '# Time:' entry skipped"))
+    st = _statements(_header_fields(lines), _sql_text(lines), tz)
+    file = of(st["line"].to_numpy())
+    sources = pl.Series([ctx.source for _, ctx in members], dtype=pl.String)
+    st = st.with_row_index("stmt_id").with_columns(
+        pl.col("stmt_id").cast(pl.Int64), source=sources.gather(pl.Series(file)), file=pl.Series(file)
+    )
+    for kind in _entry_warnings(st, None):
+        _per_file(kind, of, starts, warnings)
+    nodes, plan_cols, plan_warnings, _ = _plans(st, "", None)
+    for kind in plan_warnings:
+        _per_file(kind, of, starts, warnings)
+    st = st.join(plan_cols, on="stmt_id", how="left").with_columns(
+        plan=pl.coalesce(pl.col("plan"), pl.col("plan_raw"), pl.col("binary_plan_raw"))
+    ).sort("stmt_id")
+    first_row = np.searchsorted(file, np.arange(len(members)))
+    counts = np.bincount(file, minlength=len(members))
+    instances = [instance_from_path(ctx.source) for _, ctx in members]
+    st = st.with_columns(
+        line=pl.col("line") - pl.Series(starts[file]),
+        stmt_id=pl.col("stmt_id") - pl.Series(first_row[file]),
+        instance=pl.Series(instances, dtype=pl.String).gather(pl.Series(file)),
+    )
+    if not nodes["stmt_id"].is_sorted():
+        nodes = nodes.sort("stmt_id", maintain_order=True)  # each file's nodes together
+    node_file = file[nodes["stmt_id"].to_numpy()]
+    nodes = nodes.with_columns(
+        stmt_id=pl.col("stmt_id") - pl.Series(first_row[node_file]), source=sources.gather(pl.Series(node_file))
+    )
+    per_file = st.group_by("file").agg(
+        discarded=pl.col("plan_raw").str.extract(PLAN_PAYLOAD_RE, 1).eq(PLAN_DISCARDED).fill_null(False).sum(),
+        binary_only=(pl.col("plan_raw").is_null() & pl.col("binary_plan_raw").is_not_null()).sum(),
+        zone_less=(pl.col("end_ts").is_not_null() & ~pl.col("zoned")).sum(),
+    )
+    notes = {f: _plan_notes(d, b) + ([zone_note(tz)] if z else []) for f, d, b, z in per_file.iter_rows()}
+    statement = T.conform(T.STATEMENT, st)
+    node_counts = np.bincount(node_file, minlength=len(members))
+    results: list[ParseResult | ParseError] = []
+    for f in range(len(members)):
+        if not counts[f]:
+            results.append(ParseError("no TiDB slow log entry ('# Time:' line followed by '# ...' fields) found"))
+            continue
+        mine = statement.slice(int(first_row[f]), int(counts[f]))
+        instance = [f"instance {instances[f]} taken from the file's folder name"] if instances[f] else []
+        results.append(ParseResult(
+            tables={T.STATEMENT: mine, T.PLAN_NODE: nodes.slice(int(np.searchsorted(node_file, f)), int(node_counts[f]))},
+            records=mine.height,
+            warnings=cap(warnings[f]),
+            notes=notes[f] + instance,
+            time_range=_time_range(mine),
+        ))
+    return results
+
+
+def _first_and_count(file: np.ndarray, line: np.ndarray) -> dict[int, tuple[int, int]]:
+    """Per file among ``file`` (sorted), its first ``line`` and how many."""
+    found: dict[int, tuple[int, int]] = {}
+    for f, at in zip(file.tolist(), line.tolist()):
+        first, count = found.get(f, (at, 0))
+        found[f] = (first, count + 1)
+    return found
+
+
+def _per_file(kind: list[ParseWarning], of, starts: np.ndarray, warnings: list[list[ParseWarning]]) -> None:
+    """Warnings of one kind (all with lines, in line order) into their files: the first MAX_WARNINGS
+    of each file, then HIDDEN placeholders (``row_warnings``, per file)."""
+    shown: dict[int, int] = {}
+    files = of(np.array([w.line for w in kind], dtype=np.int64)) if kind else []
+    for warning, f in zip(kind, files):
+        shown[f] = shown.get(f, 0) + 1
+        own = ParseWarning(warning.line - int(starts[f]), warning.reason)
+        warnings[f].append(own if shown[f] <= MAX_WARNINGS else HIDDEN)
+
+
 SPEC = ParserSpec(
     kind="tidb-slowlog",
     description="TiDB slow query log (v3-v8): statements with their decoded plans",
     detect=detect,
     parse=parse,
+    parse_batch=parse_batch,
 )
