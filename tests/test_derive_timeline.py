@@ -256,7 +256,7 @@ def postgres(corpus):
 def test_mariadb_capture_on_one_axis(mariadb) -> None:
     """sysbench (8 threads, --rate=30, 10 s, --report-interval=1) placed by its 8 connections on the slow log.
 
-    The slow log (long_query_time=0) starts at 19:12:13.999562; sysbench's interval lines sum to
+    The slow log (long_query_time=0) starts at 19:12:14 (MariaDB stamps the start's second); sysbench's interval lines sum to
     294.97 transactions (its summary: 295) and 5,899.22 queries (5,900). mpstat's report at
     19:12:15 (CPU 0 90.10% idle, CPU 1 96.94%) measured 19:12:14-15: busy 9.90 and 3.06, mean 6.48.
     """
@@ -265,7 +265,7 @@ def test_mariadb_capture_on_one_axis(mariadb) -> None:
     assert metric["window_s"] == 1.0
     assert sum(values(metric, "tps", "capture/app/sysbench-run.txt").values()) == pytest.approx(294.97)
     assert sum(values(metric, "qps", "capture/app/sysbench-run.txt").values()) == pytest.approx(5899.22)
-    assert values(metric, "tps", "capture/app/sysbench-run.txt")["2026-11-29T19:12:13+00:00"] == 24.95  # the "1s" line
+    assert values(metric, "tps", "capture/app/sysbench-run.txt")["2026-11-29T19:12:14+00:00"] == 24.95  # the "1s" line
     statements = table.filter((pl.col("series") == "qps") & (pl.col("source") == "capture/db/mariadb-slow.log"))
     assert statements["samples"].sum() == 5902  # every statement, the 2 of the capture script included
     assert values(metric, "cpu_busy_mean")["2026-11-29T19:12:14+00:00"] == pytest.approx(6.48)

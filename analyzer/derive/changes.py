@@ -112,7 +112,9 @@ def changes(tables: dict[str, pl.DataFrame], show_literals: bool = False) -> pl.
         parts.append(_event_changes(events))
     frame = pl.concat([part for part in parts if part.height] or [t.empty(t.CHANGE)], how="vertical")
     frame = _tables_of_dropped_indexes(frame, tables.get(t.PLAN_NODE))
-    return frame.sort("ts", "source", "line", nulls_last=True)
+    # within a second, a log's own order: a log stamped in whole seconds of the start (MariaDB) gives ends
+    # (second + Query_time) that do not order the statements of one second; the log wrote them as they ended
+    return frame.sort(pl.col("ts").dt.truncate("1s"), "source", "line", nulls_last=True)
 
 
 def _statement_changes(statements: pl.DataFrame, show_literals: bool) -> pl.DataFrame:

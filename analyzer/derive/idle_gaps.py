@@ -299,9 +299,15 @@ def _in_execution_order(frame: pl.DataFrame, one_instance: bool, with_txn_ids: b
     per_conn = per_conn.with_columns(first_rows.select(_CONNECTION_HASH.alias("_conn"))).sort("_conn")
     rows = per_conn.explode("_row")
     # stmt_id numbers a source's statements in log order: when it never decreases over the frame (one source), the
-    # log order of a connection's rows is their stmt_id order, and stmt_id need not be moved nor looked at
-    keys = ["end_ts"] if frame["stmt_id"].is_sorted() else ["end_ts", "stmt_id"]
-    columns = ["start_ts", *keys[1:]] + (["txn_id"] if with_txn_ids else [])
+    # log order of a connection's rows is their stmt_id order, and stmt_id need not be moved nor looked at.
+    # Starts in whole seconds (MariaDB stamps the start's second; end = start + Query_time) order nothing within
+    # a second: there the log order, the order the statements ended in, is the only order there is.
+    if resolution_us(frame["start_ts"]) >= 1_000_000:
+        keys = ["stmt_id"]
+    else:
+        keys = ["end_ts"] if frame["stmt_id"].is_sorted() else ["end_ts", "stmt_id"]
+    carried = [k for k in keys if k != "end_ts"]
+    columns = ["start_ts", *carried] + (["txn_id"] if with_txn_ids else [])
     ordered = frame.select("end_ts", *columns).with_columns(_flag_code(frame["sql"]).alias("_code"))[rows["_row"]]
     ordered = ordered.with_columns(rows["_conn"])
     if not _in_order(ordered, keys):
@@ -315,7 +321,7 @@ def _in_execution_order(frame: pl.DataFrame, one_instance: bool, with_txn_ids: b
 
     autocommit_off = bool(((ordered["_code"] & _FLAG_BITS["_ac_off"]) != 0).any())
     state = _state_after(pl.col("_code"), last_is_one, autocommit_off)
-    return ordered.with_columns(state).drop("_code", *keys[1:]), per_conn.height
+    return ordered.with_columns(state).drop("_code", *carried), per_conn.height
 
 
 def _in_order(rows: pl.DataFrame, keys: list[str]) -> bool:

@@ -47,12 +47,14 @@ banners (``mysqld, Version: ... started with:`` + ``Tcp port`` + ``Time Id Comma
 wherever they are. Lines before the first header (a file cut at its start) make one statement
 without timings; a last entry cut after its header is dropped; both with a warning.
 
-Times. ``# Time:`` is when the entry was written (the end). Without a zone it is server local time,
-read in ``ctx.tz`` (said in a note); ``2016-07-20T18:13:25.698433Z`` and ``+08:00`` are exact.
-``SET timestamp`` is whole UTC seconds: the statement start for MySQL 8.0+ ("the slow log always
-logs the query start time"), but the write time, like ``# Time``, for MySQL <= 5.7, Percona <= 5.7
-and MariaDB ("now we always write current timestamp"); the banner's version decides, else
-statements of 2 s or more show it. ``log_slow_extra`` ``Start:``/``End:`` are exact and win.
+Times. ``# Time:`` is when the entry was written (the end), except on MariaDB, which stamps it and
+``SET timestamp`` with the statement's start (measured on 10.11.19; any log shows it when an entry's
+``# Time`` is earlier than the one above it by no more than its own Query_time). Without a zone it is
+server local time, read in ``ctx.tz`` (said in a note); ``2016-07-20T18:13:25.698433Z`` and ``+08:00``
+are exact. ``SET timestamp`` is whole UTC seconds: the statement start for MySQL 8.0+ ("the slow log
+always logs the query start time") and MariaDB, the write time, like ``# Time``, for MySQL <= 5.7 and
+Percona <= 5.7; the banner's version decides, else statements of 2 s or more show it.
+``log_slow_extra`` ``Start:``/``End:`` are exact and win.
 end_ts = End, else the entry's ``# Time``, else SET timestamp (plus Query_time if it is the start),
 else the last ``# Time`` above (the server writes one only when the second changed, so entries
 without one take the previous entry's, as pt-query-digest does); start_ts = Start, else SET
@@ -1906,6 +1908,8 @@ def _timestamps(
     file = frame["file"].to_numpy()
     notes: list[list[str]] = [[] for _ in range(n_files)]
     set_is_start = _set_timestamp_is_start(frame, versions)
+    time_is_start = _time_line_is_start(frame, versions)
+    set_is_start |= time_is_start  # a server that stamps # Time with the start stamps SET timestamp with it too
     if "time_text" in frame.columns:  # there when a # Time line is unreadable
         bad = frame.select("file", "time_line", "time_text", "time_text_utc").filter(
             pl.col("time_line").is_not_null() & pl.col("time_text_utc").is_null()
@@ -1923,7 +1927,7 @@ def _timestamps(
 
     has_time = pl.col("time_line").is_not_null()
     frame = _inherit_time(frame, file)
-    bogus, offset_s = _set_timestamp_agreement(frame, tz, set_is_start, file, warnings)
+    bogus, offset_s = _set_timestamp_agreement(frame, tz, set_is_start & ~time_is_start, file, warnings)
     if offset_s.any():  # zone-less # Time lines were read in the wrong zone: move them onto SET timestamp's UTC
         shifted = pl.col("time_text_utc") - pl.duration(seconds=pl.lit(_per_entry(offset_s, file, pl.Int64)))
         frame = _inherit_time(frame.with_columns(
@@ -1938,10 +1942,17 @@ def _timestamps(
     set_start = [pl.when(is_start & ~pl.col("own_subsecond")).then(set_ts)] if set_is_start.any() else []
     set_end = pl.when(is_start).then(set_ts + query_time).otherwise(set_ts) if set_is_start.any() else set_ts
     exact = lambda column: [pl.col(column)] if column in frame.columns else []  # noqa: E731  (Start:/End: read)
+    if time_is_start.any():  # MariaDB: # Time is when the statement started; its end is that plus Query_time
+        started = pl.lit(_per_entry(time_is_start, file))
+        own_end = pl.when(started).then(own_time + query_time).otherwise(own_time)
+        own_start = [pl.when(started).then(own_time)]
+        written_end = [pl.when(~started).then(pl.col("written"))]  # an inherited start belongs to another statement
+    else:
+        own_end, own_start, written_end = own_time, [], [pl.col("written")]
     frame = frame.with_columns(
-        end_ts=pl.coalesce(*exact("qt_End_utc"), own_time, set_end, pl.col("written")).cast(T.UTC_TIME)
+        end_ts=pl.coalesce(*exact("qt_End_utc"), own_end, set_end, *written_end).cast(T.UTC_TIME)
     ).with_columns(
-        start_ts=pl.coalesce(*exact("qt_Start_utc"), *set_start, pl.col("end_ts") - query_time).cast(T.UTC_TIME)
+        start_ts=pl.coalesce(*exact("qt_Start_utc"), *own_start, *set_start, pl.col("end_ts") - query_time).cast(T.UTC_TIME)
     )
     counted = frame.select(
         a=has_time & ~pl.col("time_text_zoned").fill_null(True),
@@ -1963,8 +1974,8 @@ def _timestamps(
 
 
 def _set_timestamp_is_start(frame: pl.DataFrame, versions: list[str | None]) -> np.ndarray:
-    """Per file, whether ``SET timestamp`` is the statement start (MySQL 8.0+) or the write time like
-    ``# Time`` (MySQL <= 5.7, Percona <= 5.7, MariaDB: "we always write current timestamp to the slow log").
+    """Per file, whether ``SET timestamp`` is the statement start (MySQL 8.0+; MariaDB, see
+    ``_time_line_is_start``) or the write time like ``# Time`` (MySQL <= 5.7, Percona <= 5.7).
 
     The banner's version decides; without one, statements of 2 s or more show it: their
     ``# Time`` minus ``SET timestamp`` is about Query_time when SET timestamp is the start."""
@@ -1987,6 +1998,34 @@ def _set_timestamp_is_start(frame: pl.DataFrame, versions: list[str | None]) -> 
     )
     for f, behind, level in medians.iter_rows():
         is_start[f] = behind is not None and behind <= 1 < level
+    return is_start
+
+
+def _time_line_is_start(frame: pl.DataFrame, versions: list[str | None]) -> np.ndarray:
+    """Per file, whether ``# Time`` is the statement's start, not the time the entry was written.
+
+    MariaDB stamps both ``# Time`` and ``SET timestamp`` with the start (measured on 10.11.19: a
+    ``DO SLEEP(3)`` logged with the second it began, and an UPDATE that waited 1.9 s for a row lock
+    with ``# Time`` 2 s earlier than the entry above it). Any file shows it the same way: an entry whose
+    own ``# Time`` is more than a second earlier than the one above it, but by no more than its own
+    Query_time, started before the entry above it was written (an end-stamped log only moves forward).
+    A MariaDB file whose long statements have ``# Time`` = ``SET timestamp`` + Query_time is end-stamped."""
+    is_start = np.array(["MariaDB" in (version or "") for version in versions], dtype=bool)
+    own = frame.select(
+        "file", "query_time_s", "set_ts", at=pl.col("time_text_utc").dt.epoch("s"), own=pl.col("time_line").is_not_null(),
+    ).filter(pl.col("own") & pl.col("at").is_not_null())
+    if not own.height:
+        return is_start
+    steps = own.with_columns(back=(pl.col("at").shift(1).over("file") - pl.col("at")))
+    earlier = steps.filter((pl.col("back") > 1) & (pl.col("back") <= pl.col("query_time_s") + 1))
+    for f in earlier["file"].unique().to_list():
+        is_start[f] = True
+    long = own.filter(pl.col("set_ts").is_not_null() & (pl.col("query_time_s") >= 2)).group_by("file").agg(
+        ahead=((pl.col("at") - pl.col("set_ts") - pl.col("query_time_s")).abs() <= 1).mean()
+    )
+    for f, ahead in long.iter_rows():
+        if ahead is not None and ahead > 0.5 and f not in set(earlier["file"].to_list()):
+            is_start[f] = False  # # Time = SET timestamp + Query_time: written at the end
     return is_start
 
 

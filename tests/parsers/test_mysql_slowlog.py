@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from functools import cache
 from pathlib import Path
 
@@ -120,9 +120,12 @@ def test_capture_counts_match_an_independent_count() -> None:
     assert not statement["sql"].str.contains("Version:").any()
     assert statement["engine"].unique().to_list() == ["mariadb"]
     assert statement["sql"].null_count() == 0 and statement["query_time_s"].null_count() == 0
-    # all of it was written between 19:12:14 and 19:12:24 (sysbench ran 10 s)
-    assert statement["end_ts"].min() == _utc(2026, 11, 29, 19, 12, 14)
-    assert statement["end_ts"].max() == _utc(2026, 11, 29, 19, 12, 24)
+    # all of it started between 19:12:14 and 19:12:24 (sysbench ran 10 s): MariaDB stamps # Time and
+    # SET timestamp with the statement's start, so the end is that second plus Query_time
+    assert statement["start_ts"].min() == _utc(2026, 11, 29, 19, 12, 14)
+    assert statement["start_ts"].max() == _utc(2026, 11, 29, 19, 12, 24)
+    assert (statement["end_ts"] - statement["start_ts"]).dt.total_microseconds().max() == round(statement["query_time_s"].max() * 1e6)
+    assert (statement["start_ts"].dt.microsecond() == 0).all()  # the stamps stay whole seconds: no precision is made up
     assert not result.warnings
 
 
@@ -136,15 +139,16 @@ def test_capture_first_entries_read_by_eye() -> None:
     assert (first["user"], first["client_host"], first["conn_id"], first["db"]) == ("root", "localhost", "8", "sbtest")
     assert first["query_time_s"] == 0.000024 and first["lock_time_s"] == 0.0
     assert (first["rows_sent"], first["rows_examined"], first["rows_affected"]) == (0, 0, 0)
-    assert first["end_ts"] == _utc(2026, 11, 29, 19, 12, 14)
-    assert first["start_ts"] == _utc(2026, 11, 29, 19, 12, 13, 999976)
+    assert first["start_ts"] == _utc(2026, 11, 29, 19, 12, 14)  # MariaDB: # Time is the start
+    assert first["end_ts"] == _utc(2026, 11, 29, 19, 12, 14, 24)
     assert first["plan"] is None and first["full_scan"] is False  # query_plan verbosity: no flag line = all No
     second = statement.row(1, named=True)
     assert second["line"] == 15 and second["sql"] == "SELECT c FROM sbtest3 WHERE id=9148"
     assert second["plan_signature"] == "sbtest3:const(PRIMARY)" and second["index_names"] == "PRIMARY"
     assert second["plan"].splitlines()[1] == "1\tSIMPLE\tsbtest3\tconst\tPRIMARY\tPRIMARY\t4\tconst\t1\tNULL\t100.00\tNULL\t"
-    # no # Time of its own: the server writes one only when the second changes
-    assert second["end_ts"] == _utc(2026, 11, 29, 19, 12, 14)
+    # no # Time of its own (the server writes one only when the second changes): SET timestamp gives the start
+    assert second["start_ts"] == _utc(2026, 11, 29, 19, 12, 14)
+    assert second["end_ts"] == second["start_ts"] + timedelta(microseconds=round(second["query_time_s"] * 1e6))
     last = statement.row(-1, named=True)
     assert last["sql"] == "SHOW GLOBAL STATUS" and last["db"] is None  # "Schema:   QC_hit: No": no database
     assert last["plan_signature"] == "SESSION_STATUS:ALL" and last["full_scan"] is True
@@ -537,3 +541,46 @@ def test_many_bad_entries_cap_warnings() -> None:
     result = _parse(bad * 300)
     assert result.records == 300
     assert len(result.warnings) <= mysql_slowlog.MAX_WARNINGS + 2
+
+
+# Written by MariaDB 10.11.19 (this machine, long_query_time=0): thread 8 held a row lock in an open
+# transaction over DO SLEEP(3); thread 7's UPDATE waited 1.9 s for it and was written after COMMIT,
+# under a # Time two seconds earlier than the entry above it: # Time and SET timestamp are starts.
+MARIADB_START_STAMPED = """/usr/sbin/mariadbd, Version: 10.11.19-MariaDB-0+deb12u1 (Debian 12). started with:
+Tcp port: 0  Unix socket: /tmp/tsprobe/mysql.sock
+Time		    Id Command	Argument
+# Time: 261202  2:40:59
+# User@Host: root[root] @ localhost []
+# Thread_id: 6  Schema: scratch  QC_hit: No
+# Query_time: 3.003078  Lock_time: 0.000000  Rows_sent: 0  Rows_examined: 0
+# Rows_affected: 0  Bytes_sent: 11
+SET timestamp=1796179259;
+DO SLEEP(3);
+# Time: 261202  2:41:02
+# User@Host: root[root] @ localhost []
+# Thread_id: 6  Schema: scratch  QC_hit: No
+# Query_time: 0.001619  Lock_time: 0.000000  Rows_sent: 0  Rows_examined: 0
+# Rows_affected: 0  Bytes_sent: 11
+SET timestamp=1796179262;
+COMMIT;
+# Time: 261202  2:41:00
+# User@Host: root[root] @ localhost []
+# Thread_id: 7  Schema: scratch  QC_hit: No
+# Query_time: 1.915763  Lock_time: 0.002016  Rows_sent: 0  Rows_examined: 1
+# Rows_affected: 1  Bytes_sent: 52
+SET timestamp=1796179260;
+UPDATE t SET v=v+10 WHERE id=1;
+"""
+
+
+@pytest.mark.parametrize("banner", [True, False])
+def test_mariadb_times_are_statement_starts(banner: bool) -> None:
+    text = MARIADB_START_STAMPED if banner else MARIADB_START_STAMPED.split("Argument\n", 1)[1]
+    statement = _parse(text).tables[T.STATEMENT]
+    sleep, commit, update = statement.rows(named=True)
+    assert sleep["start_ts"] == _utc(2026, 12, 2, 2, 40, 59) and sleep["end_ts"] == _utc(2026, 12, 2, 2, 41, 2, 3078)
+    assert commit["start_ts"] == _utc(2026, 12, 2, 2, 41, 2)
+    # the waiting UPDATE began before the COMMIT that released it, and ended after it
+    assert update["start_ts"] == _utc(2026, 12, 2, 2, 41, 0)
+    assert update["end_ts"] == _utc(2026, 12, 2, 2, 41, 1, 915763)
+    assert update["start_ts"] < commit["start_ts"] and sleep["end_ts"] > update["start_ts"]
