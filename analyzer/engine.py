@@ -26,7 +26,7 @@ def run_rule(rule: Rule, rule_input: RuleInput) -> RuleOutcome:
     try:
         verdict = rule.check(rule_input)
     except Skip as lacking:
-        return RuleOutcome(rule.id, rule.title, Status.SKIPPED, missing=(str(lacking),))
+        return RuleOutcome(rule.id, rule.title, Status.SKIPPED, missing=(str(lacking),), examined=True)
     # polars' PanicException (native code) derives from BaseException, not Exception
     except (Exception, pl.exceptions.PanicException) as error:  # noqa: BLE001 - a rule bug must not stop the report
         where = traceback.extract_tb(error.__traceback__)[-1]
@@ -37,7 +37,7 @@ def run_rule(rule: Rule, rule_input: RuleInput) -> RuleOutcome:
             error=f"{type(error).__name__}: {error} (at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})",
         )
     status = Status.FIRED if verdict.findings else Status.PASSED
-    return RuleOutcome(rule.id, rule.title, status, findings=tuple(verdict.findings), measured=verdict.measured)
+    return RuleOutcome(rule.id, rule.title, status, findings=tuple(verdict.findings), measured=verdict.measured, examined=True)
 
 
 def run_rules(rules: Iterable[Rule], rule_input: RuleInput, workers: int | None = None) -> list[RuleOutcome]:

@@ -140,6 +140,7 @@ class RuleOutcome:
     missing: tuple[str, ...] = ()
     measured: str = ""
     error: str | None = None
+    examined: bool = False  # its inputs were there and it looked at them (fired, passed, or skipped by its own check)
 
     def to_json(self) -> dict[str, Any]:
         return {

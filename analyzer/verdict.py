@@ -9,9 +9,11 @@ the JSON ``verdict``:
 Ranking, in this order:
 1. problems of the system (critical and warning findings) before infos, and every note about the test
    itself (``TEST_NOTE_RULES``) last: a load-test design note never outranks a problem of the system;
-2. by measured cost (``COST_KEYS`` in ``impact``, the largest share the finding explains), a finding
-   that measured nothing after those that did;
-3. by severity, then by scope (host-wide before one statement), then by id (stable output).
+2. by severity: the rules set it from the measured cost against their thresholds, and a critical that
+   cannot be measured (an OOM kill, a process whose memory is all remote) is not outranked by a
+   measured warning;
+3. by measured cost (``COST_KEYS`` in ``impact``, the largest share the finding explains), a finding
+   that measured nothing after those that did; then by scope (host-wide first), then by id.
 
 Findings about one problem form a group (``LINKS``: a cause and what it explains, matched on the
 object they are about) and stay together: the group ranks as its costliest member, its cause first.
@@ -25,7 +27,16 @@ from typing import Any
 
 from dbdiag.findings import COST_KEYS, TEST_NOTE_RULES, Finding, RuleOutcome, Severity, Status
 
-SYSTEM = "system"  # the host, the database, the proxy: anything a fix on the system changes
+NETWORK_LOCKS = frozenset({"network-tx", "network-rx", "network-socket"})  # lock owners (rules/cpu/lock_owner.py)
+# Rules that judge the database side and the host side: a capture is healthy only when both were judged.
+DATABASE_RULES = frozenset({
+    "plan-flip", "stale-statistics", "full-table-scan", "or-without-index-merge", "plan-cache-miss", "dominant-statement",
+    "lock-wait", "bottleneck-outside-database", "oom-restart", "buffer-pool-undersized",
+})
+HOST_RULES = frozenset({
+    "softirq-concentration", "irq-affinity-skew", "context-switch-overhead", "lock-contention", "cross-numa-memory",
+    "unbound-processes",
+})
 
 
 @dataclass(frozen=True)
@@ -33,13 +44,15 @@ class Link:
     """``cause`` explains ``effect`` when both are about the same object (or ``any_object``).
 
     ``peers``: two views of one problem (IRQs placed on node 0, softirqs piling up there), neither
-    listed first for being the cause: the costlier one leads.
+    listed first for being the cause: the costlier one leads. ``effect_subjects``: only effects
+    about one of these subjects (lock contention of the network stack, not of InnoDB).
     """
 
     cause: str
     effect: str
     any_object: bool = False
     peers: bool = False
+    effect_subjects: frozenset[str] = frozenset()
 
 
 LINKS = (
@@ -55,8 +68,10 @@ LINKS = (
     Link("connection-ceiling", "bottleneck-outside-database", any_object=True),
     Link("softirq-concentration", "bottleneck-outside-database", any_object=True),
     Link("irq-affinity-skew", "bottleneck-outside-database", any_object=True),
-    Link("context-switch-overhead", "bottleneck-outside-database", any_object=True),
     Link("irq-affinity-skew", "softirq-concentration", any_object=True, peers=True),
+    # a NIC's queue and NAPI locks hot on the CPUs its interrupts all land on: a symptom of that placement
+    Link("softirq-concentration", "lock-contention", any_object=True, effect_subjects=NETWORK_LOCKS),
+    Link("irq-affinity-skew", "lock-contention", any_object=True, effect_subjects=NETWORK_LOCKS),
     Link("unbound-processes", "cross-numa-memory", any_object=True),
     Link("buffer-pool-exceeds-numa-node", "cross-numa-memory", any_object=True),
 )
@@ -88,6 +103,8 @@ def _objects(finding: Finding) -> set[str]:
 def _explains(link: Link, cause: Finding, effect: Finding) -> bool:
     if (cause.rule, effect.rule) != (link.cause, link.effect):
         return False
+    if link.effect_subjects and effect.subject not in link.effect_subjects:
+        return False
     return link.any_object or bool(_objects(cause) & _objects(effect))
 
 
@@ -100,7 +117,7 @@ def _band(finding: Finding) -> int:
 
 def _own_key(finding: Finding) -> tuple[Any, ...]:
     cost = cost_of(finding)
-    return (_band(finding), cost is None, -(cost or 0.0), -finding.severity.rank, -finding.scope.rank, finding.id)
+    return (_band(finding), -finding.severity.rank, cost is None, -(cost or 0.0), -finding.scope.rank, finding.id)
 
 
 def link_findings(findings: Iterable[Finding]) -> list[Finding]:
@@ -186,12 +203,16 @@ def verdict(findings: list[Finding], outcomes: list[RuleOutcome], recognised: bo
     elif problems:
         top = problems[0]
         status, headline = "problem", f"{top.severity.value.capitalize()}: {top.title}"
-    elif not statuses["passed"] and not statuses["fired"]:
+    elif not any(o.examined for o in outcomes):
         status = "inconclusive"
         headline = (
             f"No rule could judge this capture: all {statuses['skipped'] + statuses['errored']} were skipped "
             "or errored (see rule coverage for what is missing)."
         )
+    elif unjudged := _unjudged_sides(outcomes):
+        status = "inconclusive"
+        headline = f"No problem found, but {' and '.join(unjudged)} could not be judged: the capture lacks the inputs"
+        missing = sorted({m for o in outcomes if not o.examined and _side(o.rule) in unjudged for m in o.missing})
     else:
         status, headline = "healthy", "No problem found in the system"
     detail = _detail(status, findings, statuses)
@@ -204,6 +225,18 @@ def verdict(findings: list[Finding], outcomes: list[RuleOutcome], recognised: bo
         "rules_by_status": statuses,
         "missing": missing if status == "inconclusive" else [],
     }
+
+
+def _side(rule: str) -> str | None:
+    return "the database" if rule in DATABASE_RULES else "the host" if rule in HOST_RULES else None
+
+
+def _unjudged_sides(outcomes: list[RuleOutcome]) -> list[str]:
+    """"the database" / "the host" when no rule of that side had its inputs (each skipped for lack of them).
+
+    A rule that read its inputs and found nothing to judge (one NUMA node, two CPUs) did judge that side."""
+    judged = {_side(o.rule) for o in outcomes if o.examined}
+    return [side for side in ("the database", "the host") if side not in judged]
 
 
 def _detail(status: str, findings: list[Finding], statuses: dict[str, int]) -> str:

@@ -30,7 +30,7 @@ def test_cost_reads_only_the_fixed_names():
     assert cost_of(finding("r", "s", share_of_user_time=float("nan"))) is None
 
 
-def test_problems_rank_by_cost_then_severity_infos_after_and_test_notes_last():
+def test_problems_rank_by_severity_then_cost_infos_after_and_test_notes_last():
     ranked = rank_findings([
         finding("load-test-inflation", "load test", "critical", share_of_user_time=0.9),
         finding("oom-restart", "mysqld", "critical"),
@@ -40,8 +40,8 @@ def test_problems_rank_by_cost_then_severity_infos_after_and_test_notes_last():
         finding("numa-balancing-enabled", "kernel.numa_balancing", "warning"),
     ])
     assert [f.rule for f in ranked] == [
-        "full-table-scan", "or-without-index-merge",  # measured, by cost (a warning above a critical that costs less)
-        "oom-restart", "numa-balancing-enabled",  # problems that measured no cost, by severity
+        "or-without-index-merge", "oom-restart",  # criticals: the measured one first, then the one that measured nothing
+        "full-table-scan", "numa-balancing-enabled",  # warnings, the same way: an unmeasured critical is not outranked
         "context-switch-overhead",  # an info, whatever its cost
         "load-test-inflation",  # a note about the test never outranks the system
     ]
@@ -94,13 +94,16 @@ def test_one_rule_twice_on_one_subject_keeps_ids_unique():
     assert len(set(ids(ranked))) == 2
 
 
-def outcome(rule: str, status: Status, missing: tuple[str, ...] = ()) -> RuleOutcome:
-    return RuleOutcome(rule, rule, status, missing=missing)
+def outcome(rule: str, status: Status, missing: tuple[str, ...] = (), examined: bool | None = None) -> RuleOutcome:
+    looked = status in (Status.PASSED, Status.FIRED) if examined is None else examined
+    return RuleOutcome(rule, rule, status, missing=missing, examined=looked)
 
 
 def test_a_capture_with_only_notes_about_the_test_is_healthy():
     notes = rank_findings([finding("load-test-inflation", "load test", "warning"), finding("dominant-statement", "fingerprint a", "info")])
-    result = verdict(notes, [outcome("plan-flip", Status.PASSED), outcome("load-test-inflation", Status.FIRED)], recognised=True)
+    outcomes = [outcome("plan-flip", Status.PASSED), outcome("softirq-concentration", Status.PASSED),
+                outcome("load-test-inflation", Status.FIRED)]
+    result = verdict(notes, outcomes, recognised=True)
     assert result["status"] == "healthy"
     assert result["headline"] == "No problem found in the system"
     assert "2 notes about the load test below" in result["detail"]
@@ -120,3 +123,24 @@ def test_inconclusive_says_which_inputs_are_missing():
     result = verdict([], outcomes, recognised=True)
     assert result["status"] == "inconclusive" and result["missing"] == ["mpstat_cpu", "statement"]
     assert verdict([], outcomes, recognised=False)["status"] == "inconclusive"
+
+
+def test_no_problem_but_one_side_unjudged_is_inconclusive_and_names_what_is_missing():
+    outcomes = [outcome("softirq-concentration", Status.SKIPPED, ("2 CPU(s) on one NUMA node",), examined=True),
+                outcome("plan-flip", Status.SKIPPED, ("statement",)), outcome("lock-wait", Status.SKIPPED, ("statement",)),
+                outcome("cross-numa-memory", Status.SKIPPED, ("numa_counter",))]
+    result = verdict([], outcomes, recognised=True)
+    assert result["status"] == "inconclusive"  # the host was read (two CPUs: nothing to judge), the database was not
+    assert result["headline"] == "No problem found, but the database could not be judged: the capture lacks the inputs"
+    assert result["missing"] == ["statement"]
+    outcomes[1] = outcome("plan-flip", Status.PASSED)
+    assert verdict([], outcomes, recognised=True)["status"] == "healthy"
+
+
+def test_network_lock_contention_is_a_symptom_of_the_softirqs_on_one_cpu():
+    soft = finding("softirq-concentration", "CPU 0 (node 0)", "critical", Scope.HOST, cpu_share=0.12)
+    nic_lock = finding("lock-contention", "network-tx", "critical", Scope.HOST, cpu_share=0.30)
+    innodb = finding("lock-contention", "innodb", "critical", Scope.HOST, cpu_share=0.40)
+    ranked = rank_findings([nic_lock, innodb, soft])
+    assert ids(ranked) == [innodb.id, soft.id, nic_lock.id]  # the NIC lock follows the placement that causes it
+    assert ranked[1].related == (nic_lock.id,) and ranked[0].related == ()

@@ -99,6 +99,7 @@ from dbdiag.arrow_capsule import series as arrow_series
 from dbdiag.distinct import numbered
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning, decode_text
 from dbdiag.parsers.mpstat_text import cap_warnings, check_tz, local_to_utc, zone_note
+from dbdiag.timebounds import MAX_EPOCH_S
 
 
 class _OnFirstUse:
@@ -1935,7 +1936,9 @@ def _timestamps(
         ), file)
     is_start = pl.lit(_per_entry(set_is_start, file))
     query_time = pl.duration(microseconds=(pl.col("query_time_s") * 1e6).round(0).cast(pl.Int64, strict=False))
-    set_ts = pl.from_epoch(pl.col("set_ts"), time_unit="s").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+    # an epoch past MAX_EPOCH_S is a corrupt field: null before any arithmetic on it can overflow
+    sane_set = pl.when(pl.col("set_ts").is_between(0, MAX_EPOCH_S)).then(pl.col("set_ts"))
+    set_ts = pl.from_epoch(sane_set, time_unit="s").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
     if bogus.any():
         set_ts = pl.when(pl.lit(_per_entry(bogus, file))).then(pl.lit(None, T.UTC_TIME)).otherwise(set_ts)
     own_time = pl.when(has_time).then(pl.col("written"))

@@ -84,9 +84,12 @@ def on_tables(changes: pl.DataFrame, names: set[str]) -> pl.DataFrame:
 
 def before(change: dict) -> pl.Expr:
     """Whether a run (``source``, ``line``, ``start_ts``, ``end_ts``) came before ``change``."""
+    # a change without a line or a time (a log with no timestamps) orders nothing: comparing with None is null
     same_log = pl.col("source") == change["source"]
     started = pl.coalesce(pl.col("start_ts"), pl.col("end_ts"))
-    return pl.when(same_log).then(pl.col("line") < change["line"]).otherwise(started < change["ts"]).fill_null(False)
+    by_line = pl.col("line") < change["line"] if change["line"] is not None else pl.lit(None, pl.Boolean)
+    by_time = started < change["ts"] if change["ts"] is not None else pl.lit(None, pl.Boolean)
+    return pl.when(same_log).then(by_line).otherwise(by_time).fill_null(False)
 
 
 def change_before(row: dict, change: dict) -> bool:
