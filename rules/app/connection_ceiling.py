@@ -271,8 +271,8 @@ def _proxy_finding(source: str, proxy: str, unit: str, members: pl.DataFrame, hi
             "3. With nbproc > 1 (HAProxy <= 2.4) each process enforces maxconn and reports 'show stat' on its own: "
             "the real ceiling is nbproc x maxconn; run one process with nbthread N so that limits and stats are global.",
             "4. Behind it: the database must accept what HAProxy lets through: the sum of the servers' maxconn over every "
-            "HAProxy process stays under max_connections (MySQL/MariaDB SET GLOBAL max_connections; PostgreSQL "
-            "max_connections, restart required; TiDB max-server-connections), and application pools are sized to match. "
+            "HAProxy process stays under max_connections (online in MySQL/MariaDB, a restart in PostgreSQL; "
+            "TiDB max-server-connections), and application pools are sized to match. "
             "If the database is already at its CPU capacity, keep the limit and let requests queue in HAProxy instead "
             "(server maxconn + timeout queue).",
         ]
@@ -636,7 +636,7 @@ def _metric_finding(
             f"2. Raise it above the demand seen (e.g. to {level * 2:,}) only if the database has spare CPU at this "
             "concurrency; otherwise keep it and queue in front of it (HAProxy server maxconn + timeout queue, pool connectionTimeout).",
             "3. Check every layer: HAProxy global and frontend maxconn, server maxconn, database max_connections "
-            "(MySQL SET GLOBAL max_connections; PostgreSQL max_connections + restart; TiDB max-server-connections), "
+            "(online in MySQL/MariaDB, a restart in PostgreSQL; TiDB max-server-connections), "
             "application pool maximumPoolSize x application nodes.",
         ]
     )
