@@ -363,7 +363,8 @@ def _remediation(engine: str | None, predicate: OrPredicate, sample: str | None 
             known = at_least(version, engine or "mysql", MYSQL_INDEX_MERGE_HINT)
             lines.append(f"3. {'MySQL 8.0.20+ can' if not known else 'Or'} force it: {f'{hinted};' if hinted else f'the hint {hint} after the SELECT'}")
         lines.append("Check: EXPLAIN shows type index_merge with 'Using union(...)' instead of type ALL.")
-    rewrite = predicate.union_rewrite if sample is not None else None  # with '?' for its literals it cannot run
+    # With '?' for its literals the rewrite cannot run; on one line, so that it reads as one statement.
+    rewrite = predicate.union_rewrite.replace("\nUNION\n", " UNION ") if sample is not None and predicate.union_rewrite else None
     if rewrite and "\n" not in rewrite and len(rewrite) <= plan_check.MAX_PRINTED_SQL_CHARS:
         lines.append("Or rewrite as one indexed query per branch (UNION removes duplicates; UNION ALL is faster when the later branches exclude rows of the earlier ones):")
         lines.append(f"   {rewrite};")
