@@ -68,6 +68,12 @@ def _buffer_pool_remedy(engine: str, rows: list[tuple[str, str]], ram_mb: int, v
     return outcome.findings[0].remediation
 
 
+def _thp_remedy(engine: str) -> str:
+    from dbdiag.rules.config.transparent_hugepages_enabled import _remediation
+
+    return _remediation(None, engine)
+
+
 def _runnable(text: str) -> list[str]:
     found = statements(text)
     assert found, text
@@ -191,10 +197,20 @@ def test_postgresql_remedies_run_on_postgresql(postgres):
     try:
         ran = _run_each(postgres, "postgresql", [
             _scan_remedy("postgresql", POSTGRESQL), _or_remedy("postgresql", POSTGRESQL),
-            _buffer_pool_remedy("postgresql", [("shared_buffers", "16MB")], 1024, POSTGRESQL),
+            _buffer_pool_remedy("postgresql", [("shared_buffers", "16MB")], 1024, POSTGRESQL), _thp_remedy("postgresql"),
         ])
     finally:
         run_sql(postgres, "ALTER SYSTEM RESET shared_buffers; ALTER SYSTEM RESET effective_cache_size; ALTER SYSTEM RESET huge_pages; "
                           "SELECT pg_reload_conf()")
     assert UNION_REWRITE in ran
     assert f"EXPLAIN (ANALYZE, BUFFERS) {SCAN_QUERY}" in ran and "ALTER SYSTEM SET shared_buffers = '256MB'" in ran
+
+
+def test_prose_remedies_name_only_the_capture_s_engine():
+    from dbdiag.rules.app.connection_pool_oversized import _thread_pool
+    from dbdiag.rules.config.transparent_hugepages_enabled import _remediation as thp_remedy
+
+    assert "PgBouncer" not in _thread_pool("mariadb", 4, 8) and "thread_handling" not in _thread_pool("postgresql", 4, 8)
+    assert "PgBouncer" in _thread_pool(None, 4, 8) and "thread_handling" in _thread_pool(None, 4, 8)  # unknown: every engine's
+    assert "PostgreSQL" not in thp_remedy(None, "mariadb") and "MariaDB" not in thp_remedy(None, "postgresql")
+    assert statements(thp_remedy(None, "postgresql")) == ["ALTER SYSTEM SET huge_pages = 'try'"]  # run on PostgreSQL below
