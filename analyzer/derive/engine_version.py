@@ -2,7 +2,9 @@
 
 Reads what the parsers keep: the statements' ``engine`` column (the slow-log flavour, PostgreSQL and
 TiDB logs), the settings exports' ``version`` / ``server_version`` rows (``SHOW GLOBAL VARIABLES``,
-``SELECT VERSION()``-style exports, ``pg_settings``) and a manifest's ``server`` fact::
+``SELECT VERSION()``-style exports, ``pg_settings``), the slow log's start banner (``db_version``
+fact: ``mariadbd, Version: 10.11.6-MariaDB-0+deb12u1 (Debian 12). started with:``) and a manifest's
+``server`` fact::
 
     db_setting  mariadb  variable  version         10.11.19-MariaDB-0+deb12u1-log  capture/db/global_variables.tsv
     host_fact   server   MariaDB 10.11.19-MariaDB-0+deb12u1                        capture/manifest.txt
@@ -110,11 +112,16 @@ def _from_settings(settings: pl.DataFrame | None, engine: str | None) -> tuple[s
 def _from_facts(facts: pl.DataFrame | None, engine: str | None) -> tuple[str, str, str | None] | None:
     if facts is None or facts.height == 0:
         return None
-    rows = facts.filter(pl.col("key").is_in(("server", "db_version")), pl.col("value").str.contains(r"\d+\.\d+"))
+    # the server's own words (a log's banner) before a manifest's
+    rows = facts.filter(pl.col("key").is_in(("server", "db_version")), pl.col("value").str.contains(r"\d+\.\d+")).sort(
+        pl.col("key") != "db_version", maintain_order=True)
     for row in rows.iter_rows(named=True):
-        named = _engine_word(row["value"])
+        if row["key"] == "db_version":  # "mariadb 10.11.19-MariaDB-0+deb12u1-log": the parser's engine, the banner's version
+            named, _, value = row["value"].partition(" ")
+        else:
+            named, value = _engine_word(row["value"]), row["value"]
         if named is not None and _same_family(named, engine):
-            return row["value"], row["source"], named
+            return value, row["source"], named
     return None
 
 

@@ -32,6 +32,8 @@ Output tables (see ``dbdiag.tables``):
   error_code, sql, source, line (1-based line of the entry's first header line). full_scan is also
   set by an explain row of access type ALL; with MariaDB's query_plan verbosity the Full_scan and
   Filesort lines are written only when a flag is Yes, so entries without them get No.
+- ``host_fact``: ``db_version`` = engine and version of the last start banner (``mariadb
+  10.11.19-MariaDB-0+deb12u1-log``), only when the log has a banner.
 - ``plan_node``: one row per MariaDB ``# explain:`` data row: node_type = access type (``ALL``,
   ``ref``...), relation = table, index_name = key, est_rows = rows, actual_rows = r_rows,
   filter = Extra; node_id in row order, depth 0 (tabular EXPLAIN is a flat list in join order).
@@ -1419,7 +1421,8 @@ def _parse_whole(
     if not entries.height:
         raise ParseError(_nothing_reason(entry_warnings))
     engine = _engine(server, markers)
-    statement, time_warnings, time_notes = _statement(entries, engine, tz, source, _version(server), markers)
+    version = _version(server)
+    statement, time_warnings, time_notes = _statement(entries, engine, tz, source, version, markers)
     warnings += time_warnings
     notes += time_notes
     notes += _server_notes(server)
@@ -1429,8 +1432,11 @@ def _parse_whole(
     starts = statement["start_ts"].drop_nulls()
     ends = statement["end_ts"].drop_nulls()
     time_range = (starts.min(), ends.max()) if starts.len() and ends.len() else None
+    tables = {T.STATEMENT: statement, T.PLAN_NODE: plan_node}
+    if version:  # the server's version, for remedies in its syntax (derive.engine_version)
+        tables[T.HOST_FACT] = T.host_fact_frame([("db_version", f"{engine} {version}")], source)
     return ParseResult(
-        tables={T.STATEMENT: statement, T.PLAN_NODE: plan_node},
+        tables=tables,
         records=statement.height,
         warnings=cap_warnings(warnings),
         notes=list(dict.fromkeys(notes)),
