@@ -15,7 +15,8 @@ create them, they are created first with the DDL those tools run (``LOAD_TOOL_TA
 a remedy names but the log does not create makes the test fail with the server's "does not exist".
 Exceptions, by statement: ``KILL <id>`` of a MariaDB thread runs against a real sleeping session
 instead of the captured id (that connection is gone); ``pg_terminate_backend(<pid>)`` runs as printed
-(a pid that is gone gives a WARNING and false). Settings a remedy changes (``SET GLOBAL``, ``ALTER
+(a pid that is gone gives a WARNING and false). No remedy on a MariaDB or PostgreSQL capture may name
+the other engines' syntax or tools (``FOREIGN_WORDS``). Settings a remedy changes (``SET GLOBAL``, ``ALTER
 SYSTEM``) are set back after each finding.
 """
 
@@ -48,6 +49,13 @@ SERVER_OF_ENGINE = {"mariadb": "mariadb", "mysql": "mariadb", "percona": "mariad
 REPLAYED_DDL = re.compile(r"^\s*(?:CREATE\s+(?:UNIQUE\s+)?(?:TABLE|INDEX)|ALTER\s+TABLE|DROP\s+(?:INDEX|TABLE))\b", re.I)
 MARIADB_KILL = re.compile(r"^KILL (?:CONNECTION |QUERY )?\d+$")
 SLEEPER = "SELECT SLEEP(30)"
+# Words of other engines' remedies: none may appear in a remedy on a capture of this engine.
+FOREIGN_WORDS = {
+    "mariadb": ("EXPLAIN ANALYZE", "BINDING", "pg_", "CONCURRENTLY", "PgBouncer", "PostgreSQL", "TiDB", "tidb_", "SET PERSIST",
+                "INVISIBLE", "shared_buffers", "ALTER SYSTEM"),
+    "postgresql": ("SHOW INDEX", "SET GLOBAL", "innodb", "InnoDB", "MariaDB", "MySQL", "TiDB", "tidb_", "BINDING", "thread_handling",
+                   "IGNORED"),
+}
 
 
 def _capture_path(name: str) -> Path:
@@ -111,6 +119,8 @@ def test_every_remedy_statement_runs_on_the_capture_s_engine(name: str, show_lit
         _capture_path(name).stat()  # skips with the corpus reason
     analysis = analyze(_capture_path(name), Options(show_literals=show_literals))
     engine = _engine(analysis)
+    foreign = [(finding, word) for finding, text in _remedies(analysis) for word in FOREIGN_WORDS.get(engine or "", ()) if word in text]
+    assert not foreign, f"{name} ({engine}): remedies of another engine: {foreign}"
     remedies = [(finding, statements(text)) for finding, text in _remedies(analysis)]
     with_sql = [(finding, found) for finding, found in remedies if found]
     if not with_sql:
