@@ -214,3 +214,14 @@ def test_prose_remedies_name_only_the_capture_s_engine():
     assert "PgBouncer" in _thread_pool(None, 4, 8) and "thread_handling" in _thread_pool(None, 4, 8)  # unknown: every engine's
     assert "PostgreSQL" not in thp_remedy(None, "mariadb") and "MariaDB" not in thp_remedy(None, "postgresql")
     assert statements(thp_remedy(None, "postgresql")) == ["ALTER SYSTEM SET huge_pages = 'try'"]  # run on PostgreSQL below
+
+
+def test_mariadb_refuses_explain_analyze_so_no_remedy_prints_it(mariadb):
+    """Why plan_check prints ANALYZE FORMAT=JSON for MariaDB: 10.11 has no EXPLAIN ANALYZE (MySQL 8.0.18+ syntax)."""
+    from tests.real_servers import SqlError
+
+    db = scratch_database(mariadb)
+    run_sql(db, ITEMS["mariadb"])
+    with pytest.raises(SqlError, match="1064"):
+        run_sql(db, f"EXPLAIN ANALYZE {SCAN_QUERY}")
+    run_sql(db, f"{plan_check.explain_verb('mariadb', MARIADB)} {SCAN_QUERY}")
