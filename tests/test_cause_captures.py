@@ -9,7 +9,6 @@ remediation runs on the real engine, on a scratch database shaped like the captu
 
 from __future__ import annotations
 
-import re
 import statistics
 
 import polars as pl
@@ -20,6 +19,7 @@ from dbdiag.pipeline import Analysis, analyze
 from dbdiag.report import build_document
 from tests.conftest import REPO
 from tests.real_servers import mariadb, postgres, run_sql, scratch_database
+from tests.remedy_sql import placeholders, statements
 
 __all__ = ["mariadb", "postgres"]  # fixtures used by name below
 
@@ -31,8 +31,6 @@ MARIADB_ALTER_LINE = 2038  # "# Time:" line of the ALTER TABLE ... IGNORED entry
 MARIADB_LOOKUP = r"^SELECT id, amount FROM orders WHERE customer_id = \d+ AND status = 1"
 PG_JOBS_LOOKUP = r"^SELECT id, payload FROM jobs WHERE state = 0 AND queue_id = \d+"
 PG_ACCOUNTS_LOOKUP = r"^SELECT id, name FROM accounts WHERE email = "
-# A statement of a remedy: an upper-case SQL verb up to its ";" on the same line.
-STATEMENT = re.compile(r"\b(?:ALTER|ANALYZE|CREATE|DROP|SET|LOCK|SELECT|SHOW)\b[^;\n]*;")
 
 MARIADB_SCHEMA = """
 CREATE TABLE orders (id INT UNSIGNED NOT NULL PRIMARY KEY, customer_id INT NOT NULL, status TINYINT NOT NULL,
@@ -91,9 +89,9 @@ def _assert_step(impact: dict, expected: dict) -> None:
 
 
 def _statements(remediation: str) -> list[str]:
-    found = STATEMENT.findall(remediation)
+    found = statements(remediation)
     assert found, remediation
-    assert not any("<" in statement or "?" in statement for statement in found), found
+    assert not [placeholders(statement) for statement in found if placeholders(statement)], found
     return found
 
 

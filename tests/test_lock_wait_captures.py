@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 from dbdiag.cli import app
 from dbdiag.rules.sql.lock_wait import remediation
 from tests.conftest import REPO
-from tests.real_servers import MARIADB_CLIENT, mariadb, postgres, run_sql, scratch_database, split_statements
+from tests.real_servers import MARIADB_CLIENT, mariadb, postgres, run_sql, scratch_database
+from tests.remedy_sql import statements as remedy_statements
 
 __all__ = ["mariadb", "postgres"]  # fixtures used by name below
 
@@ -133,16 +134,6 @@ def test_sleep_is_out_of_db_time(tmp_path, name: str, engine: str):
 # ---- every statement of the remedies, on the real engines ---------------------------------------
 
 
-def _statements_of(remedy: str) -> list[str]:
-    """The SQL statements a remedy prints: from the first SQL keyword of each line to its last ';'."""
-    found = []
-    for line in remedy.split("\n"):
-        match = re.search(r"\b(SHOW|SELECT|SET|KILL|ALTER)\b.*;", line)
-        if match:
-            found += split_statements(match.group(0))
-    return found
-
-
 def test_mariadb_remedy_runs_on_mariadb(mariadb):
     db = scratch_database(mariadb)
     run_sql(db, "CREATE TABLE accounts (id INT PRIMARY KEY, balance INT)")
@@ -158,7 +149,7 @@ def test_mariadb_remedy_runs_on_mariadb(mariadb):
                 break
             time.sleep(0.1)
         assert thread, "the sleeping session did not show"
-        statements = _statements_of(remediation("mariadb", "accounts", thread))
+        statements = remedy_statements(remediation("mariadb", "accounts", thread))
         assert [s.split()[0] for s in statements] == ["SHOW", "SELECT", "SELECT", "KILL", "SET", "SET"]
         for statement in statements:
             run_sql(db, statement)
@@ -171,7 +162,7 @@ def test_mariadb_remedy_runs_on_mariadb(mariadb):
 def test_postgres_remedy_runs_on_postgres(postgres):
     db = scratch_database(postgres)
     run_sql(db, "CREATE TABLE accounts (id int PRIMARY KEY, balance int)")
-    statements = _statements_of(remediation("postgresql", "accounts", "2147483000"))
+    statements = remedy_statements(remediation("postgresql", "accounts", "2147483000"))
     assert [s.split()[0] for s in statements] == ["SELECT", "SELECT", "SELECT", "SET", "ALTER", "SELECT"]
     try:
         for statement in statements:
@@ -184,7 +175,7 @@ def test_postgres_remedy_runs_on_postgres(postgres):
 def test_mysql_remedy_parses(engine: str):
     import sqlglot
 
-    statements = _statements_of(remediation(engine, "accounts", "7"))
+    statements = remedy_statements(remediation(engine, "accounts", "7"))
     assert [s.split()[0] for s in statements] == ["SHOW", "SELECT", "SELECT", "KILL", "SET", "SET"]
     assert "sys.innodb_lock_waits" in statements[1]  # MySQL 8 (the MySQL 8.0 manual, "The sys.innodb_lock_waits view")
     for statement in statements:
@@ -194,7 +185,7 @@ def test_mysql_remedy_parses(engine: str):
 def test_tidb_remedy_parses():
     import sqlglot
 
-    statements = _statements_of(remediation("tidb", "accounts", "7"))
+    statements = remedy_statements(remediation("tidb", "accounts", "7"))
     assert [s.split()[0] for s in statements] == ["SELECT", "SELECT", "KILL", "SET"]
     for statement in statements:
         if not statement.startswith("KILL TIDB"):  # sqlglot does not know TiDB's KILL TIDB (PingCAP docs "KILL")

@@ -14,7 +14,7 @@ from typing import Any, Callable
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive import changes, cpu, cpu_profile, host, host_config, idle_gaps, numa, public_text, sql, time_accounting, timeline
+from dbdiag.derive import changes, cpu, cpu_profile, engine_version, host, host_config, idle_gaps, numa, public_text, sql, time_accounting, timeline
 from dbdiag.derive.sql import SqlOptions
 
 # A step that fails on odd data (a value out of range somewhere) costs its own output, never the
@@ -56,6 +56,9 @@ def derive_all(
         if nodes is not None:
             derived_tables["plan_nodes"] = nodes
         metrics.update(sql_metrics)
+    version = step("engine_version", None, engine_version.engine_version, tables)
+    if version is not None:
+        metrics["engine_version"] = version
     if errors:
         metrics["derive_errors"] = sorted(errors)
     return Derived(tables=derived_tables, metrics=metrics, public=public)

@@ -32,6 +32,8 @@ Output tables (see ``dbdiag.tables``):
   error_code, sql, source, line (1-based line of the entry's first header line). full_scan is also
   set by an explain row of access type ALL; with MariaDB's query_plan verbosity the Full_scan and
   Filesort lines are written only when a flag is Yes, so entries without them get No.
+- ``host_fact``: ``db_version`` = engine and version of the last start banner (``mariadb
+  10.11.19-MariaDB-0+deb12u1-log``), only when the log has a banner.
 - ``plan_node``: one row per MariaDB ``# explain:`` data row: node_type = access type (``ALL``,
   ``ref``...), relation = table, index_name = key, est_rows = rows, actual_rows = r_rows,
   filter = Extra; node_id in row order, depth 0 (tabular EXPLAIN is a flat list in join order).
@@ -1581,7 +1583,9 @@ def _parse_whole(
     for f, rate in _rate_notes(entries).items():
         notes[f] += rate
     plan_node = _plan_node(plan_nodes.result().drop("row"), entries["entry"].to_numpy(), n_total, statement, files)
-    return _results(statement, plan_node, files, notes, by_file, errors)
+    # the server's version, for remedies in its syntax (derive.engine_version)
+    versions = {f: f"{engines[f]} {banner['version']}" for f, banner in enumerate(banners) if banner["version"]}
+    return _results(statement, plan_node, files, notes, by_file, errors, versions)
 
 
 def _any_per(owner: np.ndarray, n: int) -> np.ndarray:
@@ -1653,9 +1657,10 @@ def _boundaries_read(entries: pl.DataFrame, pieces: list[dict[str, object]], sti
 
 def _results(
     statement: pl.DataFrame, plan_node: pl.DataFrame, files: _Files, notes: list[list[str]], warnings: _Warnings,
-    errors: dict[int, str],
+    errors: dict[int, str], versions: dict[int, str],
 ) -> list[ParseResult | ParseError]:
-    """One result per file: its rows (a slice of each table), records, warnings, notes, time range."""
+    """One result per file: its rows (a slice of each table), records, warnings, notes, time range, and
+    its banner's ``db_version`` fact."""
     n_files = len(files.sources)
     file = statement["file"].to_numpy()
     counts = np.bincount(file, minlength=n_files)
@@ -1669,11 +1674,14 @@ def _results(
         if f in errors:
             results.append(ParseError(errors[f]))
             continue
+        tables = {
+            T.STATEMENT: statement.slice(int(offsets[f]), int(counts[f])),
+            T.PLAN_NODE: plan_node.slice(int(node_offsets[f]), int(node_counts[f])),
+        }
+        if f in versions:
+            tables[T.HOST_FACT] = T.host_fact_frame([("db_version", versions[f])], files.sources[f])
         results.append(ParseResult(
-            tables={
-                T.STATEMENT: statement.slice(int(offsets[f]), int(counts[f])),
-                T.PLAN_NODE: plan_node.slice(int(node_offsets[f]), int(node_counts[f])),
-            },
+            tables=tables,
             records=int(counts[f]),
             warnings=cap_warnings(warnings.of_file[f]),
             notes=list(dict.fromkeys(files.notes[f] + notes[f])),

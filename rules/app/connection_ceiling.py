@@ -141,7 +141,8 @@ def check(inp: RuleInput) -> Verdict:
     judged_any = False
     stats = inp.table(t.PROXY_STAT)
     if stats is not None:
-        proxy_findings, proxy_measured, judged = _proxy_findings(stats, inp.metrics.get("time_accounting"), inp.table(t.PROXY_CONFIG))
+        proxy_findings, proxy_measured, judged = _proxy_findings(stats, inp.metrics.get("time_accounting"), inp.table(t.PROXY_CONFIG),
+                                                                  (inp.metrics.get("engine_version") or {}).get("engine"))
         findings += proxy_findings
         measured.append(proxy_measured)
         judged_any |= judged
@@ -164,7 +165,7 @@ def check(inp: RuleInput) -> Verdict:
 
 
 def _proxy_findings(stats: pl.DataFrame, accounting: dict[str, Any] | None = None,
-                    config: pl.DataFrame | None = None) -> tuple[list[Finding], str, bool]:
+                    config: pl.DataFrame | None = None, engine: str | None = None) -> tuple[list[Finding], str, bool]:
     limited = stats.filter(pl.col("type").is_in(["frontend", "listener", "server"]) & (pl.col("slim") > 0))
     if limited.height == 0:
         return [], "HAProxy: no frontend, listener or server with a session limit", False
@@ -194,7 +195,7 @@ def _proxy_findings(stats: pl.DataFrame, accounting: dict[str, Any] | None = Non
             elif at_limit.height == 0 and (group["smax"] >= group["slim"]).any():
                 history.append(group.row(-1, named=True))
         if hit:
-            findings.append(_proxy_finding(source, proxy, unit, members, hit, accounting, config))
+            findings.append(_proxy_finding(source, proxy, unit, members, hit, accounting, config, engine))
     if history:
         findings.append(_history_finding(history))
     at_limit_count = rows.filter(pl.col("at_limit")).select("source", "proxy", "server").unique().height
@@ -207,7 +208,7 @@ def _proxy_findings(stats: pl.DataFrame, accounting: dict[str, Any] | None = Non
 
 
 def _proxy_finding(source: str, proxy: str, unit: str, members: pl.DataFrame, hit: list[str],
-                   accounting: dict[str, Any] | None = None, config: pl.DataFrame | None = None) -> Finding:
+                   accounting: dict[str, Any] | None = None, config: pl.DataFrame | None = None, engine: str | None = None) -> Finding:
     """One finding per frontend (with its listeners) or per backend's servers: the limit in force when it was hit."""
     # A frontend's listeners carry the same sessions as the frontend: its own row speaks for it when it was hit.
     shown = ["FRONTEND"] if unit == "frontend" and "FRONTEND" in hit else hit
@@ -271,8 +272,7 @@ def _proxy_finding(source: str, proxy: str, unit: str, members: pl.DataFrame, hi
             "3. With nbproc > 1 (HAProxy <= 2.4) each process enforces maxconn and reports 'show stat' on its own: "
             "the real ceiling is nbproc x maxconn; run one process with nbthread N so that limits and stats are global.",
             "4. Behind it: the database must accept what HAProxy lets through: the sum of the servers' maxconn over every "
-            "HAProxy process stays under max_connections (MySQL/MariaDB SET GLOBAL max_connections; PostgreSQL "
-            "max_connections, restart required; TiDB max-server-connections), and application pools are sized to match. "
+            f"HAProxy process stays under {_max_connections(engine)}, and application pools are sized to match. "
             "If the database is already at its CPU capacity, keep the limit and let requests queue in HAProxy instead "
             "(server maxconn + timeout queue).",
         ]
@@ -331,6 +331,14 @@ def _proxy_finding(source: str, proxy: str, unit: str, members: pl.DataFrame, hi
         remediation=remediation,
         sources=tuple(dict.fromkeys([*(found["where"] for found in configured.values()), *where.values(), source])),
     )
+
+
+def _max_connections(engine: str | None) -> str:
+    """The database's connection limit, as the capture's engine sets it (every engine's when unknown)."""
+    return {"mariadb": "max_connections (SET GLOBAL online, and in my.cnf)", "mysql": "max_connections (SET GLOBAL online, and in my.cnf)",
+            "percona": "max_connections (SET GLOBAL online, and in my.cnf)", "postgresql": "max_connections (postgresql.conf, restart required)",
+            "tidb": "max-server-connections (tidb.toml) / max_connections"}.get(
+        engine or "", "max_connections (online in MySQL/MariaDB, a restart in PostgreSQL; TiDB max-server-connections)")
 
 
 def _config_text(configured: dict[str, dict[str, Any]], limit: int) -> str:
@@ -636,7 +644,7 @@ def _metric_finding(
             f"2. Raise it above the demand seen (e.g. to {level * 2:,}) only if the database has spare CPU at this "
             "concurrency; otherwise keep it and queue in front of it (HAProxy server maxconn + timeout queue, pool connectionTimeout).",
             "3. Check every layer: HAProxy global and frontend maxconn, server maxconn, database max_connections "
-            "(MySQL SET GLOBAL max_connections; PostgreSQL max_connections + restart; TiDB max-server-connections), "
+            "(online in MySQL/MariaDB, a restart in PostgreSQL; TiDB max-server-connections), "
             "application pool maximumPoolSize x application nodes.",
         ]
     )

@@ -44,7 +44,8 @@ Remediation:
     an SSD), for all application nodes together (divide by the number of nodes for a per-node
     pool). Let the excess wait in the application (pool ``connectionTimeout``) or in a
     database-side thread pool (MariaDB/Percona ``thread_handling=pool-of-threads``, MySQL
-    Enterprise thread pool, PgBouncer ``pool_mode=transaction``, TiDB ``token-limit``).
+    Enterprise thread pool, PgBouncer ``pool_mode=transaction``, TiDB ``token-limit``): only the
+    capture's engine's (``engine_version``), every engine's when it is unknown.
     Re-run the load test at the recommended size and one step either side.
 
 References:
@@ -146,7 +147,7 @@ def check(inp: RuleInput) -> Verdict:
         measured.append(f"{curve.name}: {steps_text}")
         bad = [s for s in steps if _oversized(s)]
         if bad:
-            findings.append(_finding(curve, steps, bad[0], cpus, cpu_source, limit))
+            findings.append(_finding(curve, steps, bad[0], cpus, cpu_source, limit, (inp.metrics.get("engine_version") or {}).get("engine")))
     return Verdict(findings=findings, measured="; ".join(measured))
 
 
@@ -347,7 +348,22 @@ def _levels(frame: pl.DataFrame, kind: str) -> tuple[Level, ...]:
     )
 
 
-def _finding(curve: Curve, steps: list[Step], step: Step, cpus: int, cpu_source: str, limit: int) -> Finding:
+def _thread_pool(engine: str | None, cpus: int, pool: int) -> str:
+    """The database-side pool of the capture's engine (every engine's when it is unknown)."""
+    by_engine = {
+        "mariadb": f"MariaDB's thread pool: thread_handling=pool-of-threads with thread_pool_size={cpus} (my.cnf, restart)",
+        "percona": f"Percona Server's thread pool: thread_handling=pool-of-threads with thread_pool_size={cpus} (my.cnf, restart)",
+        "mysql": f"a thread pool: MySQL Enterprise's thread_pool plugin (thread_pool_size={cpus}) or a multiplexing proxy (ProxySQL)",
+        "postgresql": f"PgBouncer in front of PostgreSQL: pool_mode=transaction, default_pool_size={pool}",
+        "tidb": f"TiDB's token-limit={pool} (tidb.toml)",
+    }
+    if engine in by_engine:
+        return by_engine[engine]
+    return (f"a database thread pool: MariaDB/Percona thread_handling=pool-of-threads with thread_pool_size={cpus}; PostgreSQL PgBouncer "
+            f"pool_mode=transaction, default_pool_size={pool}; TiDB token-limit={pool}")
+
+
+def _finding(curve: Curve, steps: list[Step], step: Step, cpus: int, cpu_source: str, limit: int, engine: str | None = None) -> Finding:
     before, after = step.before, step.after
     latency_factor = (after.latency_ms / before.latency_ms) if before.latency_ms else None
     pool = cpus * 2 + EFFECTIVE_SPINDLES
@@ -377,9 +393,8 @@ def _finding(curve: Curve, steps: list[Step], step: Step, cpus: int, cpu_source:
             f"   HikariCP: maximumPoolSize={pool}; with K application nodes, give each ceil({pool}/K).",
             f"2. Re-run the load test at {max(1, pool // 2)}, {pool} and {pool * 2} threads and keep the smallest that reaches "
             f"the best throughput (best seen here: {best.tps:,.0f} {curve.unit} at {best.threads} threads).",
-            "3. Let the excess wait outside the database: the pool's connectionTimeout in the application, or a database "
-            f"thread pool: MariaDB/Percona thread_handling=pool-of-threads with thread_pool_size={cpus}; PostgreSQL PgBouncer "
-            f"pool_mode=transaction, default_pool_size={pool}; TiDB token-limit={pool}.",
+            "3. Let the excess wait outside the database: the pool's connectionTimeout in the application, or "
+            f"{_thread_pool(engine, cpus, pool)}.",
         ]
     )
     return Finding(

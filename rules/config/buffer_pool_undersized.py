@@ -29,8 +29,9 @@ How it is detected:
 Remediation:
     InnoDB: ``SET GLOBAL innodb_buffer_pool_size = <60-70% of RAM>`` (online resize in MySQL
     5.7.5+ and MariaDB 10.2+; rounded to a multiple of chunk size x instances) and the same
-    value in my.cnf ``[mysqld]`` (or ``SET PERSIST`` in MySQL 8). Leave room for per-connection
-    buffers and the OS.
+    value in my.cnf ``[mysqld]`` (or ``SET PERSIST`` in MySQL 8, never printed for MariaDB, which
+    has none; the engine and version come from ``engine_version``, else the settings export).
+    Leave room for per-connection buffers and the OS.
     PostgreSQL: ``ALTER SYSTEM SET shared_buffers = '<25% of RAM>'`` then a restart;
     ``effective_cache_size`` to about 75% of RAM; with a large shared_buffers use huge pages
     (``huge_pages = try``, ``vm.nr_hugepages``).
@@ -50,6 +51,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from dbdiag import tables as t
+from dbdiag.derive.engine_version import at_least
 from dbdiag.derive.host_config import Amount, Value, db_value, gib, ram_mb
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
@@ -68,6 +70,7 @@ PG_TARGET_SHARE_PCT = 25.0
 PG_EFFECTIVE_CACHE_SHARE_PCT = 75.0
 INNODB_DEFAULT_CHUNK = 128 * 2**20
 HUGE_PAGE = 2 * 2**20
+MYSQL_SET_PERSIST = (8, 0)  # MySQL 8.0 manual "SET Syntax for Variable Assignment" (PERSIST); not in MariaDB
 
 
 @dataclass(frozen=True)
@@ -156,16 +159,41 @@ def _judge_innodb(inp: RuleInput, value: Value, ram: Amount, ram_bytes: int) -> 
         remediation="\n".join([
             f"Target about {INNODB_TARGET_SHARE_PCT:.0f}% of RAM on a dedicated server: {gib(target)} ({target} bytes,",
             "a multiple of innodb_buffer_pool_chunk_size x innodb_buffer_pool_instances).",
-            f"1. Online (MySQL 5.7.5+, MariaDB 10.2+): SET GLOBAL innodb_buffer_pool_size = {target};",
-            "   watch: SHOW STATUS LIKE 'Innodb_buffer_pool_resize_status';",
-            f"2. Persist: innodb_buffer_pool_size = {target // 2**20}M under [mysqld] in my.cnf",
-            f"   (MySQL 8: SET PERSIST innodb_buffer_pool_size = {target};)",
+            *_innodb_steps(_innodb_engine(inp), inp.metrics.get("engine_version"), target),
             "3. Leave room for per-connection buffers (max_connections x sort/join/read buffers), other processes and the OS;",
             "   lower the target if the host also runs other services.",
         ]),
         sources=tuple(dict.fromkeys(s for s in (value.source, ram.source, misses.source if misses else "") if s)),
     )
     return finding, line
+
+
+def _innodb_engine(inp: RuleInput) -> str | None:
+    """The engine of the server: the capture's ``engine_version``, else the settings export's."""
+    metric = inp.metrics.get("engine_version") or {}
+    if metric.get("engine"):
+        return metric["engine"]
+    settings = inp.tables.get(t.DB_SETTING)
+    engines = settings.filter(pl.col("name") == "innodb_buffer_pool_size")["engine"].drop_nulls() if settings is not None else None
+    return engines[0] if engines is not None and engines.len() else None
+
+
+def _innodb_steps(engine: str | None, version: dict | None, target: int) -> list[str]:
+    """Resize online, then persist, in the syntax of the server (MariaDB has no SET PERSIST)."""
+    online = {"mariadb": "MariaDB 10.2+", "mysql": "MySQL 5.7.5+", "percona": "Percona Server 5.7.5+"}.get(engine or "", "MySQL 5.7.5+, MariaDB 10.2+")
+    steps = [
+        f"1. Online ({online}): SET GLOBAL innodb_buffer_pool_size = {target};",
+        "   watch: SHOW STATUS LIKE 'Innodb_buffer_pool_resize_status';",
+        f"2. Persist: innodb_buffer_pool_size = {target // 2**20}M under [mysqld] in my.cnf",
+    ]
+    if engine == "mariadb":
+        return steps
+    persist = at_least(version, engine or "mysql", MYSQL_SET_PERSIST)
+    if persist is True:
+        steps.append(f"   or: SET PERSIST innodb_buffer_pool_size = {target};")
+    elif persist is None:
+        steps.append(f"   (MySQL 8.0+, not MariaDB: SET PERSIST innodb_buffer_pool_size = {target};)")
+    return steps
 
 
 def _innodb_target(inp: RuleInput, ram_bytes: int) -> int:

@@ -27,7 +27,8 @@ Remediation:
     then ``update-grub`` / ``grub2-mkconfig``), or a tuned profile with ``[vm]
     transparent_hugepages=never``. Restart the database afterwards: memory already backed by
     huge pages stays so. PostgreSQL wants explicit huge pages instead (``huge_pages = on`` with
-    ``vm.nr_hugepages``).
+    ``vm.nr_hugepages``). Only the capture's engine's advice is printed (``engine_version``); every
+    engine's when the capture shows none.
 
 References:
     Linux kernel Documentation/admin-guide/mm/transhuge.rst; MySQL/MariaDB and Percona notes on
@@ -107,12 +108,22 @@ def _finding(inp: RuleInput, enabled: Value, where: str, defrag: Value | None, b
             "from": where,
         },
         evidence=tuple(evidence),
-        remediation=_remediation(defrag),
+        remediation=_remediation(defrag, (inp.metrics.get("engine_version") or {}).get("engine")),
         sources=sources,
     )
 
 
-def _remediation(defrag: Value | None) -> str:
+# What each engine's documentation says about THP (step 3): only the capture's engine's line is printed.
+ENGINE_ADVICE = {
+    "mariadb": "3. MariaDB documents never (madvise is fine: only processes that ask get huge pages).",
+    "mysql": "3. MySQL documents never (madvise is fine: only processes that ask get huge pages).",
+    "percona": "3. Percona Server documents never (madvise is fine: only processes that ask get huge pages).",
+    "tidb": "3. TiDB/TiKV document never (PingCAP docs \"Tune Operating System Performance\").",
+    "postgresql": "3. PostgreSQL: use explicit huge pages instead: ALTER SYSTEM SET huge_pages = 'try'; and vm.nr_hugepages sized for shared_buffers.",
+}
+
+
+def _remediation(defrag: Value | None, engine: str | None = None) -> str:
     lines = [
         "1. Now (takes effect for new allocations; restart the database to release huge pages it holds):",
         "   echo never > /sys/kernel/mm/transparent_hugepage/enabled",
@@ -124,10 +135,15 @@ def _remediation(defrag: Value | None) -> str:
         "   update-grub (Debian/Ubuntu) or grub2-mkconfig -o /boot/grub2/grub.cfg (RHEL); or a tuned profile:",
         "   [vm]",
         "   transparent_hugepages=never",
-        "3. Per engine: MySQL/MariaDB/Percona, TiDB/TiKV, Redis and MongoDB document never (madvise is fine:",
-        "   only processes that ask get huge pages). PostgreSQL: use explicit huge pages instead",
-        "   (huge_pages = try/on and vm.nr_hugepages sized for shared_buffers).",
     ]
+    if engine in ENGINE_ADVICE:
+        lines.append(ENGINE_ADVICE[engine])
+    else:
+        lines += [
+            "3. Per engine: MySQL/MariaDB/Percona, TiDB/TiKV, Redis and MongoDB document never (madvise is fine:",
+            "   only processes that ask get huge pages). PostgreSQL: use explicit huge pages instead",
+            "   (huge_pages = try/on and vm.nr_hugepages sized for shared_buffers).",
+        ]
     return "\n".join(lines)
 
 

@@ -118,15 +118,33 @@ def _context_switch_counts(inp: RuleInput) -> Evidence | None:
     )
 
 
+# The thread pool of the process that switches most: only its own line when it is a database or proxy.
+_POOL_LINES = {
+    "mariadbd": "   MariaDB: thread_handling=pool-of-threads, thread_pool_size=<cores of the instance>",
+    "mysqld": "   MySQL/Percona: thread_handling=pool-of-threads (Percona), the thread_pool plugin (MySQL Enterprise), thread_pool_size=<cores>",
+    "postgres": "   PostgreSQL: PgBouncer in front, pool_mode=transaction, default_pool_size = 2-4 x cores",
+    "tidb-server": "   TiDB: token-limit and the application pools",
+    "haproxy": "   HAProxy: nbthread <= cores of its node",
+}
+
+
+def _pool_lines(top_process: str | None) -> list[str]:
+    if top_process in _POOL_LINES:
+        return [_POOL_LINES[top_process]]
+    return [
+        "   MariaDB/Percona: thread_handling=pool-of-threads, thread_pool_size=<cores of the instance>",
+        "   PostgreSQL: PgBouncer in front, pool_mode=transaction, default_pool_size = 2-4 x cores",
+        "   TiDB: token-limit and the application pools; proxies: nbthread <= cores of their node",
+    ]
+
+
 def _remediation(top_process: str | None) -> str:
     target = top_process or "the busiest process"
     return "\n".join(
         [
             f"1. See who switches and how often: pidstat -w 1 10 (cswch/s, nvcswch/s of {target}); vmstat 1 (cs column).",
             "2. Cut runnable threads per core:",
-            "   MariaDB/Percona: thread_handling=pool-of-threads, thread_pool_size=<cores of the instance>",
-            "   PostgreSQL: PgBouncer in front, pool_mode=transaction, default_pool_size = 2-4 x cores",
-            "   TiDB: token-limit and the application pools; proxies: nbthread <= cores of their node",
+            *_pool_lines(top_process),
             "3. Keep wake-ups local: numactl --cpunodebind=<node> --membind=<node> <service> for each instance,",
             "   HAProxy: one process per node with cpu-map.",
             "4. Re-profile (perf record -a -g -- sleep 30) and compare finish_task_switch's share.",

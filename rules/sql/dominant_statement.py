@@ -18,7 +18,9 @@ How it is detected:
     MIN_STATEMENTS = 20 timed statements.
 
 Remediation:
-    Look at this statement first: its plan (EXPLAIN ANALYZE / auto_explain), the indexes on the
+    Look at this statement first: its plan as it runs, in the engine's syntax (MariaDB ``ANALYZE
+    FORMAT=JSON``, MySQL 8.0.18+ / TiDB ``EXPLAIN ANALYZE``, PostgreSQL ``EXPLAIN (ANALYZE, BUFFERS)``;
+    the captured query when its literals are shown, see plan_check), the indexes on the
     columns it filters on, how often the application calls it and whether calls can be batched
     or cached. If the capture is a load test, check that it mixes the transactions production
     runs.
@@ -35,6 +37,7 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
+from dbdiag.rules.sql import plan_check
 from dbdiag.rules.sql.common import db_time_s, exec_time_column, seconds, short_sql, statements
 
 RULE_ID = "dominant-statement"
@@ -83,14 +86,21 @@ def check(inp: RuleInput) -> Verdict:
                 ),
             ),
         ),
-        remediation=(
-            "Start tuning here: EXPLAIN ANALYZE this statement, check indexes on the columns it filters and joins on, "
-            "and whether the application can call it less often (batching, caching). If this capture is a load test, "
-            "make sure it mixes the transactions production runs."
-        ),
+        remediation=_remediation(inp, sample),
         sources=(f"{sample['source']}:{sample['line']}",),
     )
     return Verdict(findings=[finding], measured=measured)
+
+
+def _remediation(inp: RuleInput, sample: dict) -> str:
+    engine = sample.get("engine")
+    check_plan = plan_check.plan_check(engine, inp.metrics.get("engine_version"), sample["sample_sql"],
+                                       inp.metrics.get("sql_summary", {}).get("literals_shown", False))
+    return (
+        f"Start tuning here. See its plan as it runs: {check_plan}\n"
+        "Check indexes on the columns it filters and joins on, and whether the application can call it less often "
+        "(batching, caching). If this capture is a load test, make sure it mixes the transactions production runs."
+    )
 
 
 RULE = Rule(

@@ -40,8 +40,11 @@ Remediation:
     Add an index on the filtered columns (equality columns first, then the range column):
     TiDB/MySQL/MariaDB ``ALTER TABLE t ADD INDEX idx_t_a_b (a, b);``, PostgreSQL
     ``CREATE INDEX CONCURRENTLY idx_t_a_b ON t (a, b);``. First check what exists
-    (``SHOW INDEX FROM t`` / ``\\d t``) and the plan (``EXPLAIN ANALYZE``); if a fitting index
-    exists but is not used, look at statistics and at functions or type casts on the column.
+    (``SHOW INDEX FROM t`` / ``\\d t``) and the plan as it runs, in the engine's syntax
+    (:mod:`dbdiag.rules.sql.plan_check`: MariaDB ``ANALYZE FORMAT=JSON``, MySQL 8.0.18+ and TiDB
+    ``EXPLAIN ANALYZE``, PostgreSQL ``EXPLAIN (ANALYZE, BUFFERS)``), on the captured statement when its
+    literals are shown, else in prose; if a fitting index exists but is not used, look at statistics
+    and at functions or type casts on the column.
     If the statement really needs every row (report, export), move it to a replica or off-peak.
 
 References:
@@ -63,6 +66,7 @@ from dbdiag import tables as t
 from dbdiag.derive.sql import DIALECT_OF_ENGINE
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
+from dbdiag.rules.sql import plan_check
 from dbdiag.rules.sql.common import (
     db_time_s,
     exec_time_column,
@@ -432,7 +436,8 @@ def _finding(inp: RuleInput, scans: pl.DataFrame, row: dict) -> Finding:
                 text=_suggestion_text(engine, suggestion, table_text, sqlnorm.refusal(worst["sample_sql"] or "")),
             ),
         ),
-        remediation=_remediation(engine, suggestion, table_text),
+        remediation=_remediation(engine, suggestion, table_text, plan_check.plan_check(
+            engine, inp.metrics.get("engine_version"), worst["sample_sql"], inp.metrics.get("sql_summary", {}).get("literals_shown", False))),
         sources=tuple(f"{r['source']}:{r['line']}" for r in runs.head(3).iter_rows(named=True)),
     )
 
@@ -484,10 +489,13 @@ def _suggestion_text(engine: str | None, suggestion: IndexSuggestion | None, tab
     )
 
 
-def _remediation(engine: str | None, suggestion: IndexSuggestion | None, table: str | None) -> str:
-    table_text = (suggestion.table if suggestion else table) or "<table>"
-    show = f"\\d {table_text}" if engine == "postgresql" else f"SHOW INDEX FROM {table_text};"
-    explain = "EXPLAIN (ANALYZE, BUFFERS) <statement>;" if engine == "postgresql" else "EXPLAIN ANALYZE <statement>;"
+def _remediation(engine: str | None, suggestion: IndexSuggestion | None, table: str | None, explain: str) -> str:
+    """``explain``: the plan check of :func:`plan_check.plan_check` (a statement or prose)."""
+    table_text = suggestion.table if suggestion else table
+    if table_text is None:
+        show = "the indexes of the tables the statement reads"
+    else:
+        show = f"\\d {table_text}   (psql)" if engine == "postgresql" else f"SHOW INDEX FROM {table_text};"
     lines = [f"1. See which indexes exist: {show}"]
     if suggestion is not None:
         lines.append("2. Add an index on the filtered columns (equality columns first, then the range column):")

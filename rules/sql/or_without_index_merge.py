@@ -36,12 +36,15 @@ Remediation:
     ``index_merge_sort_union`` in ``optimizer_switch`` (MySQL 8.0.20+ hint
     ``/*+ INDEX_MERGE(t idx_a, idx_b) */``); PostgreSQL plans ``BitmapOr`` by itself once both
     indexes exist. Or rewrite the statement as one query per branch joined with UNION (or
-    UNION ALL when the later branches exclude rows of the earlier ones).
+    UNION ALL when the later branches exclude rows of the earlier ones). The hinted statement and
+    the TiDB binding are printed in full only when the captured statement's literals are shown
+    (a ``?`` sample cannot run); else the same in prose. The MySQL hint is left out for a server
+    the capture shows older than 8.0.20.
 
 References:
     TiDB docs "Explain Statements Using Index Merge", system variable
-    ``tidb_enable_index_merge``, "Optimizer Hints" (USE_INDEX_MERGE); MySQL 8.0 manual "Index
-    Merge Optimization"; MariaDB KB "Index Merge"; PostgreSQL manual "Combining Multiple
+    ``tidb_enable_index_merge``, "Optimizer Hints" (USE_INDEX_MERGE), "CREATE [GLOBAL|SESSION]
+    BINDING"; MySQL 8.0 manual "Index Merge Optimization"; MariaDB KB "Index Merge"; PostgreSQL manual "Combining Multiple
     Indexes" (BitmapOr).
 """
 
@@ -57,7 +60,9 @@ import polars as pl
 from dbdiag import sqlnorm
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
+from dbdiag.derive.engine_version import at_least
 from dbdiag.rules.base import Rule, RuleInput, Verdict
+from dbdiag.rules.sql import plan_check
 from dbdiag.rules.sql.common import db_time_s, from_one_source, has_statement, seconds, short_sql, statement_evidence, statements
 from dbdiag.rules.sql.full_table_scan import (
     SQLGLOT_DIALECT,
@@ -81,6 +86,7 @@ MIN_SHARE_PCT = 1.0
 CRITICAL_SHARE_PCT = 25.0
 MAX_FINDINGS = 5
 MAX_PARSED_FINGERPRINTS = 200
+MYSQL_INDEX_MERGE_HINT = (8, 0, 20)  # the INDEX_MERGE hint (MySQL 8.0 manual "Index Merge Optimization")
 
 INDEX_MERGE_NODE_TYPES = ("IndexMerge", "index_merge", "BitmapOr")
 _INDEX_MERGE_TEXT = r"IndexMerge|index_merge|BitmapOr"
@@ -316,12 +322,14 @@ def _finding(inp: RuleInput, runs: pl.DataFrame, row: dict, predicate: OrPredica
             "columns": list(predicate.columns),
         },
         evidence=tuple(evidence),
-        remediation=_remediation(engine, predicate),
+        remediation=_remediation(engine, predicate, plan_check.runnable_sample(
+            worst["sample_sql"], inp.metrics.get("sql_summary", {}).get("literals_shown", False)), inp.metrics.get("engine_version")),
         sources=tuple(f"{r['source']}:{r['line']}" for r in runs.head(3).iter_rows(named=True)),
     )
 
 
-def _remediation(engine: str | None, predicate: OrPredicate) -> str:
+def _remediation(engine: str | None, predicate: OrPredicate, sample: str | None = None, version: dict | None = None) -> str:
+    """``sample``: the captured statement when it can be printed to run (:func:`plan_check.runnable_sample`), else None."""
     table = predicate.table
     names = [index_name(table, (column,)) for column in predicate.branch_columns]
     if engine == "postgresql":
@@ -332,11 +340,15 @@ def _remediation(engine: str | None, predicate: OrPredicate) -> str:
         ]
     elif engine == "tidb":
         add = ", ".join(f"ADD INDEX {name} ({column})" for name, column in zip(names, predicate.branch_columns))
+        hint = f"/*+ USE_INDEX_MERGE({predicate.qualifier}, {', '.join(names)}) */"
+        hinted = _hinted(sample, hint)
         lines = [
             f"1. If the columns are not indexed separately: ALTER TABLE {table} {add};",
             "2. Let the optimizer merge them: SET GLOBAL tidb_enable_index_merge = ON;  (default ON from v5.4; check with SHOW VARIABLES LIKE 'tidb_enable_index_merge')",
-            f"3. Or force it for this statement: SELECT /*+ USE_INDEX_MERGE({predicate.qualifier}, {', '.join(names)}) */ ...",
-            "   and pin it for all sessions with CREATE GLOBAL BINDING FOR <statement> USING <hinted statement>;",
+            *((f"3. Or force it for this statement: {hinted};",
+               f"   and pin it for all sessions: CREATE GLOBAL BINDING FOR {sample} USING {hinted};") if hinted else
+              (f"3. Or force it for this statement with the hint {hint} after its SELECT,",
+               "   and pin it for all sessions with CREATE GLOBAL BINDING FOR the captured statement USING the hinted one.")),
             "4. Check: EXPLAIN ANALYZE shows IndexMerge with one partial IndexRangeScan per column instead of TableFullScan.",
         ]
     else:
@@ -345,15 +357,27 @@ def _remediation(engine: str | None, predicate: OrPredicate) -> str:
             f"1. Give each OR-ed column its own index (index merge union needs single-column indexes): ALTER TABLE {table} {add};",
             "2. Make sure index merge is allowed: SELECT @@optimizer_switch;  must contain index_merge=on,index_merge_union=on,index_merge_sort_union=on",
         ]
-        if engine != "mariadb":
-            lines.append(f"3. MySQL 8.0.20+ can force it: SELECT /*+ INDEX_MERGE({predicate.qualifier} {', '.join(names)}) */ ...")
+        if engine != "mariadb" and at_least(version, engine or "mysql", MYSQL_INDEX_MERGE_HINT) is not False:
+            hint = f"/*+ INDEX_MERGE({predicate.qualifier} {', '.join(names)}) */"
+            hinted = _hinted(sample, hint)
+            known = at_least(version, engine or "mysql", MYSQL_INDEX_MERGE_HINT)
+            lines.append(f"3. {'MySQL 8.0.20+ can' if not known else 'Or'} force it: {f'{hinted};' if hinted else f'the hint {hint} after the SELECT'}")
         lines.append("Check: EXPLAIN shows type index_merge with 'Using union(...)' instead of type ALL.")
-    if predicate.union_rewrite:
+    # With '?' for its literals the rewrite cannot run; on one line, so that it reads as one statement.
+    rewrite = predicate.union_rewrite.replace("\nUNION\n", " UNION ") if sample is not None and predicate.union_rewrite else None
+    if rewrite and "\n" not in rewrite and len(rewrite) <= plan_check.MAX_PRINTED_SQL_CHARS:
         lines.append("Or rewrite as one indexed query per branch (UNION removes duplicates; UNION ALL is faster when the later branches exclude rows of the earlier ones):")
-        lines.append(short_sql(predicate.union_rewrite).replace(" UNION ", "\nUNION\n"))
+        lines.append(f"   {rewrite};")
     else:
         lines.append("Or rewrite the OR as one indexed query per branch joined with UNION (UNION ALL when the branches cannot match the same row).")
     return "\n".join(lines)
+
+
+def _hinted(sample: str | None, hint: str) -> str | None:
+    """The sample with ``hint`` after its first SELECT, or None without a sample that starts with SELECT."""
+    if sample is None or not re.match(r"\s*SELECT\b", sample, re.I):
+        return None
+    return re.sub(r"^\s*SELECT\b", f"SELECT {hint}", sample, count=1, flags=re.I)
 
 
 RULE = Rule(

@@ -34,7 +34,8 @@ Remediation:
     statement is not cached with ``SHOW WARNINGS`` after its ``EXECUTE``; keep prepared
     statements and connections alive on the client (JDBC ``useServerPrepStmts=true`` and
     ``cachePrepStmts=true``); for statements sent as text, ``tidb_enable_non_prepared_plan_cache``
-    (v7.0+).
+    (v7.0+). With the TiDB version in the capture (``engine_version``) only the variable of that
+    version is printed; without it, both, with the version that separates them.
 
 References:
     TiDB docs "SQL Prepared Execution Plan Cache" (limitations, SHOW WARNINGS diagnostics),
@@ -50,6 +51,7 @@ import re
 import polars as pl
 
 from dbdiag import tables as t
+from dbdiag.derive.engine_version import at_least
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 from dbdiag.rules.sql.common import exec_time_column, seconds, short_sql, statements
@@ -60,6 +62,10 @@ MIN_PREPARED_EXECUTIONS = 100
 MIN_HIT_RATIO_PCT = 80.0
 MAX_FINGERPRINTS_SHOWN = 10
 SQL_SAMPLE_CHARS = 160
+# TiDB versions that changed the remedy (TiDB docs "System Variables": tidb_session_plan_cache_size is new in
+# v7.1.0, replacing tidb_prepared_plan_cache_size; "SQL Non-Prepared Execution Plan Cache": v7.0.0)
+SESSION_PLAN_CACHE_VERSION = (7, 1)
+NON_PREPARED_CACHE_VERSION = (7, 0)
 
 # Functions whose result depends on the session or the moment: TiDB does not cache plans of
 # statements that call the first group, and non-deterministic ones make plans unsafe to share.
@@ -89,7 +95,7 @@ def check(inp: RuleInput) -> Verdict:
     measured = f"plan cache hit ratio {ratio_pct:.1f}% over {executions:,} prepared executions (fires below {MIN_HIT_RATIO_PCT:.0f}%)"
     if ratio_pct >= MIN_HIT_RATIO_PCT:
         return Verdict(measured=measured)
-    return Verdict(findings=[_finding(prepared, tidb.height, hits, ratio_pct)], measured=measured)
+    return Verdict(findings=[_finding(prepared, tidb.height, hits, ratio_pct, inp.metrics.get("engine_version"))], measured=measured)
 
 
 def _per_fingerprint(prepared: pl.DataFrame) -> pl.DataFrame:
@@ -135,7 +141,7 @@ def likely_reason(row: dict) -> str:
     return f"never served from the cache: likely not cacheable ({found})"
 
 
-def _finding(prepared: pl.DataFrame, tidb_statements: int, hits: int, ratio_pct: float) -> Finding:
+def _finding(prepared: pl.DataFrame, tidb_statements: int, hits: int, ratio_pct: float, version: dict | None = None) -> Finding:
     executions = prepared.height
     misses = executions - hits
     per_class = _per_fingerprint(prepared)
@@ -195,17 +201,22 @@ def _finding(prepared: pl.DataFrame, tidb_statements: int, hits: int, ratio_pct:
                 ),
             ),
         ),
-        remediation=_remediation(never),
+        remediation=_remediation(never, version),
         sources=tuple(f"{r['source']}:{r['line']}" for r in worst.iter_rows(named=True)),
     )
 
 
-def _remediation(never: pl.DataFrame) -> str:
+def _remediation(never: pl.DataFrame, version: dict | None = None) -> str:
+    """``version``: the ``engine_version`` metric; the cache size variable and the non-prepared cache follow it."""
     never_ids = ", ".join(never["fp_id"].head(5).to_list())
+    session_cache = at_least(version, "tidb", SESSION_PLAN_CACHE_VERSION)
+    size = {True: "SET GLOBAL tidb_session_plan_cache_size = 200;",
+            False: "SET GLOBAL tidb_prepared_plan_cache_size = 200;",
+            None: "SET GLOBAL tidb_session_plan_cache_size = 200;  (v7.1+; before: tidb_prepared_plan_cache_size)"}[session_cache]
     lines = [
         "1. Check the cache is on and large enough for the statements a session prepares:",
         "   SHOW VARIABLES LIKE 'tidb_enable_prepared_plan_cache';   SET GLOBAL tidb_enable_prepared_plan_cache = ON;",
-        "   SHOW VARIABLES LIKE 'tidb_%plan_cache_size';   SET GLOBAL tidb_session_plan_cache_size = 200;  (v7.1+; before: tidb_prepared_plan_cache_size)",
+        f"   SHOW VARIABLES LIKE 'tidb_%plan_cache_size';   {size}",
         "2. Find why a statement is not cached: PREPARE and EXECUTE it in a session, then SHOW WARNINGS; TiDB names the reason "
         "('skip prepared plan-cache: ...'): sub-queries, user variables, functions such as database() or last_insert_id(), "
         "partitioned tables, IndexMerge plans, ? in ORDER BY/GROUP BY.",
@@ -215,7 +226,8 @@ def _remediation(never: pl.DataFrame) -> str:
     lines += [
         "3. The cache is per session: the client must reuse server-side prepared statements and connections "
         "(JDBC: useServerPrepStmts=true&cachePrepStmts=true&prepStmtCacheSize=250&prepStmtCacheSqlLimit=2048; a connection pool, no PREPARE per execution).",
-        "4. Statements sent as plain text can use the non-prepared cache (v7.0+): SET GLOBAL tidb_enable_non_prepared_plan_cache = ON;",
+        *(() if at_least(version, "tidb", NON_PREPARED_CACHE_VERSION) is False else (
+            "4. Statements sent as plain text can use the non-prepared cache (v7.0+): SET GLOBAL tidb_enable_non_prepared_plan_cache = ON;",)),
         "Check: Grafana TiDB > Executor > 'Queries Using Plan Cache OPS', or the statements_summary query in the evidence.",
     ]
     return "\n".join(lines)

@@ -27,6 +27,7 @@ from dbdiag.parsers import perf_script
 from dbdiag.parsers.base import ParseContext
 from dbdiag.rules.base import RuleInput
 from dbdiag.rules.cpu import lock_contention, lock_owner, lock_remedies
+from tests.remedy_sql import statements
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "perf"
 ENGINE_REMEDIES = ("InnoDB", "innodb", "PgBouncer", "performance_schema", "pg_stat_activity", "thread_handling")
@@ -131,12 +132,12 @@ def test_each_owner_s_remedy_names_no_other_engine():
     every_sql = "\n".join(
         line for owner, caller in [("innodb", "btr_search_x"), ("database", None)] for line in lock_remedies.remedy(owner, ["mariadbd"], caller)
     )
-    assert all(statement in every_sql for statement in lock_remedies.MARIADB_STATEMENTS)
+    assert set(statements(every_sql)) == {statement.rstrip(";") for statement in lock_remedies.MARIADB_STATEMENTS}
     pg_sql = "\n".join(
         line for caller in ("GetSnapshotData", "BufferAlloc", "XLogInsertRecord", "ProcSleep", "SimpleLruReadPage")
         for line in lock_remedies.remedy("postgresql", ["postgres"], caller)
     )
-    assert all(statement in pg_sql for statement in lock_remedies.POSTGRESQL_STATEMENTS)
+    assert set(statements(pg_sql)) == {statement.rstrip(";") for statement in lock_remedies.POSTGRESQL_STATEMENTS}
 
 
 def _wait_for(path: Path, seconds: float) -> bool:

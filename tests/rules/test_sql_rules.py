@@ -347,7 +347,8 @@ def test_or_without_index_merge_fires_on_tidb_full_scan():
     assert "SET GLOBAL tidb_enable_index_merge = ON;" in finding.remediation
     assert "/*+ USE_INDEX_MERGE(orders, idx_orders_buyer_id, idx_orders_seller_id) */" in finding.remediation
     assert "ALTER TABLE orders ADD INDEX idx_orders_buyer_id (buyer_id), ADD INDEX idx_orders_seller_id (seller_id);" in finding.remediation
-    assert "SELECT id, amount FROM orders WHERE buyer_id = ?\nUNION\nSELECT id, amount FROM orders WHERE seller_id = ?" in finding.remediation
+    # literals replaced: the UNION rewrite would hold '?' and cannot run, so it is advice in prose
+    assert "WHERE buyer_id = ?" not in finding.remediation and "one indexed query per branch joined with UNION" in finding.remediation
 
 
 def test_or_without_index_merge_hint_uses_the_alias_of_the_table():
