@@ -621,9 +621,13 @@ def _timeline_view(timeline: dict[str, Any] | None) -> dict[str, Any] | None:
         panels.append({"title": title, "unit": unit, "log": log, "slot_s": slot,
                        "top": max(min_top, _nice_ceiling(high)) if min_top else None,
                        "series": [{"label": _series_name(e), "points": [(_as_datetime(p[0]), p[1]) for p in e["points"]]} for e in chosen]})
-    markers = [{"ts": _as_datetime(e["ts"]), "label": f"{e['kind']} {e.get('process') or e.get('component') or ''}".strip(),
-                "title": f"{e['ts']} {e['kind']}: {e.get('message') or ''} ({e['source']}:{e.get('line')})"}
-               for e in timeline.get("events", []) if _as_datetime(e["ts"]) is not None]
+    # a line number is an address, not a quantity: never "1,719"; a change is named by its table, not its engine
+    events = [{**e, "where": f"{e['source']}:{e['line']}" if e.get("line") is not None else e["source"],
+               "about": e.get("table") or e.get("process") or e.get("component") or ""}
+              for e in timeline.get("events", [])]
+    markers = [{"ts": _as_datetime(e["ts"]), "label": f"{e['kind']} {e['about']}".strip(),
+                "title": f"{e['ts']} {e['kind']}: {e.get('message') or ''} ({e['where']})"}
+               for e in events if _as_datetime(e["ts"]) is not None]
     chart = time_panels(panels, start, end, markers) if start and end and panels else None
     tabled = ("tps", "qps", "logged_qps", "latency_p99", "latency_p999", "latency_p9999", "connections", "session_limit",
               "cpu_busy_mean", "cpu_busy_max", "cpu_soft_mean", "cpu_soft_max")
@@ -642,7 +646,7 @@ def _timeline_view(timeline: dict[str, Any] | None) -> dict[str, Any] | None:
                         "max": max(values) if values else None, "min_samples": entry.get("min_samples"),
                         "suppressed_windows": entry.get("suppressed_windows") or 0, "note": entry.get("note")})
     return {"chart": chart, "table": table, "summary": summary, "sources": timeline.get("sources", []),
-            "events": timeline.get("events", []), "notes": timeline.get("notes", []), "window_s": slot,
+            "events": events, "notes": timeline.get("notes", []), "window_s": slot,
             "requested_window_s": timeline.get("requested_window_s"), "from": timeline.get("from"), "to": timeline.get("to")}
 
 

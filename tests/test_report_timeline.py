@@ -238,3 +238,16 @@ def test_postgres_capture_report(corpus) -> None:
     idle = html[html.index('id="idle-gaps"'): html.index('id="timeline"')]
     chart = idle[idle.index("<svg"): idle.index("</svg>")]
     assert chart.count("<rect") == 9 and ">0 ms</text>" in chart  # p50 in a transaction: 0 ms, a bar of no width
+
+
+def test_event_rows_name_the_table_and_keep_line_numbers_unformatted():
+    from dbdiag.pipeline import analyze
+    from dbdiag.report import _timeline_view, build_document
+
+    capture = Path(__file__).resolve().parent.parent / "fixtures" / "causes" / "mariadb-ignored-index.tar.gz"
+    document = build_document(analyze(capture))
+    view = _timeline_view(document["metrics"]["timeline"])
+    ignored = next(e for e in view["events"] if e["kind"] == "index-ignored")
+    assert ignored["where"] == "capture/db/mariadb-slow.log:2038" and ignored["about"] == "orders"
+    html = render_html(document)
+    assert "capture/db/mariadb-slow.log:2038" in html and "mariadb-slow.log:2,038" not in html
