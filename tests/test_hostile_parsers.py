@@ -105,3 +105,32 @@ def test_pieces_of_a_big_log_start_at_the_same_entries_whatever_the_window(monke
     assert pg_stderr._chunk_bounds(text, len(text), prefix, None) == wide and len(wide) > 20
     assert all(text[start - 1] == "\n" and text[start:].startswith("2024-01-01") for start, _ in wide[1:])
     assert all(end - start >= 5000 for start, end in wide[:-1])
+
+
+# ---- JSON nested past the recursion limit ----------------------------------------------------------
+
+DEEP_JSON_LEVELS = 100_000
+
+
+def test_json_members_nested_100k_deep_are_refused_in_one_line_each(tmp_path: Path):
+    """``[[[[...`` 100,000 deep: a RecursionError reported as "parser failed" (mpstat JSON), or in
+    words of each parser's own; now one message from the shared reader for every JSON parser."""
+    deep = "[" * DEEP_JSON_LEVELS + "]" * DEEP_JSON_LEVELS
+    members = {
+        "mpstat.json": '{"sysstat": {"hosts": ' + deep + "}}",
+        "prometheus.json": '{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":' + deep + "}]}}",
+        "statements.json": '[{"digest_text":"select ?","exec_count":1,"sum_latency":' + deep + "}]",
+    }
+    capture = tmp_path / "capture"
+    capture.mkdir()
+    for name, text in members.items():
+        (capture / name).write_text(text)
+    (capture / "mpstat.txt").write_bytes(GOOD_MPSTAT.read_bytes())
+    out = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "-m", "dbdiag", "analyze", str(capture), "-f", "json", "-o", str(out)],
+                          capture_output=True, text=True, timeout=120, preexec_fn=_capped, check=False)
+    assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert member(report, "mpstat.txt")["records"] > 0
+    for name in members:
+        assert member(report, name)["error"] == "JSON nested deeper than 1000 levels (Python's limit): not read", name

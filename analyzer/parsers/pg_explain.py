@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from dbdiag.parsers.base import ParseWarning
+from dbdiag.parsers import json_text
 
 NODE_RE = (
     r"^(?P<ind> *)(?P<arrow>->  ?)?(?P<body>[^ (].*?)"
@@ -225,9 +226,10 @@ def _json_plans(plans: pl.DataFrame) -> ParsedPlans:
     summaries, nodes, warnings = [], [], []
     for rec, body in plans.select("rec", "body").iter_rows():
         try:
-            document = json.loads(body)
-        except ValueError as error:
-            warnings.append(ParseWarning(None, f"auto_explain JSON plan unreadable ({error.msg}); kept as text"))
+            document = json_text.loads(body)
+        except ValueError as error:  # not JSON, or nested past the recursion limit (json_text)
+            reason = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
+            warnings.append(ParseWarning(None, f"auto_explain JSON plan unreadable ({reason}); kept as text"))
             summaries.append({"rec": rec, "query_text": None, "plan": body})
             continue
         if isinstance(document, list) and document:

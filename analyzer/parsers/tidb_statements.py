@@ -45,6 +45,7 @@ import polars as pl
 
 from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers import json_text
 from dbdiag.parsers.grafana_csv import true_divide
 from dbdiag.parsers.mpstat_text import cap_warnings, check_tz, local_to_utc, zone_note
 from dbdiag.parsers.sql_table_export import header_names, read_export
@@ -64,11 +65,9 @@ def _is_summary(names: set[str]) -> bool:
 
 def _json_frame(text: str) -> tuple[pl.DataFrame, bool, list[ParseWarning]]:
     try:
-        data = json.loads(text.lstrip("\ufeff"))
+        data = json_text.loads(text.lstrip("\ufeff"))
     except json.JSONDecodeError as error:
         raise ParseError(f"not JSON ({error.msg} at line {error.lineno})") from None
-    except RecursionError:
-        raise ParseError("JSON nested too deeply to read") from None
     is_list = isinstance(data, list)
     items = data if is_list else [data]
     objects, warnings = [], []
