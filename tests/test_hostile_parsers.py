@@ -20,6 +20,7 @@ import pytest
 from dbdiag.parsers import pg_stderr
 from tests.conftest import CORPUS, REPO
 from tests.fuzz_mutations import extreme_numbers
+from tests.test_sql_hostile import pg_log
 from tests.test_hostile_values import GOOD_MPSTAT, _capped, member, warnings_of
 
 STATEMENTS_TSV = REPO / "fixtures" / "dashboards" / "tidb-statements__cluster_statements_summary_history.tsv"
@@ -134,3 +135,19 @@ def test_json_members_nested_100k_deep_are_refused_in_one_line_each(tmp_path: Pa
     assert member(report, "mpstat.txt")["records"] > 0
     for name in members:
         assert member(report, name)["error"] == "JSON nested deeper than 1000 levels (Python's limit): not read", name
+
+
+# ---- PostgreSQL plan depth ---------------------------------------------------------------------------
+
+
+def test_text_plan_indented_600k_columns_is_cut_with_a_warning(tmp_path: Path):
+    """A node indented 600,000 columns is 100,000 levels deep: stale-statistics walked it level by level."""
+    deep_node = " " * 600_000 + "->  Seq Scan on u  (cost=0.00..1.00 rows=1 width=4) (actual time=0.01..0.02 rows=1 loops=1)"
+    plan = "Seq Scan on t  (cost=0.00..35.50 rows=10 width=4) (actual time=0.01..9.2 rows=10 loops=1)\n" + deep_node
+    log = pg_log(["SELECT a FROM t WHERE b = 1"], [plan])
+    started = time.perf_counter()
+    report = run_cli(tmp_path, "postgresql.log", log.encode())
+    assert time.perf_counter() - started < 30.0  # about 3 s
+    assert "1 plans nested deeper than 1000 levels (the deepest 100001): their nodes not read, the plans kept as text" in (
+        warnings_of(report, "postgresql.log"))
+    assert all(rule["status"] != "errored" for rule in report["rules"])
