@@ -11,7 +11,10 @@ never closes runs to the end.
 
 from __future__ import annotations
 
+import json
 import re
+
+from dbdiag.sqlnorm_redact import redact_literals
 
 _QUOTED = re.compile(r"'(?:[^'\\]|\\.|'')*(?:'|\\?\Z)|\"(?:[^\"\\]|\\.|\"\")*(?:\"|\\?\Z)", re.DOTALL)
 # Any number that is not part of a name (t1, Column#5, $1, TableFullScan_5) or of a version.
@@ -24,9 +27,10 @@ _PLAN_VALUE = re.compile(
     r"(?=\s*[,)\]]|\s*$|\s+(?:AND|OR|and|or)\b|\s+[=<>!+*/%|-]|::)",
     re.MULTILINE,
 )
-# PostgreSQL's expression lines (EXPLAIN's labels for conditions, keys and output lists).
+# PostgreSQL's expression lines (EXPLAIN's labels for conditions, keys and output lists). The indent is
+# spaces and tabs: ``\s*`` crossed line ends, which made blank lines quadratic (10 s for 20,000).
 _PG_EXPRESSION_LINE = re.compile(
-    r"^(\s*(?:Index Cond|Recheck Cond|Hash Cond|Merge Cond|Join Filter|Filter|TID Cond|One-Time Filter|Run Condition"
+    r"^([ \t]*(?:Index Cond|Recheck Cond|Hash Cond|Merge Cond|Join Filter|Filter|TID Cond|One-Time Filter|Run Condition"
     r"|Output|Sort Key|Group Key|Presorted Key|Cache Key|Hash Key|Order By|Conflict Filter|Sampling): )(.*)$",
     re.MULTILINE,
 )
@@ -69,7 +73,37 @@ def redact_plan(plan: str) -> str:
     >>> redact_plan("\\tBatch_Point_Get_1\\troot\\t3\\ttable:t, handle:[17 29 31], keep order:false\\t3\\ttime:1ms, loops:2")
     '\\tBatch_Point_Get_1\\troot\\t3\\ttable:t, handle:[? ? ?], keep order:false\\t3\\ttime:1ms, loops:2'
     """
+    if plan.lstrip().startswith(("{", "[")) and (document := _json_document(plan)) is not None:
+        try:
+            return json.dumps(_redacted_json(document), indent=2)
+        except RecursionError:  # decoded near the recursion limit: redacted as text
+            pass
     plan = _QUOTED.sub("?", plan)
     plan = _TIDB_ROW.sub(_expression_tail, plan)
     plan = _PG_EXPRESSION_LINE.sub(_expression_tail, plan)
     return _PLAN_VALUE.sub("?", plan)
+
+
+# Keys of a JSON plan whose text is the statement itself (auto_explain's log_format = json).
+_JSON_SQL_KEYS = frozenset({"Query Text", "Query Parameters"})
+
+
+def _json_document(plan: str) -> object | None:
+    """A JSON plan's document; None when it is not JSON (cut short: redacted as text) or too deep."""
+    try:
+        return json.loads(plan)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _redacted_json(value: object, key: str | None = None) -> object:
+    """Keys and numbers (estimates, timings, counts) as they are; every string as an expression
+    (``redact_plan_filter``), the statement's text as SQL. Recursive: the decoder bounds the depth.
+    """
+    if isinstance(value, dict):
+        return {k: _redacted_json(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted_json(item, key) for item in value]
+    if isinstance(value, str):
+        return redact_literals(value, "postgresql") if key in _JSON_SQL_KEYS else redact_plan_filter(value)
+    return value

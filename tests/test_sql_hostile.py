@@ -276,3 +276,58 @@ def test_hints_and_executable_comments_stay_as_code() -> None:
     assert sqlnorm.redact_literals("SELECT /*+ SeqScan(t) */ a FROM t /* x /* y */ z */ WHERE b = 1", "postgresql") == (
         "SELECT /*+ SeqScan(t) */ a FROM t   WHERE b = ?"
     )
+
+
+# --- 1 MB runs: every lexer, fingerprint and redaction linear (Python's regex backtracks) ------
+
+RUN_CHARS = 1_000_000
+RUNS = {  # (opening, what is repeated after it)
+    "blank lines": ("", "\n"),
+    "blank lines in a plan filter": ("Filter: (a = ", " \n"),
+    "spaces after ORDER BY": ("SELECT a FROM t ORDER BY a", " "),
+    "spaced ASC": ("SELECT a FROM t ORDER BY a", " asc"),
+    "double quote, backslash": ('SELECT "', '"\\'),
+    "quote, backslash": ("SELECT '", "'\\"),
+    "backslash, double quote": ("SELECT ", '\\"'),
+}
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_one_megabyte_runs_are_linear(run: str) -> None:
+    """On runs of blank lines a plan's condition-line pattern (``^\\s*``, across lines) was quadratic:
+    10 s for 20,000 of them. The others were made linear before; they stay here at 1 MB."""
+    opening, unit = RUNS[run]
+    text = opening + unit * (RUN_CHARS // len(unit))
+    started = time.perf_counter()
+    for dialect in ("mysql", "postgresql"):
+        sqlnorm.fingerprint(text, dialect)
+        sqlnorm.redact_literals(text, dialect)
+    sqlnorm.redact_plan(text)
+    sqlnorm.redact_plan_filter(text)
+    elapsed_s = time.perf_counter() - started
+    assert elapsed_s < 15.0, f"{run}: {elapsed_s:.1f} s"  # at most 1.5 s measured (a loaded machine)
+
+
+def test_a_json_plan_stays_json_when_redacted() -> None:
+    """auto_explain.log_format = json: the quoted-string pass turned every key into ``?``."""
+    plan = json.dumps({
+        "Query Text": f"SELECT * FROM payments WHERE note = '{SECRET}' AND amount > {NUMBER}",
+        "Plan": {
+            "Node Type": "Seq Scan", "Relation Name": "payments1", "Alias": "payments1", "Plan Rows": 100000,
+            "Actual Total Time": 90.2, "Filter": f"((note <> '{SECRET}'::text) AND (amount > '{NUMBER}'::bigint))",
+            "Output": ["note", f"(amount * {NUMBER})"],
+            "Plans": [{"Node Type": "Index Scan", "Index Name": "t_pkey", "Index Cond": f"(id = {NUMBER})"}],
+        },
+    }, indent=2)
+    redacted = sqlnorm.redact_plan(plan)
+    document = json.loads(redacted)
+    assert SECRET not in redacted and NUMBER not in redacted
+    assert document["Plan"]["Node Type"] == "Seq Scan" and document["Plan"]["Relation Name"] == "payments1"
+    assert document["Plan"]["Plan Rows"] == 100000 and document["Plan"]["Actual Total Time"] == 90.2
+    assert document["Plan"]["Filter"] == "((note <> ?::text) AND (amount > ?::bigint))"
+    assert document["Plan"]["Output"] == ["note", "(amount * ?)"]
+    assert document["Plan"]["Plans"][0]["Index Cond"] == "(id = ?)"
+    assert document["Query Text"] == "SELECT * FROM payments WHERE note = ? AND amount > ?"
+    deep = "[" * 5000 + '"' + SECRET + '"' + "]" * 5000
+    assert SECRET not in sqlnorm.redact_plan(deep)
+    assert sqlnorm.redact_plan('{"Plan": {"Filter": "(a = 1)"') == "{?: {?: ?"  # cut short: as text

@@ -23,6 +23,7 @@ import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
+from dbdiag.parsers import json_text
 
 _NAME = re.compile(r"(^|/)(manifest(\.json|\.txt)?|MANIFEST(\.txt)?)$", re.IGNORECASE)
 # the value as (?:.*?\S)?, not .*?: the same text, and linear in a run of spaces inside it
@@ -52,7 +53,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     stripped = text.strip()
     if stripped.startswith("{"):
         try:
-            data = json.loads(stripped)
+            data = json_text.loads(stripped)
         except json.JSONDecodeError as error:
             raise ParseError(f"manifest is not valid JSON: {error}") from error
         if not isinstance(data, dict):

@@ -38,6 +38,7 @@ import polars as pl
 
 from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers import json_text
 from dbdiag.parsers.mpstat_text import (
     PCT_COLUMNS,
     SYSTEM_INCLUDES_IRQ_NOTE,
@@ -93,11 +94,11 @@ def _close_truncated(text: str) -> str | None:
 
 def _load(text: str, warnings: list[ParseWarning]) -> dict:
     try:
-        doc = json.loads(text)
+        doc = json_text.loads(text)
     except json.JSONDecodeError as exc:
         repaired = _close_truncated(text)
         try:
-            doc = json.loads(repaired) if repaired else None
+            doc = json_text.loads(repaired) if repaired else None
         except json.JSONDecodeError:
             doc = None
         if doc is None:

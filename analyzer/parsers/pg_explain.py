@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from dbdiag.parsers.base import ParseWarning
+from dbdiag.parsers import json_text
 
 NODE_RE = (
     r"^(?P<ind> *)(?P<arrow>->  ?)?(?P<body>[^ (].*?)"
@@ -46,6 +47,8 @@ NODE_BODY_RE = r'^(?P<type>.+?)(?: using (?P<idx>"[^"]+"|\S+))?(?: on (?P<rel>"[
 CONDITIONS = ("Index Cond", "Recheck Cond", "Hash Cond", "Merge Cond", "Join Filter", "Filter", "TID Cond", "One-Time Filter")
 ATTR_RE = r"^ *(?P<key>" + "|".join(CONDITIONS) + r"|Rows Removed by Filter): (?P<val>.*)$"
 LEVEL_WIDTH = 6  # text EXPLAIN indents each level by 6 columns ("  ->  ")
+# a real plan is tens of levels deep; a 1 MB indent made one of 166,666, and rules walk plans level by level
+MAX_PLAN_DEPTH = 1_000
 
 SUMMARY_SCHEMA = {
     "rec": pl.Int64,
@@ -106,7 +109,21 @@ def parse_plans(entries: pl.DataFrame) -> ParsedPlans:
         [_empty(SUMMARY_SCHEMA), text.summary, parsed_json.summary, other_summary], how="diagonal_relaxed"
     )
     nodes = pl.concat([_empty(NODE_SCHEMA), text.nodes, parsed_json.nodes], how="diagonal_relaxed")
-    return ParsedPlans(summary, nodes, notes + parsed_json.notes, parsed_json.warnings)
+    nodes, too_deep = _within_depth(nodes)
+    return ParsedPlans(summary, nodes, notes + parsed_json.notes, parsed_json.warnings + too_deep)
+
+
+def _within_depth(nodes: pl.DataFrame) -> tuple[pl.DataFrame, list[ParseWarning]]:
+    """The nodes of plans at most ``MAX_PLAN_DEPTH`` deep, and a warning for the others (kept as text)."""
+    deep = nodes.group_by("rec").agg(pl.col("depth").max()).filter(pl.col("depth") > MAX_PLAN_DEPTH)
+    if deep.is_empty():
+        return nodes, []
+    warning = ParseWarning(
+        None,
+        f"{deep.height} plans nested deeper than {MAX_PLAN_DEPTH} levels (the deepest {deep['depth'].max()}): "
+        "their nodes not read, the plans kept as text",
+    )
+    return nodes.join(deep.select("rec"), on="rec", how="anti"), [warning]
 
 
 def _empty(schema: dict) -> pl.DataFrame:
@@ -225,9 +242,10 @@ def _json_plans(plans: pl.DataFrame) -> ParsedPlans:
     summaries, nodes, warnings = [], [], []
     for rec, body in plans.select("rec", "body").iter_rows():
         try:
-            document = json.loads(body)
-        except ValueError as error:
-            warnings.append(ParseWarning(None, f"auto_explain JSON plan unreadable ({error.msg}); kept as text"))
+            document = json_text.loads(body)
+        except ValueError as error:  # not JSON, or nested past the recursion limit (json_text)
+            reason = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
+            warnings.append(ParseWarning(None, f"auto_explain JSON plan unreadable ({reason}); kept as text"))
             summaries.append({"rec": rec, "query_text": None, "plan": body})
             continue
         if isinstance(document, list) and document:

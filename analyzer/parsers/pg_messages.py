@@ -61,6 +61,8 @@ ENGINE = "postgresql"
 CSV_READER_MIN_CHARS = 1_000_000  # from this size lines are split by polars' CSV reader
 VERB_WINDOW = 200  # characters after the duration that hold "execute <statement/portal name>: "
 HEAD_SAMPLE = 20_000  # entries whose message heads are counted for the "no statements" note
+# a longer duration is no statement's (a corrupt line): its microseconds would not fit an Int64 either
+MAX_DURATION_MS = 366 * 24 * 3600 * 1000.0
 MAIN_SEVERITIES = ("DEBUG1", "DEBUG2", "DEBUG3", "DEBUG4", "DEBUG5", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "LOG", "FATAL", "PANIC")
 SUB_SEVERITIES = ("DETAIL", "HINT", "QUERY", "CONTEXT", "LOCATION", "STATEMENT")
 SEVERITY_ALTERNATION = "|".join(("DEBUG[1-5]", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "LOG", "FATAL", "PANIC", *SUB_SEVERITIES))
@@ -259,8 +261,8 @@ def _kinds(records: pl.DataFrame) -> pl.DataFrame:
     )
     usual = is_dur & pl.col("window").str.starts_with("  statement: ")
     dur_ms = pl.when(is_dur).then(msg.str.slice(10, ms_at - 10)).cast(pl.Float64, strict=False)
-    frame = frame.with_columns(  # "nan", "inf" or a negative number is no duration (an edited or corrupt line)
-        pl.when(dur_ms.is_finite() & (dur_ms >= 0)).then(dur_ms).alias("dur_ms"), usual.alias("usual")
+    frame = frame.with_columns(  # "nan", "inf", a negative number or over a year is no duration (an edited or corrupt line)
+        pl.when(_usable(dur_ms)).then(dur_ms).alias("dur_ms"), usual.alias("usual")
     )
     # most entries are "duration: X ms  statement: ...": their verb and offset are known, the others are read apart
     others = (~frame["usual"]).arg_true()
@@ -300,6 +302,10 @@ def _kinds(records: pl.DataFrame) -> pl.DataFrame:
 
 
 VERBS = (("statement", "statement: "), ("execute", "execute "), ("parse", "parse "), ("bind", "bind "), ("plan", "plan:"))
+
+
+def _usable(dur_ms: pl.Expr) -> pl.Expr:
+    return dur_ms.is_finite() & (dur_ms >= 0) & (dur_ms <= MAX_DURATION_MS)
 
 
 def _verbs(frame: pl.DataFrame) -> pl.DataFrame:
@@ -629,6 +635,7 @@ class EntrySummary:
     first_ts: object = None
     last_ts: object = None
     messages: Counter = field(default_factory=Counter)
+    unusable_durations: int = 0  # "duration: X ms" with X not a duration (see _usable)
 
     def merge(self, other: "EntrySummary") -> "EntrySummary":
         stamps = [t for t in (self.first_ts, self.last_ts, other.first_ts, other.last_ts) if t is not None]
@@ -639,6 +646,7 @@ class EntrySummary:
             min(stamps) if stamps else None,
             max(stamps) if stamps else None,
             self.messages + other.messages,
+            self.unusable_durations + other.unusable_durations,
         )
 
 
@@ -655,6 +663,8 @@ def summarise_entries(records: pl.DataFrame, entries: StatementEntries | None = 
     if entries is None or not entries.make_rows():
         heads = records["message"].head(HEAD_SAMPLE).str.extract(r"^([a-z ]{3,30}?)(?: of| for|:|$)", 1).drop_nulls().value_counts(sort=True).head(5)
     stamps = records["ts"].drop_nulls()
+    durations = records.filter((pl.col("sev") == "LOG") & message.str.starts_with("duration: "))["message"]
+    dur_ms = durations.str.slice(10, durations.str.find(" ms", literal=True) - 10).cast(pl.Float64, strict=False)
     return EntrySummary(
         records.height,
         translated.len(),
@@ -662,6 +672,7 @@ def summarise_entries(records: pl.DataFrame, entries: StatementEntries | None = 
         stamps.min() if stamps.len() else None,
         stamps.max() if stamps.len() else None,
         Counter(dict(heads.iter_rows())),
+        dur_ms.len() - dur_ms.to_frame("d").select(_usable(pl.col("d")).fill_null(False).sum()).item(),
     )
 
 
@@ -673,6 +684,12 @@ def finish(entries: StatementEntries, summary: EntrySummary, source: str, notes:
             None,
             f"{summary.translated} messages look translated (lc_messages is not English), e.g. "
             f"{summary.translated_sample!r}: their statements cannot be read; set lc_messages = 'C' on the server",
+        )]
+    if summary.unusable_durations:
+        warnings = warnings + [ParseWarning(
+            None,
+            f"{summary.unusable_durations} durations not read (not a number, negative or over {MAX_DURATION_MS / 8.64e7:.0f} days): "
+            "no statement row from them",
         )]
     statements = assembled.statements
     stamps = pl.concat([statements["start_ts"], statements["end_ts"]]).drop_nulls()

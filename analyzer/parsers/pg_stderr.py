@@ -56,6 +56,7 @@ MIN_PREFIX_MATCH = 0.8  # share of sampled severity lines the inferred prefix mu
 # longer text before a severity is no log_line_prefix (a real one is under 200 characters); cutting
 # tokens from it costs its length squared (the user@db token looks for an "@" from every position)
 MAX_PREFIX_CHARS = 512
+BOUNDARY_WINDOW_CHARS = 1_000_000  # text read at a time when looking for where a piece starts
 
 # an entry line's prefix ends at the first severity after a character that is not a letter, digit or _
 # (else the line may start with it): searched for, cheaper than a lazy prefix regex on every line
@@ -307,12 +308,14 @@ def infer_prefix(sample: list[str]) -> Prefix | None:
     shapes = Counter(tuple(_tokens(p)) for p in prefixes[::step])
     distinct = [list(shape) for shape, _ in shapes.most_common()]
     best: Prefix | None = None
+    # checked by polars (Rust's regex, linear): shapes of adjacent number tokens (a 40-digit time or
+    # pid) make regexes on which Python's backtracking took 30 s for 5 lines
+    entry_lines = pl.Series([p + "LOG:  x" for p in prefixes], dtype=pl.String)
     for shape in distinct[:6]:
         template, q_at = _with_q(shape, distinct)
         parts = _regex_parts(shape)
         regex = line_regex(_regex(parts, q_at))
-        compiled = re.compile(regex)
-        share = sum(1 for p in prefixes if compiled.match(p + "LOG:  x")) / len(prefixes)
+        share = float(entry_lines.str.contains(regex).mean() or 0.0)
         candidate = Prefix(
             template, regex, True, share, lead_regexes=lead_regexes(parts, q_at), keyed=keyed_lead(shape, parts, q_at)
         )
@@ -549,16 +552,38 @@ def _chunk_bounds(text: str | bytes, size: int, prefix: Prefix, wrapper: str | N
     starting at a main entry (LOG, ERROR...: never at a DETAIL/STATEMENT that belongs to the entry before it)."""
     if wrapper or not prefix.recognised or size <= CHUNK_CHARS:
         return [(0, size)]
-    main = prefix.line_regex[1:].replace("(?P<sev>[A-Z]+[1-5]?)", "(?P<sev>" + "|".join(M.MAIN_SEVERITIES) + ")")
-    pattern = "\n(?=" + main + ")"
-    boundary = re.compile(pattern if isinstance(text, str) else pattern.encode("ascii"))  # ASCII: the prefix is from the text
+    main = prefix.line_regex.replace("(?P<sev>[A-Z]+[1-5]?)", "(?P<sev>" + "|".join(M.MAIN_SEVERITIES) + ")")
     bounds = [0]
     while bounds[-1] + CHUNK_CHARS < size:
-        found = boundary.search(text, bounds[-1] + CHUNK_CHARS, size)
-        if not found:
+        found = _next_entry_line(text, bounds[-1] + CHUNK_CHARS, size, main)
+        if found is None:
             break
-        bounds.append(found.start() + 1)
+        bounds.append(found)
     return list(zip(bounds, bounds[1:] + [size]))
+
+
+def _next_entry_line(text: str | bytes, start: int, size: int, line_regex: str) -> int | None:
+    """Where the first line after ``text[start]``'s line that matches ``line_regex`` starts (None: no
+    such line before ``size``). Read by polars a window at a time: Python's regex search backtracks
+    on prefix regexes of adjacent number parts, at every line."""
+    at = start
+    while at < size:
+        piece = text[at : min(at + BOUNDARY_WINDOW_CHARS, size)]
+        piece = piece if isinstance(piece, str) else piece.decode("ascii")  # bytes only when ASCII
+        first_end = piece.find("\n")
+        if first_end < 0:
+            at += len(piece)
+            continue
+        lines = pl.Series(piece[first_end + 1 :].split("\n"), dtype=pl.String)
+        hits = lines.str.contains(line_regex).arg_true()
+        if hits.len():
+            before = lines.head(hits[0]).str.len_chars().sum() + hits[0]  # the lines before it and their newlines
+            return at + first_end + 1 + before
+        if at + len(piece) >= size:
+            return None
+        last_end = piece.rfind("\n")
+        at += last_end if last_end > first_end else len(piece)  # from the last line again: it may be cut
+    return None
 
 
 def _read_chunk(body: str | bytes, prefix: Prefix, wrapper: str | None, tz: str) -> Chunk:

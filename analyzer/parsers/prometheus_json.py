@@ -43,6 +43,7 @@ import polars as pl
 
 from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers import json_text
 from dbdiag.parsers.mpstat_text import cap_warnings
 from dbdiag.timebounds import BOUNDS_TEXT, epoch_inside
 
@@ -175,11 +176,9 @@ def sample_result(frame: pl.DataFrame, cols: SampleColumns, notes: list[str]) ->
 
 def load_json(text: str) -> object:
     try:
-        return json.loads(text.lstrip("\ufeff"))
+        return json_text.loads(text.lstrip("\ufeff"))
     except json.JSONDecodeError as error:
         raise ParseError(f"not JSON ({error.msg} at line {error.lineno})") from None
-    except RecursionError:
-        raise ParseError("JSON nested too deeply to read") from None
 
 
 def _pair(sample: object) -> tuple[object, object] | None:

@@ -40,6 +40,7 @@ import re
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers import json_text
 from dbdiag.parsers.mpstat_text import cap_warnings
 from dbdiag.parsers.tidb_slowlog import RAW_MEASURES, start_from_end, statements_with_text_plans, typed_measures
 
@@ -109,7 +110,7 @@ def _objects(text: str) -> tuple[list[dict], list[int], bool, list[ParseWarning]
     """The slow-query objects of the response, their 1-based positions, whether it was a list,
     and warnings for skipped items."""
     try:
-        data = json.loads(text)
+        data = json_text.loads(text)
     except json.JSONDecodeError as error:
         raise ParseError(f"not JSON ({error.msg} at line {error.lineno})") from None
     is_list = isinstance(data, list)

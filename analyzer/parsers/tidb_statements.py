@@ -45,9 +45,11 @@ import polars as pl
 
 from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers import json_text
 from dbdiag.parsers.grafana_csv import true_divide
 from dbdiag.parsers.mpstat_text import cap_warnings, check_tz, local_to_utc, zone_note
 from dbdiag.parsers.sql_table_export import header_names, read_export
+from dbdiag.timebounds import inside
 
 NS_PER_S = 1e9
 LATENCIES = {"sum_latency_s": "sum_latency", "avg_latency_s": "avg_latency", "max_latency_s": "max_latency", "min_latency_s": "min_latency"}
@@ -63,11 +65,9 @@ def _is_summary(names: set[str]) -> bool:
 
 def _json_frame(text: str) -> tuple[pl.DataFrame, bool, list[ParseWarning]]:
     try:
-        data = json.loads(text.lstrip("\ufeff"))
+        data = json_text.loads(text.lstrip("\ufeff"))
     except json.JSONDecodeError as error:
         raise ParseError(f"not JSON ({error.msg} at line {error.lineno})") from None
-    except RecursionError:
-        raise ParseError("JSON nested too deeply to read") from None
     is_list = isinstance(data, list)
     items = data if is_list else [data]
     objects, warnings = [], []
@@ -165,7 +165,10 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     if out["yearless"].any():
         notes.append("first_seen/last_seen printed without year or zone (Dashboard CSV export: 01-02 15:04:05); not kept")
     summary = T.conform(T.STATEMENT_SUMMARY, out)
-    start, end = summary["first_seen"].min(), summary["last_seen"].max()
+    # within the time bounds: a year-0 time (a corrupt field) is no Python datetime; the pipeline drops its row
+    start, end = summary.select(
+        pl.col("first_seen").filter(inside(pl.col("first_seen"))).min(), pl.col("last_seen").filter(inside(pl.col("last_seen"))).max()
+    ).row(0)
     return ParseResult(
         tables={T.STATEMENT_SUMMARY: summary},
         records=summary.height,

@@ -220,7 +220,7 @@ def test_prometheus_error_response_raises_with_the_error_text() -> None:
     [
         ("", "not JSON"),
         ('{"status":"success","data":{"resultType":"matrix","result":[{"metric":{}', "not JSON"),
-        ("[" * 100000 + "]" * 100000, "nested too deeply|no Prometheus response"),
+        ("[" * 100000 + "]" * 100000, "nested deeper than|no Prometheus response"),
         ('{"status":"success","data":[1,2]}', "no Prometheus response"),
         ("\x00\x01binary\xff", "not JSON"),
     ],
