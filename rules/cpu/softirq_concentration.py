@@ -390,7 +390,9 @@ def _remediation(per_cpu: pl.DataFrame, hot: list[int], node: int | None, device
     hot_list = format_cpu_list(hot)
     all_nodes = sorted(n for n in per_cpu["node"].drop_nulls().unique().to_list())
     other_nodes = [n for n in all_nodes if n != node]
-    other_cpus = format_cpu_list(per_cpu.filter(~pl.col("cpu").is_in(hot))["cpu"].to_list())
+    # the CPUs of the other nodes, the ones the database is bound to in step 4 (not every CPU but the hot ones)
+    other_cpus = format_cpu_list(per_cpu.filter(pl.col("node").is_in(other_nodes))["cpu"].to_list())
+    cpus = sorted(per_cpu["cpu"].drop_nulls().to_list())
     device_line = (
         "Devices whose interrupts land there: "
         + "; ".join(f"{name} (IRQ {', '.join(irqs)})" for name, irqs in devices[:4])
@@ -402,15 +404,15 @@ def _remediation(per_cpu: pl.DataFrame, hot: list[int], node: int | None, device
     steps = [
         f"Softirq work is concentrated on {_where(hot, node)}.",
         device_line.strip(),
-        "1. See the queues and where their interrupts go:",
+        "1. See the queues and where their interrupts go (IFACE: the NIC, from ip -br link):",
         "   ethtool -l IFACE",
         f"   for irq in $(grep -E '{devices[0][0] if devices else 'IFACE|virtio|mlx|hns|ixgbe|i40e|ena'}' /proc/interrupts | cut -d: -f1); do echo $irq $(cat /proc/irq/$irq/smp_affinity_list); done",
         "2. Give the NIC one queue per core you want to receive on, and spread the queue IRQs over all nodes:",
-        "   ethtool -L IFACE combined 16",
+        f"   ethtool -L IFACE combined {len(cpus)}   # at most the maximum ethtool -l shows",
         f"   echo <cpu> > /proc/irq/{irq_example}/smp_affinity_list   # one CPU per queue, round-robin across nodes",
         "   (stop irqbalance first if it keeps moving them back: systemctl stop irqbalance)",
         "3. For a single-queue NIC, spread receive processing with RPS/RFS:",
-        "   echo ffffffff,ffffffff > /sys/class/net/IFACE/queues/rx-0/rps_cpus",
+        f"   echo {rps_mask(cpus)} > /sys/class/net/IFACE/queues/rx-0/rps_cpus   # all {len(cpus)} CPUs",
         "   sysctl -w net.core.rps_sock_flow_entries=32768",
         "   echo 2048 > /sys/class/net/IFACE/queues/rx-0/rps_flow_cnt",
     ]
@@ -422,6 +424,22 @@ def _remediation(per_cpu: pl.DataFrame, hot: list[int], node: int | None, device
         ]
     steps.append("Then capture again and compare %soft per CPU (mpstat -P ALL -I SCPU 1 60).")
     return "\n".join(line for line in steps if line)
+
+
+def rps_mask(cpus: list[int]) -> str:
+    """The hex CPU mask of ``cpus`` as rps_cpus takes it: 32-bit groups, highest first, comma-separated.
+
+    >>> rps_mask([0, 1, 2]), rps_mask(list(range(40)))
+    ('7', 'ff,ffffffff')
+    """
+    mask = sum(1 << cpu for cpu in cpus)
+    groups = []
+    while True:
+        groups.append(mask & 0xFFFFFFFF)
+        mask >>= 32
+        if not mask:
+            break
+    return ",".join([f"{groups[-1]:x}"] + [f"{g:08x}" for g in reversed(groups[:-1])])
 
 
 def _sources(inp: RuleInput, names: tuple[str, ...]) -> tuple[str, ...]:

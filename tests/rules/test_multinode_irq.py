@@ -88,6 +88,9 @@ def test_two_node_guest_events_only_names_node_and_device(corpus, tmp_path):
     assert CPU_SHARE not in soft.impact
     [skew] = outcomes[irq_affinity_skew.RULE_ID].findings
     assert skew.severity is Severity.WARNING and skew.impact["nodes"] == [1]
+    # the database moved off node 1 goes to node 0's CPUs (0-3), not to every CPU but the hot ones (0-4,7)
+    assert "CPUAffinity=0-3 and NUMAPolicy=bind NUMAMask=0" in soft.remediation
+    assert "ethtool -L IFACE combined 8" in soft.remediation and "echo ff > /sys/class/net/IFACE/queues/rx-0/rps_cpus" in soft.remediation
 
 
 def _irq_tables(served: dict[str, dict[int, int]], cpus: int, nodes: int) -> dict[str, pl.DataFrame]:
