@@ -305,3 +305,9 @@ def test_stale_statistics_lead_and_link_the_flip_they_explain(pg: Analysis):
     assert first["rule"] == "stale-statistics" and first["subject"] == "table jobs"
     flip = document["findings"][1]
     assert flip["rule"] == "plan-flip" and flip["id"] in first["related"] and first["id"] in flip["related"]
+
+
+def test_the_scan_of_a_statement_whose_index_was_set_aside_says_undo_not_add(maria: Analysis):
+    (scan,) = _findings(maria, "full-table-scan")
+    assert "Index idx_customer_status of orders was made IGNORED during the capture (capture/db/mariadb-slow.log:2038)" in scan.remediation
+    assert "ADD INDEX" not in scan.remediation

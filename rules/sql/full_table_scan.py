@@ -437,7 +437,8 @@ def _finding(inp: RuleInput, scans: pl.DataFrame, row: dict) -> Finding:
             ),
         ),
         remediation=_remediation(engine, suggestion, table_text, plan_check.plan_check(
-            engine, inp.metrics.get("engine_version"), worst["sample_sql"], inp.metrics.get("sql_summary", {}).get("literals_shown", False))),
+            engine, inp.metrics.get("engine_version"), worst["sample_sql"], inp.metrics.get("sql_summary", {}).get("literals_shown", False)),
+            _set_aside_index(inp, table_text)),
         sources=tuple(f"{r['source']}:{r['line']}" for r in runs.head(3).iter_rows(named=True)),
     )
 
@@ -489,15 +490,39 @@ def _suggestion_text(engine: str | None, suggestion: IndexSuggestion | None, tab
     )
 
 
-def _remediation(engine: str | None, suggestion: IndexSuggestion | None, table: str | None, explain: str) -> str:
-    """``explain``: the plan check of :func:`plan_check.plan_check` (a statement or prose)."""
+SET_ASIDE_ACTIONS = ("index-ignored", "index-invisible", "drop-index")
+RESTORE_ACTIONS = ("index-not-ignored", "index-visible", "create-index")
+
+
+def _set_aside_index(inp: RuleInput, table: str | None) -> dict | None:
+    """The last index of ``table`` made IGNORED / INVISIBLE or dropped in the capture and not restored after."""
+    changes = inp.derived.get(t.CHANGE)
+    if table is None or changes is None or not changes.height:
+        return None
+    mine = changes.filter(
+        pl.col("table").str.to_lowercase() == table.lower(), pl.col("action").is_in(SET_ASIDE_ACTIONS + RESTORE_ACTIONS)
+    )
+    last = mine.tail(1).row(0, named=True) if mine.height else None
+    return last if last is not None and last["action"] in SET_ASIDE_ACTIONS else None
+
+
+def _remediation(engine: str | None, suggestion: IndexSuggestion | None, table: str | None, explain: str,
+                 set_aside: dict | None = None) -> str:
+    """``explain``: the plan check of :func:`plan_check.plan_check` (a statement or prose); ``set_aside``:
+    an index of the table the capture shows set aside (then undoing that is the fix, not a new index)."""
     table_text = suggestion.table if suggestion else table
     if table_text is None:
         show = "the indexes of the tables the statement reads"
     else:
         show = f"\\d {table_text}   (psql)" if engine == "postgresql" else f"SHOW INDEX FROM {table_text};"
     lines = [f"1. See which indexes exist: {show}"]
-    if suggestion is not None:
+    if set_aside is not None:
+        what = {"index-ignored": "made IGNORED", "index-invisible": "made INVISIBLE", "drop-index": "dropped"}[set_aside["action"]]
+        lines.append(
+            f"2. Index {set_aside['object']} of {set_aside['table']} was {what} during the capture "
+            f"({set_aside['source']}:{set_aside['line']}): undo that (see plan-flip's remedy) rather than add another index."
+        )
+    elif suggestion is not None:
         lines.append("2. Add an index on the filtered columns (equality columns first, then the range column):")
         lines.append(f"   {index_ddl(engine, suggestion.table, suggestion.columns)}")
         if engine in MYSQL_FAMILY:
