@@ -186,6 +186,10 @@ def test_pg_plan_flip_after_analyze_slow_plan_first(pg: dict):
     assert shown == [PG_FAST_PLAN, PG_SLOW_PLAN]  # fastest first; signatures shown whole (they name the indexes)
     assert "Bitmap Index Scan on orders_customer_idx" in _evidence(finding, "Fast plan")["text"]
     assert "Index Scan using orders_status_idx on orders  (cost=0.29..4.32 rows=1 " in _evidence(finding, "Slow plan")["text"]
+    # the slow plan came first and ANALYZE fixed it within the capture: a recovery, told as one, not a problem
+    assert finding["severity"] == "info"
+    assert finding["title"].startswith("Plan recovered after ANALYZE of orders (capture/db/postgresql.log:1746)")
+    assert finding["remediation"].startswith("Already fixed within the capture after ANALYZE of orders")
 
 
 def test_pg_plan_flip_remediation_names_the_table(pg: dict):

@@ -373,9 +373,13 @@ def check(inp: RuleInput) -> Verdict:
 def _with_all_calls(everything: pl.DataFrame, row: dict) -> dict:
     """``row`` plus all_calls: the fingerprint's timed executions (counted for the few findings, not for every fingerprint)."""
     if row["fp_id"] is None:
-        return {**row, "all_calls": None}
+        return {**row, "all_calls": None, "used_indexes": set()}
     calls = everything.select(((pl.col("fp_id") == row["fp_id"]) & pl.col("query_time_s").is_not_null()).sum()).item()
-    return {**row, "all_calls": calls}
+    used = set()
+    if "index_names" in everything.columns:  # the indexes its other runs used: one set aside explains the scan
+        names = everything.filter(pl.col("fp_id") == row["fp_id"])["index_names"].drop_nulls().unique().to_list()
+        used = {name.strip().lower() for text in names for name in text.split(",") if name.strip()}
+    return {**row, "all_calls": calls, "used_indexes": used}
 
 
 def _finding(inp: RuleInput, scans: pl.DataFrame, row: dict) -> Finding:
@@ -438,7 +442,7 @@ def _finding(inp: RuleInput, scans: pl.DataFrame, row: dict) -> Finding:
         ),
         remediation=_remediation(engine, suggestion, table_text, plan_check.plan_check(
             engine, inp.metrics.get("engine_version"), worst["sample_sql"], inp.metrics.get("sql_summary", {}).get("literals_shown", False)),
-            _set_aside_index(inp, table_text)),
+            _set_aside_index(inp, table_text, row["used_indexes"])),
         sources=tuple(f"{r['source']}:{r['line']}" for r in runs.head(3).iter_rows(named=True)),
     )
 
@@ -494,16 +498,19 @@ SET_ASIDE_ACTIONS = ("index-ignored", "index-invisible", "drop-index")
 RESTORE_ACTIONS = ("index-not-ignored", "index-visible", "create-index")
 
 
-def _set_aside_index(inp: RuleInput, table: str | None) -> dict | None:
-    """The last index of ``table`` made IGNORED / INVISIBLE or dropped in the capture and not restored after."""
+def _set_aside_index(inp: RuleInput, table: str | None, used: set[str]) -> dict | None:
+    """The last index of ``table`` made IGNORED / INVISIBLE or dropped in the capture and not restored after,
+    when the statement's other runs used it (``used``: lower-case index names)."""
     changes = inp.derived.get(t.CHANGE)
-    if table is None or changes is None or not changes.height:
+    if table is None or not used or changes is None or not changes.height:
         return None
     mine = changes.filter(
         pl.col("table").str.to_lowercase() == table.lower(), pl.col("action").is_in(SET_ASIDE_ACTIONS + RESTORE_ACTIONS)
     )
     last = mine.tail(1).row(0, named=True) if mine.height else None
-    return last if last is not None and last["action"] in SET_ASIDE_ACTIONS else None
+    if last is None or last["action"] not in SET_ASIDE_ACTIONS or (last["object"] or "").lower() not in used:
+        return None
+    return last
 
 
 def _remediation(engine: str | None, suggestion: IndexSuggestion | None, table: str | None, explain: str,

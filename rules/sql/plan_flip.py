@@ -210,6 +210,18 @@ def _finding(inp: RuleInput, frame: pl.DataFrame, fp_id: str, plans: pl.DataFram
     )
     cause = switch.cause if switch else None
     found_step = switch.step if switch else None
+    recovered = (
+        slow["last_seen"] is not None and fast["first_seen"] is not None and fast["first_seen"] > slow["last_seen"]
+    )
+    fixed_by = ""
+    if recovered:
+        first_fast = runs.filter(pl.col("plan_key") == fast["plan_key"]).sort("end_ts").row(0, named=True)
+        last_slow = runs.filter(pl.col("plan_key") == slow["plan_key"]).sort("end_ts").row(-1, named=True)
+        changes = cause_module.table_changes(inp)
+        names = cause_module.tables_read(inp, runs, sample["sample_sql"], sample["engine"])
+        mine = cause_module.on_tables(changes, names) if changes is not None else None
+        fix = cause_module.last_change_before(mine, first_fast, after=last_slow) if mine is not None and mine.height else None
+        fixed_by = f" after {cause_module.label(fix)} ({cause_module.where(fix)})" if fix else ""
     after = f" after {cause_module.label(cause)} at {cause['ts']:%H:%M:%S} UTC ({cause_module.where(cause)})" if cause and cause["ts"] else ""
     how = (
         f"; {found_step.calls_after:,} run(s) after the {'change' if cause else 'switch'} against {found_step.calls_before:,} before "
@@ -238,10 +250,14 @@ def _finding(inp: RuleInput, frame: pl.DataFrame, fp_id: str, plans: pl.DataFram
     return Finding(
         rule=RULE_ID,
         scope=Scope.STATEMENT,
-        severity=Severity.CRITICAL if lost_pct >= CRITICAL_SHARE_PCT else Severity.WARNING,
+        # the slow plan ran first and the fast one took over for good: the capture holds the fix, not the flip
+        severity=Severity.INFO if recovered else Severity.CRITICAL if lost_pct >= CRITICAL_SHARE_PCT else Severity.WARNING,
         title=(
             f"Plan flip{after}: one statement {ratio:,.0f}x slower with another plan "
             f"({seconds(fast['median_s'])} to {seconds(slow['median_s'])} median){instances}; threshold {SLOWDOWN_FACTOR:.0f}x"
+            if not recovered else
+            f"Plan recovered{fixed_by}: one statement ran {ratio:,.0f}x slower with its earlier plan "
+            f"({seconds(slow['median_s'])}, then {seconds(fast['median_s'])} median){instances} until {slow['last_seen']:%H:%M:%S} UTC"
         ),
         subject=f"fingerprint {fp_id}",
         impact={
@@ -258,8 +274,11 @@ def _finding(inp: RuleInput, frame: pl.DataFrame, fp_id: str, plans: pl.DataFram
         },
         objects=tuple(f"table {name}" for name in sorted(cause_module.tables_read(inp, runs, sample["sample_sql"], sample["engine"]))),
         evidence=tuple(evidence),
-        remediation=_remediation(engine, sample["sample_sql"], fast_index, fast_sample.get("plan_digest"), undo,
-                                 cause["action"] if cause else None, fallback_table),
+        remediation=(
+            f"Already fixed within the capture{fixed_by}: the fast plan ran from then on. If it comes back, the same steps apply:\n"
+            if recovered else ""
+        ) + _remediation(engine, sample["sample_sql"], fast_index, fast_sample.get("plan_digest"), undo,
+                         cause["action"] if cause else None, fallback_table),
         sources=tuple(
             ([cause_module.where(cause)] if cause else [])
             + [f"{slow_sample['source']}:{slow_sample['line']}", f"{fast_sample['source']}:{fast_sample['line']}"]
