@@ -222,3 +222,14 @@ def test_real_load_tests(capture: str, problems: tuple[str, ...], corpus: Path):
     outcome = run_rule(load_test_inflation.RULE, inp)
     assert outcome.status is Status.FIRED
     assert tuple(name for name, _ in outcome.findings[0].evidence[0].rows) == problems
+
+
+def test_select_only_pgbench_is_one_script_and_no_branch_contention():
+    # pgbench -S -C -c 16 on scale 1 (fixtures/pgbench-haproxy-connect): 16 clients > 1 branch row, but -S
+    # never updates a branch: no "tiny hot key range"; the script name is not doubled ("select only only")
+    capture = Path(__file__).resolve().parents[2] / "fixtures" / "pgbench-haproxy-connect" / "pgbench-C-haproxy-maxconn2.tar.gz"
+    analysis = analyze(capture)
+    inp = RuleInput(tables=analysis.tables, derived=analysis.derived.tables, metrics=analysis.derived.metrics)
+    problems = dict(run_rule(load_test_inflation.RULE, inp).findings[0].evidence[0].rows)
+    assert "tiny hot key range" not in problems
+    assert problems["one transaction type"] == "pgbench ran one script only: select only"
