@@ -160,7 +160,7 @@ def _finding(inp: RuleInput, events: pl.DataFrame) -> Finding:
     kinds = events["kind"].to_list()
     critical = any(kind in CRITICAL_KINDS for kind in kinds)
     counts = events.group_by("kind").len().sort("kind")
-    summary = ", ".join(f"{n} {kind}" for kind, n in counts.rows())
+    summary = ", ".join(_counted(kind, n) for kind, n in counts.rows())
     first = events.row(0, named=True)
     who = "the host" if first["kind"] == "host-restart" else first.get("process") or first.get("component") or "a database process"
     when = " during the capture" if first["ts"] is not None else f" (time unknown: {first['source']}:{first['line']} has no timestamp)"
@@ -201,6 +201,14 @@ def _whose(events: pl.DataFrame) -> str:
     host = (events["kind"] == "host-restart").any()
     processes = (events["kind"] != "host-restart").any()
     return " and ".join(w for w, seen in (("database/proxy processes", processes), ("the host", host)) if seen)
+
+
+def _counted(kind: str, n: int) -> str:
+    """``2 starts``, ``1 oom-kill``, ``3 recoveries``: a count that reads as English in the title."""
+    if n == 1:
+        return f"1 {kind}"
+    plural = {"recovery": "recoveries", "crash": "crashes"}.get(kind, f"{kind}s")
+    return f"{n} {plural}"
 
 
 def _verb(kind: str) -> str:

@@ -30,7 +30,7 @@ def test_restart_just_before_the_first_statement_and_just_after_the_last_counts(
     assert outcome.status is Status.FIRED
     finding = outcome.findings[0]
     assert finding.severity is Severity.WARNING
-    assert finding.title == "postgres restarted (2 start) during the capture"
+    assert finding.title == "postgres restarted (2 starts) during the capture"
     starts = [row for row in finding.evidence[0].rows if row[1] == "start"]
     assert [str(row[0]) for row in starts] == ["2026-12-02 02:04:56.861000+00:00", "2026-12-02 02:05:01.256000+00:00"]
     assert [row[5] for row in starts] == ["postgresql.log:15", "postgresql.log:55"]
