@@ -418,7 +418,7 @@ def build_view(document: dict[str, Any]) -> dict[str, Any]:
         "sql_charts": _sql_charts(document),
         "cpu_profile": _cpu_profile_view(document["metrics"].get("cpu_profile")),
         "numa": _numa_view(document["metrics"].get("numa_remote")),
-        "where_time_went": _where_time_went(document["metrics"].get("time_accounting")),
+        "where_time_went": _where_time_went(document["metrics"].get("time_accounting"), document["metrics"].get("sql_summary")),
         "idle_gaps": _idle_gaps_view(document["metrics"].get("idle_gaps")),
         "timeline": _timeline_view(document["metrics"].get("timeline")),
         "host_config": document["metrics"].get("host_config") or [],
@@ -466,7 +466,7 @@ def _sources_text(sources: list[dict[str, Any]], side: str) -> str:
     return "; ".join(details) or "no source"
 
 
-def _where_time_went(accounting: dict[str, Any] | None) -> dict[str, Any] | None:
+def _where_time_went(accounting: dict[str, Any] | None, sql_summary: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The verdict's sentence on DB time against user response time, and its per-window chart."""
     if not accounting:
         return None
@@ -485,9 +485,10 @@ def _where_time_went(accounting: dict[str, Any] | None) -> dict[str, Any] | None
         known = (f"user response time {_duration(user_s)} ({_sources_text(sources, 'user')})" if user_s is not None
                  else f"DB time {_duration(db_s)} ({_sources_text(sources, 'db')})" if db_s is not None else None)
         sentence = "Where the time went is not known: " + (accounting.get("unavailable_reason") or "no ratio") + (f"; known: {known}." if known else ".")
+    notes = list(accounting.get("notes") or []) + _other_db_time(db_s, accounting, sql_summary)
     view: dict[str, Any] = {"sentence": sentence, "ratio": ratio, "alignment": accounting.get("alignment"),
                             "details": [f"{s['side']}: {s['detail']}" for s in sources],
-                            "period": (accounting.get("from"), accounting.get("to")), "notes": accounting.get("notes") or [],
+                            "period": (accounting.get("from"), accounting.get("to")), "notes": notes,
                             "windows": accounting.get("windows") or [], "chart": None}
     windows = [w for w in view["windows"] if _as_datetime(w["window_start"]) is not None]
     if len(windows) >= 2:  # one window says no more than the sentence
@@ -507,6 +508,18 @@ def _where_time_went(accounting: dict[str, Any] | None) -> dict[str, Any] | None
         ]
         view["chart"] = time_panels(panels, start, end)
     return view
+
+
+def _other_db_time(db_s: float | None, accounting: dict[str, Any], sql_summary: dict[str, Any] | None) -> list[str]:
+    """A note when Top SQL and the SQL findings count another DB time than this account (another source or span)."""
+    logged = (sql_summary or {}).get("db_time_s")
+    if db_s is None or not logged or abs(logged - db_s) <= 0.1 * max(logged, db_s):
+        return []
+    return [
+        f"Top SQL and the SQL findings' shares count {_duration(logged)} of statement time: every statement of the "
+        f"statement logs ({sql_summary.get('first_seen')} to {sql_summary.get('last_seen')}); this account's DB time, "
+        f"{_duration(db_s)}, covers {accounting.get('from')} to {accounting.get('to')} from its own source."
+    ]
 
 
 def _connecting_text(accounting: dict[str, Any]) -> str:

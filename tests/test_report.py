@@ -103,3 +103,14 @@ def test_where_the_time_went_names_the_connection_set_up_the_load_tool_measured(
     assert "the rest was outside the database, of it 314 s (98%) connecting: 105.0 ms per transaction." in sentence
     del accounting["connection_time_s"]
     assert "connecting" not in _where_time_went(accounting)["sentence"]
+
+
+def test_a_second_db_time_of_another_window_is_explained_next_to_the_first():
+    from dbdiag.report import _where_time_went
+
+    accounting = {"user_response_time_s": 4486.0, "db_time_s": 592.3, "db_time_ratio": 0.132, "sources": [],
+                  "from": "02:00:13", "to": "02:00:29"}
+    summary = {"db_time_s": 1784.6, "first_seen": "02:00:00", "last_seen": "02:00:58"}
+    (note,) = _where_time_went(accounting, summary)["notes"]
+    assert "count 1,785 s of statement time" in note and "592 s, covers 02:00:13 to 02:00:29" in note
+    assert _where_time_went(accounting, {**summary, "db_time_s": 600.0})["notes"] == []  # the same time: nothing to explain
