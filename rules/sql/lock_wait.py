@@ -179,7 +179,7 @@ def _finding(inp: RuleInput, waits: pl.DataFrame, logged: pl.DataFrame | None, r
             title="Longest waits",
             columns=("connection", "started", "lock wait", "query time", "measured", "where"),
             rows=tuple(
-                (r["conn_id"], _time(r["start_ts"]), seconds(r["lock_time_s"]), seconds(r["query_time_s"]), "inferred" if r["inferred"] else "Lock_time / log", where(r))
+                (r["conn_id"], _time(r["start_ts"]), seconds(r["lock_time_s"]), seconds(r["query_time_s"]), "inferred" if r["inferred"] else _measured_by(r.get("engine")), where(r))
                 for r in worst.iter_rows(named=True)
             ),
         ),
@@ -368,6 +368,11 @@ def remediation(engine: str | None, table: str | None, blocker: str | None) -> s
     ])
 
 
+def _measured_by(engine: str | None) -> str:
+    """What a wait was read from, in the engine's words."""
+    return {"postgresql": "log_lock_waits line", "tidb": "Lock wait time field"}.get(engine or "", "Lock_time")
+
+
 RULE = Rule(
     id=RULE_ID,
     title="Statements spent most of their time waiting for locks",
@@ -376,3 +381,4 @@ RULE = Rule(
     check=check,
     doc=__doc__ or "",
 )
+
