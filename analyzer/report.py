@@ -11,6 +11,7 @@ import base64
 import hashlib
 import json
 import math
+import re
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -484,7 +485,9 @@ def _where_time_went(accounting: dict[str, Any] | None, sql_summary: dict[str, A
     else:
         known = (f"user response time {_duration(user_s)} ({_sources_text(sources, 'user')})" if user_s is not None
                  else f"DB time {_duration(db_s)} ({_sources_text(sources, 'db')})" if db_s is not None else None)
-        sentence = "Where the time went is not known: " + (accounting.get("unavailable_reason") or "no ratio") + (f"; known: {known}." if known else ".")
+        # the histogram names looked for belong in the JSON, not in the verdict's sentence
+        reason = _METRIC_LIST_RE.sub("", accounting.get("unavailable_reason") or "no ratio")
+        sentence = "Where the time went is not known: " + reason + (f"; known: {known}." if known else ".")
     notes = list(accounting.get("notes") or []) + _other_db_time(db_s, accounting, sql_summary)
     view: dict[str, Any] = {"sentence": sentence, "ratio": ratio, "alignment": accounting.get("alignment"),
                             "details": [f"{s['side']}: {s['detail']}" for s in sources],
@@ -508,6 +511,9 @@ def _where_time_went(accounting: dict[str, Any] | None, sql_summary: dict[str, A
         ]
         view["chart"] = time_panels(panels, start, end)
     return view
+
+
+_METRIC_LIST_RE = re.compile(r" \((?:[\w*]+_(?:seconds|milliseconds)(?:, )?)+\)")
 
 
 def _other_db_time(db_s: float | None, accounting: dict[str, Any], sql_summary: dict[str, Any] | None) -> list[str]:

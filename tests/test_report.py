@@ -114,3 +114,14 @@ def test_a_second_db_time_of_another_window_is_explained_next_to_the_first():
     (note,) = _where_time_went(accounting, summary)["notes"]
     assert "count 1,785 s of statement time" in note and "592 s, covers 02:00:13 to 02:00:29" in note
     assert _where_time_went(accounting, {**summary, "db_time_s": 600.0})["notes"] == []  # the same time: nothing to explain
+
+
+def test_an_unknown_ratio_says_why_without_the_list_of_histogram_names():
+    from dbdiag.report import _where_time_went
+
+    reason = ("no load-test samples (JMeter), no application latency histogram (http_server_requests_seconds, "
+              "http_server_duration_milliseconds, *_request*_seconds)")
+    sentence = _where_time_went({"db_time_s": 6.92, "user_response_time_s": None, "db_time_ratio": None, "sources": [],
+                                 "unavailable_reason": reason})["sentence"]
+    assert sentence.startswith("Where the time went is not known: no load-test samples (JMeter), no application latency histogram;")
+    assert "_seconds" not in sentence
