@@ -9,12 +9,7 @@ PostgreSQL when they are installed.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import tarfile
-import tempfile
-import time
 from pathlib import Path
 
 import polars as pl
@@ -27,6 +22,7 @@ from dbdiag.parsers import perf_script
 from dbdiag.parsers.base import ParseContext
 from dbdiag.rules.base import RuleInput
 from dbdiag.rules.cpu import lock_contention, lock_owner, lock_remedies
+from tests.real_servers import mariadb, postgres, run_sql  # noqa: F401  (pytest fixtures)
 from tests.remedy_sql import statements
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "perf"
@@ -140,58 +136,14 @@ def test_each_owner_s_remedy_names_no_other_engine():
     assert set(statements(pg_sql)) == {statement.rstrip(";") for statement in lock_remedies.POSTGRESQL_STATEMENTS}
 
 
-def _wait_for(path: Path, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if path.exists():
-            return True
-        time.sleep(0.2)
-    return False
+def test_mariadb_remedy_sql_runs_on_mariadb(mariadb):
+    for statement in lock_remedies.MARIADB_STATEMENTS:
+        run_sql(mariadb, statement)  # raises with the server's error
 
 
-def test_mariadb_remedy_sql_runs_on_mariadb():
-    server, client = shutil.which("mariadbd") or "/usr/sbin/mariadbd", shutil.which("mariadb")
-    if not (Path(server).exists() and client and shutil.which("mariadb-install-db")):
-        pytest.skip("MariaDB server not installed (apt-get install mariadb-server): remedy SQL not executed")
-    if os.geteuid() != 0:
-        pytest.skip("the MariaDB check starts mariadbd --user=root: run as root (CI does)")
-    with tempfile.TemporaryDirectory() as folder:
-        work = Path(folder)
-        sock = work / "m.sock"
-        subprocess.run(["mariadb-install-db", "--user=root", f"--datadir={work / 'data'}"], check=True, capture_output=True, timeout=120)
-        proc = subprocess.Popen([server, "--no-defaults", "--user=root", f"--datadir={work / 'data'}", f"--socket={sock}", "--skip-networking",
-                                 f"--pid-file={work / 'm.pid'}", "--innodb-buffer-pool-size=32M"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            assert _wait_for(sock, 60), "mariadbd did not start"
-            for statement in lock_remedies.MARIADB_STATEMENTS:
-                run = subprocess.run([client, "-S", str(sock), "-uroot", "-e", statement], capture_output=True, text=True, timeout=60)
-                assert run.returncode == 0, f"{statement}: {run.stderr}"
-        finally:
-            proc.terminate()
-            proc.wait(timeout=60)
-
-
-def test_postgresql_remedy_sql_runs_on_postgresql():
-    binaries = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
-    if not binaries:
-        pytest.skip("PostgreSQL not installed (apt-get install postgresql-15): remedy SQL not executed")
-    bin_dir = binaries[-1].parent
-    as_user = [] if os.geteuid() != 0 else ["runuser", "-u", "postgres", "--"]
-    with tempfile.TemporaryDirectory() as folder:
-        work = Path(folder)
-        os.chmod(work, 0o777)
-        data = work / "data"
-        subprocess.run([*as_user, str(bin_dir / "initdb"), "-D", str(data), "-A", "trust"], check=True, capture_output=True, timeout=120)
-        options = f"-c listen_addresses='' -c unix_socket_directories='{work}'"
-        subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(work / "log"), "-w", "start"],
-                       check=True, capture_output=True, timeout=120)
-        try:
-            for statement in lock_remedies.POSTGRESQL_STATEMENTS:
-                run = subprocess.run([*as_user, str(bin_dir / "psql"), "-h", str(work), "-X", "-d", "postgres", "-v", "ON_ERROR_STOP=1",
-                                      "-c", statement], capture_output=True, text=True, timeout=60)
-                assert run.returncode == 0, f"{statement}: {run.stderr}"
-        finally:
-            subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-w", "stop"], capture_output=True, timeout=120)
+def test_postgresql_remedy_sql_runs_on_postgresql(postgres):
+    for statement in lock_remedies.POSTGRESQL_STATEMENTS:
+        run_sql(postgres, statement)
 
 
 def test_flat_report_owner_comes_from_the_entry_and_its_process():
