@@ -260,10 +260,20 @@ def _run_windows(row: dict, intervals: pl.DataFrame | None, width: float) -> pl.
         latency = row["latency_pct_ms"] if row["latency_pct_ms"] is not None else row["latency_avg_ms"]
         return pl.DataFrame({"run": [row["run"]], "tps": [float(row["tps"])], "latency_ms": [latency]},
                             schema={"run": pl.Int32, "tps": pl.Float64, "latency_ms": pl.Float64})
+    # each line weighs the seconds it covers, and a window must cover half its width: pgbench's last line
+    # (`progress: 20.1 s, 153.6 tps`) covers 0.1 s and is no capacity measured over a window
+    progress = progress.sort("offset_s").with_columns(
+        _dur=(pl.col("offset_s") - pl.col("offset_s").shift(1).fill_null(0.0)).clip(lower_bound=0.0)
+    )
     return (
         progress.with_columns(((pl.col("offset_s") - 1e-9) // width).alias("_w"))
         .group_by("_w")
-        .agg(pl.col("tps").mean(), pl.col("latency_ms").mean())
+        .agg(
+            ((pl.col("tps") * pl.col("_dur")).sum() / pl.col("_dur").sum()).alias("tps"),
+            ((pl.col("latency_ms") * pl.col("_dur")).sum() / pl.col("_dur").sum()).alias("latency_ms"),
+            pl.col("_dur").sum().alias("_covered"),
+        )
+        .filter(pl.col("_covered") >= width / 2)
         .select(pl.lit(row["run"], dtype=pl.Int32).alias("run"), "tps", "latency_ms")
     )
 

@@ -233,3 +233,15 @@ def test_select_only_pgbench_is_one_script_and_no_branch_contention():
     problems = dict(run_rule(load_test_inflation.RULE, inp).findings[0].evidence[0].rows)
     assert "tiny hot key range" not in problems
     assert problems["one transaction type"] == "pgbench ran one script only: select only"
+
+
+def test_rate_limit_capacity_ignores_the_last_tenth_of_a_second_line():
+    # pgbench -P 1 prints a last "progress: 20.1 s, 153.6 tps" over 0.1 s: no window; the 10 s windows
+    # weigh each line by its seconds (the best one: 151.3/s)
+    from dbdiag.rules.app import rate_limit_advice
+
+    capture = Path(__file__).resolve().parents[2] / "fixtures" / "pgbench-haproxy-connect" / "pgbench-C-haproxy-maxconn2.tar.gz"
+    analysis = analyze(capture)
+    inp = RuleInput(tables=analysis.tables, derived=analysis.derived.tables, metrics=analysis.derived.metrics)
+    (finding,) = run_rule(rate_limit_advice.RULE, inp).findings
+    assert "capacity 151.3/s" in finding.title and "153.6" not in finding.title
