@@ -137,6 +137,13 @@ def test_pg_stale_statistics_on_orders_with_estimates_from_the_plans(pg: dict):
     # exactly the 260 statements of the stale phase (150 lookups, 100 coupon scans, 10 counts); none after ANALYZE
     assert finding["impact"]["statements"] == 260
     assert finding["impact"]["max_misestimate"] == PG_PENDING_ROWS
+    # the cost is measured against the runs after the ANALYZE that fixed the plans (no run before the INSERT)
+    assert "longer than after ANALYZE of orders (capture/db/postgresql.log:1746)" in finding["impact"]["description"]
+    impact = finding["impact"]
+    assert impact["step_at"] == "fix" and impact["fixed_by"]
+    assert impact["calls_before"] == impact["calls_after"] == 150  # the lookup: 150 slow runs before the ANALYZE, 150 fast after
+    assert impact["median_before_s"] > 10 * impact["median_after_s"]
+    assert 1.0 <= impact["db_time_s"] < 4.4  # not the whole 4.4 s those statements took
     nodes = _evidence(finding, "Plan nodes on orders")
     columns = nodes["columns"]
     rows = [dict(zip(columns, row)) for row in nodes["rows"]]

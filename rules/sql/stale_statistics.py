@@ -174,6 +174,7 @@ class TableCause:
     steps: tuple[tuple[str, cause_module.Step], ...]  # (fp_id, step), heaviest loss first
     changes: pl.DataFrame | None
     first_misled: dict | None = None  # the first statement planned on the bad statistics
+    fixed_by: dict | None = None  # statistics collected later in the capture, after which the statements ran fast
 
     @property
     def lost_s(self) -> float:
@@ -204,7 +205,50 @@ def _cause_and_step(inp: RuleInput, everything: pl.DataFrame, affected: pl.DataF
     previous, following = cause_module.neighbours(mine, cause)
     steps = [(fp_id, cause_module.step(group, cause, previous, following)) for (fp_id,), group in runs.group_by("fp_id")]
     steps.sort(key=lambda pair: (-(pair[1].lost_s or 0.0), pair[0]))
-    return TableCause(cause, cause_module.statistics_before(mine, cause), tuple(steps), mine, first)
+    collected = cause_module.statistics_before(mine, cause)
+    if not any(found.lost_s is not None for _, found in steps):
+        fixed = _fixed_by(runs, mine, cause)
+        if fixed is not None:
+            fix, fix_steps = fixed
+            return TableCause(cause, collected, fix_steps, mine, first, fixed_by=fix)
+    return TableCause(cause, collected, tuple(steps), mine, first)
+
+
+def _step_fields(found: TableCause) -> dict:
+    """The heaviest fingerprint's runs before and after the change the step is measured at: the cause, or
+    the statistics collection that fixed the plans (``step_at``), its runs before it the slow ones."""
+    top = found.steps[0][1]
+    if found.fixed_by is None:
+        return {**cause_module.step_numbers(top), "step_at": "cause"}
+    return {
+        "calls_before": top.calls_after, "median_before_s": round(top.median_after_s, 6),
+        "calls_after": top.calls_before, "median_after_s": round(top.median_before_s, 6),
+        "step_at": "fix", "fixed_by": cause_module.cause_summary(found.fixed_by),
+    }
+
+
+def _fixed_by(runs: pl.DataFrame, mine: pl.DataFrame, cause: dict) -> tuple[dict, tuple[tuple[str, cause_module.Step], ...]] | None:
+    """The first statistics collection on the table after ``cause`` with runs on both sides, and the cost
+    of the stale statistics until then: runs before it x (median before - median after), per fingerprint
+    (the mirror of a step at a cause: the slow side comes first)."""
+    later = [
+        c for c in mine.iter_rows(named=True)
+        if c["kind"] == "statistics" and cause_module.change_before({"source": c["source"], "line": c["line"], "start_ts": c["ts"]}, cause)
+    ]
+    for fix in later:
+        steps = []
+        for (fp_id,), group in runs.group_by("fp_id"):
+            at_fix = cause_module.step(group, fix, None, None)
+            mirrored = cause_module.Step(
+                calls_before=at_fix.calls_after, median_before_s=at_fix.median_after_s,
+                calls_after=at_fix.calls_before, median_after_s=at_fix.median_before_s,
+                after_s=float(group.filter(cause_module.before(fix))["query_time_s"].drop_nulls().sum()),
+            )
+            steps.append((fp_id, mirrored))
+        if any(found.lost_s is not None for _, found in steps):
+            steps.sort(key=lambda pair: (-(pair[1].lost_s or 0.0), pair[0]))
+            return fix, tuple(steps)
+    return None
 
 
 # The statement columns this rule reads: filtering them is much cheaper than filtering the whole table.
@@ -480,7 +524,15 @@ def _finding(frame: pl.DataFrame, signals: pl.DataFrame, affected: pl.DataFrame,
                            for fp, s in found.steps[:MAX_FINGERPRINTS_SHOWN]),
             ))
     after = f" after {cause_module.label(cause)} at {cause['ts']:%H:%M:%S} UTC ({cause_module.where(cause)})" if cause and cause["ts"] else ""
-    if measured:
+    if measured and found.fixed_by is not None:
+        top_fp, top = found.steps[0]
+        cost_text = (
+            f"the statements misled on {table} ran {seconds(cost_s)} ({cost_pct:.1f}% of statement time) longer than after "
+            f"{cause_module.label(found.fixed_by)} ({cause_module.where(found.fixed_by)}) gave the planner fresh statistics, "
+            f"all runs counted (logged plan or not); heaviest, fingerprint {top_fp}: {top.calls_after:,} run(s) at "
+            f"{seconds(top.median_after_s)} median before it, {top.calls_before:,} at {seconds(top.median_before_s)} after."
+        )
+    elif measured:
         top_fp, top = found.steps[0]
         cost_text = (
             f"the statements misled on {table} lost {seconds(cost_s)} ({cost_pct:.1f}% of statement time) against their own runs "
@@ -514,7 +566,7 @@ def _finding(frame: pl.DataFrame, signals: pl.DataFrame, affected: pl.DataFrame,
             "fingerprints": by_class["fp_id"].head(MAX_FINGERPRINTS_SHOWN).to_list(),
             "max_misestimate": round(worst_factor, 1) if worst_factor else None,
             **({"affected_db_time_s": round(row["affected_s"], 3)} if measured else {}),
-            **(cause_module.step_numbers(found.steps[0][1]) if measured else {}),
+            **(_step_fields(found) if measured else {}),
             **({"cause": cause_module.cause_summary(cause)} if cause else {}),
         },
         objects=tuple(f"fingerprint {fp}" for fp in by_class["fp_id"].to_list()),  # links the flips these statistics explain
