@@ -433,6 +433,8 @@ def cost_text(impact: dict[str, Any]) -> str:
     parts = []
     for share, total, what in (("share_of_user_time", "user_time_s", "of user time"), ("share_of_db_time", "db_time_s", "of DB time")):
         value, seconds_total = impact.get(share), impact.get(total)
+        if not value and not seconds_total:  # explains none of it (the outside bottleneck's DB time): nothing to say
+            continue
         if isinstance(value, (int, float)):
             parts.append(f"{value * 100:.1f}% {what}" + (f" ({seconds(seconds_total)})" if isinstance(seconds_total, (int, float)) else ""))
         elif isinstance(seconds_total, (int, float)):

@@ -125,3 +125,11 @@ def test_an_unknown_ratio_says_why_without_the_list_of_histogram_names():
                                  "unavailable_reason": reason})["sentence"]
     assert sentence.startswith("Where the time went is not known: no load-test samples (JMeter), no application latency histogram;")
     assert "_seconds" not in sentence
+
+
+def test_cost_text_names_what_the_finding_explains_and_skips_zeros():
+    from dbdiag.report import cost_text
+
+    assert cost_text({"share_of_user_time": 0.868, "user_time_s": 3894.1, "share_of_db_time": 0.0, "db_time_s": 0.0}) == "86.8% of user time (3,894.1 s)"
+    assert cost_text({"share_of_db_time": 0.849, "db_time_s": 1514.6, "cpu_share": 0.036}) == "84.9% of DB time (1,514.6 s) · 3.6% of CPU"
+    assert cost_text({"description": "no cost"}) == ""
