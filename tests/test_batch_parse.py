@@ -15,8 +15,9 @@ from dbdiag.capture import Capture, Member
 from dbdiag.parsers import mysql_slowlog
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult
 from dbdiag.pipeline import analyze_capture
+from tests.conftest import CORPUS, corpus_present, skip_without_corpus
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "slowlog-mysql"
+SLOWLOGS = CORPUS / "slowlog-mysql"
 
 ENTRY = (
     "# Time: 2024-01-01T00:{minute:02d}:0{second}.000000Z\n"
@@ -51,8 +52,8 @@ def tiny_log(i: int) -> bytes:
 def members() -> list[tuple[str, bytes]]:
     """A few hundred tiny logs, the odd ones and the corpus' slow logs, shuffled."""
     found = [(f"host-{i}/slow.log", tiny_log(i)) for i in range(200)] + [(f"odd/{n}", d) for n, d in ODD.items()]
-    if CORPUS.is_dir():
-        found += [(f"corpus/{p.name}", p.read_bytes()) for p in sorted(CORPUS.iterdir()) if p.stat().st_size < 256 * 1024]
+    if corpus_present():
+        found += [(f"corpus/{p.name}", p.read_bytes()) for p in sorted(SLOWLOGS.iterdir()) if p.stat().st_size < 256 * 1024]
     random.Random(11).shuffle(found)
     return found
 
@@ -141,7 +142,7 @@ def test_thousands_of_tiny_slow_logs_do_not_cost_a_parse_each():
     assert elapsed_s < 20  # measured ~0.5 s; one parse each took ~50 s (25 ms x 2000)
 
 
-TIDB_CORPUS = CORPUS.parent / "slowlog-tidb"
+TIDB_SLOWLOGS = CORPUS / "slowlog-tidb"
 TIDB_ENTRY = (
     "# Time: 2024-01-01T00:{minute:02d}:0{second}.000000+08:00\n# Txn_start_ts: 4460000000000{i:05d}\n"
     "# User@Host: root[root] @ 10.0.0.1 [10.0.0.1]\n# Conn_ID: {i}\n# Query_time: 1.{i}\n# DB: test\n# Succ: true\n"
@@ -159,8 +160,8 @@ def tidb_members() -> list[tuple[str, bytes]]:
     found = [(f"tidb-10.0.0.{i}/tidb_slow_query.log", "".join(TIDB_ENTRY.format(i=i, minute=i % 60, second=s)
               for s in range(3)).encode()) for i in range(200)]
     found += [(f"odd/{n}", d) for n, d in TIDB_ODD.items()]
-    if TIDB_CORPUS.is_dir():
-        found += [(f"corpus/{p.name}", p.read_bytes()) for p in sorted(TIDB_CORPUS.glob("*.log"))]
+    if corpus_present():
+        found += [(f"corpus/{p.name}", p.read_bytes()) for p in sorted(TIDB_SLOWLOGS.glob("*.log"))]
     random.Random(5).shuffle(found)
     return found
 
@@ -187,9 +188,9 @@ def test_mutated_members_give_in_a_batch_what_they_give_alone(kind: str):
     from dbdiag.parsers import tidb_slowlog
     from dbdiag.parsers.base import decode_text
 
-    folder = CORPUS if kind == "mysql" else TIDB_CORPUS
-    if not folder.is_dir():
-        pytest.skip("../shared/corpus not beside the repo")
+    folder = SLOWLOGS if kind == "mysql" else TIDB_SLOWLOGS
+    if not corpus_present():
+        skip_without_corpus()
     seeds = [p.read_bytes()[:20_000] for p in sorted(folder.iterdir()) if p.suffix in (".log", ".txt")]
     rng = random.Random(29)
     items = []
@@ -229,8 +230,8 @@ def test_an_mpstat_batch_gives_each_member_what_it_gives_alone():
     from dbdiag.parsers import mpstat_text
     from dbdiag.parsers.base import decode_text
 
-    folder = CORPUS.parent / "mpstat"
-    seeds = [p.read_bytes()[:30_000] for p in sorted(folder.glob("*.txt")) + sorted(folder.glob("*.out"))] if folder.is_dir() else []
+    folder = CORPUS / "mpstat"
+    seeds = [p.read_bytes()[:30_000] for p in sorted(folder.glob("*.txt")) + sorted(folder.glob("*.out"))] if corpus_present() else []
     tiny = (
         "Linux 5.10.0-28-amd64 (host-{i}) \t01/01/24 \t_x86_64_\t(2 CPU)\n\n"
         "00:00:01     CPU    %usr   %nice    %sys %iowait    %irq   %soft  %steal  %guest  %gnice   %idle\n"
@@ -257,8 +258,8 @@ def test_a_perf_script_batch_gives_each_member_what_it_gives_alone():
 
     from dbdiag.parsers import perf_script
 
-    folder = CORPUS.parent / "perf"
-    seeds = [p.read_bytes()[:40_000] for p in sorted(folder.glob("flamegraph*"))] if folder.is_dir() else []
+    folder = CORPUS / "perf"
+    seeds = [p.read_bytes()[:40_000] for p in sorted(folder.glob("flamegraph*"))] if corpus_present() else []
     tiny = "mysqld {pid} [001] 3014{i}.000001: cpu-clock: \n\tffffffff81001408 xen_hypercall ([kernel.kallsyms])\n\t7f0a1b row_search_mvcc (/usr/sbin/mysqld)\n\n"
     found = [tiny.format(pid=1000 + i % 7, i=i).encode() for i in range(100)] + seeds + [b"", b"junk\n\tffff x (y)\n", b"a 1 x:\r\n"]
     rng = random.Random(23)

@@ -311,3 +311,14 @@ def test_the_scan_of_a_statement_whose_index_was_set_aside_says_undo_not_add(mar
     (scan,) = _findings(maria, "full-table-scan")
     assert "Index idx_customer_status of orders was made IGNORED during the capture (capture/db/mariadb-slow.log:2038)" in scan.remediation
     assert "ADD INDEX" not in scan.remediation
+
+
+def test_postgresql_autovacuum_analyze_is_a_statistics_change_of_its_table():
+    # fixtures/causes/pg-autoanalyze (make_pg_autoanalyze.py, PostgreSQL 15.18 here): 20,000 rows loaded,
+    # autovacuum analyzed jobs at line 84; its analyses of the system catalogs are not changes
+    analysis = analyze(CAUSES / "pg-autoanalyze" / "postgresql.log")
+    changes = analysis.derived.tables[t.CHANGE]
+    analyzed = changes.filter(pl.col("action") == "auto-analyze")
+    assert analyzed.select("kind", "table", "line").rows() == [("statistics", "jobs", 84)]
+    events = analysis.tables[t.EVENT]
+    assert events.filter(pl.col("kind") == "auto-analyze").height > 1  # the catalogs' too, as events

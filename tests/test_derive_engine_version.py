@@ -8,7 +8,7 @@ import pytest
 from dbdiag import tables as t
 from dbdiag.derive.engine_version import at_least, engine_version
 from dbdiag.pipeline import analyze
-from tests.conftest import CORPUS, REPO
+from tests.conftest import CORPUS, REPO, corpus_present, skip_without_corpus
 
 
 def test_slow_log_banner_gives_the_version():
@@ -18,6 +18,8 @@ def test_slow_log_banner_gives_the_version():
 
 
 def test_settings_export_gives_the_version():
+    if not corpus_present():
+        skip_without_corpus()
     metric = analyze(CORPUS / "captures" / "mariadb-sysbench-debian12.tar.gz").derived.metrics["engine_version"]
     assert (metric["engine"], metric["version"], metric["source"]) == ("mariadb", "10.11.19-MariaDB-0+deb12u1-log", "capture/db/global_variables.tsv")
 

@@ -26,7 +26,7 @@ Inputs and what they give (sample input -> ``kind`` / ``action``):
   collection: left out. Internal statements count: TiDB's auto analyze is one, ``auto-analyze``.
 - ``event`` rows: start, shutdown, crash, restart, recovery, host-restart (sysstat LINUX-RESTART) -> restart /
   <the event's kind>;
-  oom-kill -> oom-kill / oom-kill.
+  oom-kill -> oom-kill / oom-kill; PostgreSQL's autovacuum analyze -> statistics / auto-analyze (its table).
 
 Columns: ``ts`` (when the change took effect: the statement's end, the event's time), ``kind``,
 ``action``, ``table`` (the table's name without schema or quotes; null when the statement names
@@ -194,12 +194,23 @@ def _is_change(found: tuple[str, str, str | None, str | None], row: dict) -> boo
 
 
 def _event_changes(events: pl.DataFrame) -> pl.DataFrame:
-    wanted = events.filter(pl.col("kind").is_in([*RESTART_EVENTS, "oom-kill"]))
+    # autovacuum's analyze of the system catalogs is no change of the data a plan reads
+    catalog = pl.col("message").str.contains(r'of table "[^"]*\.(?:pg_catalog|pg_toast|information_schema)\.').fill_null(False)
+    wanted = events.filter(
+        pl.col("kind").is_in([*RESTART_EVENTS, "oom-kill"]) | ((pl.col("kind") == "auto-analyze") & ~catalog)
+    )
+    kind = (
+        pl.when(pl.col("kind") == "oom-kill").then(pl.lit("oom-kill"))
+        .when(pl.col("kind") == "auto-analyze").then(pl.lit("statistics"))
+        .otherwise(pl.lit("restart"))
+    )
+    # PostgreSQL names "db.schema.table": the table, as the statements name it
+    analyzed = pl.col("message").str.extract(r'automatic analyze of table "(?:[^"]*\.)?([^".]+)"', 1)
     return wanted.select(
         "ts",
-        pl.when(pl.col("kind") == "oom-kill").then(pl.lit("oom-kill")).otherwise(pl.lit("restart")).alias("kind"),
+        kind.alias("kind"),
         pl.col("kind").alias("action"),
-        pl.lit(None, dtype=pl.String).alias("table"),
+        pl.when(pl.col("kind") == "auto-analyze").then(analyzed).otherwise(pl.lit(None, dtype=pl.String)).alias("table"),
         pl.col("process").alias("object"),
         pl.lit(None, dtype=pl.Int64).alias("rows"),
         pl.col("component").alias("engine"),

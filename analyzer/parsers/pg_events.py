@@ -23,7 +23,8 @@ process: its own ``(PID n)``; ``message`` ``SEVERITY:  message``):
   other than 0 and 1 (the postmaster then restarts every backend: the OOM killer's usual mark).
 - ``recovery``: ``database system was interrupted`` / ``was not properly shut down`` (one row).
 - ``fatal``: PANIC entries. ``error``: ``out of memory``, ``could not fork``, ``sorry, too many
-  clients already``. Floods keep their first 10,000 rows (note).
+  clients already``. ``auto-analyze``: ``automatic analyze of table "db.schema.table"`` (with
+  ``log_autovacuum_min_duration``). Floods keep their first 10,000 rows (note).
 
 >>> import polars as pl
 >>> records = pl.DataFrame({"line": [4, 5], "ts": [None, None], "pid": ["8983", "8983"], "sev": ["LOG", "LOG"],
@@ -49,6 +50,8 @@ RULES = (
     E.Rule("recovery", r"^LOG:  database system was (?:interrupted|not properly shut down)", repeat_of="recovery"),
     E.Rule("fatal", r"^PANIC:  "),
     E.Rule("error", r"^(?:ERROR|FATAL|LOG):  (?:out of memory|could not fork|sorry, too many clients already)"),
+    # statistics taken by autovacuum: a cause a plan change can be traced to (derive/changes.py)
+    E.Rule("auto-analyze", r'^LOG:  automatic analyze of table "'),
 )
 
 
