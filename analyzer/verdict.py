@@ -9,11 +9,9 @@ the JSON ``verdict``:
 Ranking, in this order:
 1. problems of the system (critical and warning findings) before infos, and every note about the test
    itself (``TEST_NOTE_RULES``) last: a load-test design note never outranks a problem of the system;
-2. by severity: the rules set it from the measured cost against their thresholds, and a critical that
-   cannot be measured (an OOM kill, a process whose memory is all remote) is not outranked by a
-   measured warning;
-3. by measured cost (``COST_KEYS`` in ``impact``, the largest share the finding explains), a finding
-   that measured nothing after those that did; then by scope (host-wide first), then by id.
+2. by measured cost (``COST_KEYS`` in ``impact``, the largest share the finding explains); a finding
+   that measured nothing ranks as if it cost the floor of its severity (``UNMEASURED_RANK_COST``);
+3. by severity, then by scope (host-wide first), then by id.
 
 Findings about one problem form a group (``LINKS``: a cause and what it explains, matched on the
 object they are about) and stay together: the group ranks as its costliest member, its cause first.
@@ -115,9 +113,16 @@ def _band(finding: Finding) -> int:
     return 0 if finding.severity is not Severity.INFO else 1
 
 
+# A finding that measured no cost (an OOM kill, a process whose memory is all remote) ranks as if it cost
+# the least its severity stands for: a measured 2% warning does not outrank an unmeasured critical, and a
+# measured critical of 80% still outranks it. Only for the order: the report never shows this number.
+UNMEASURED_RANK_COST = {Severity.CRITICAL: 0.25, Severity.WARNING: 0.05, Severity.INFO: 0.0}
+
+
 def _own_key(finding: Finding) -> tuple[Any, ...]:
     cost = cost_of(finding)
-    return (_band(finding), -finding.severity.rank, cost is None, -(cost or 0.0), -finding.scope.rank, finding.id)
+    ranked = cost if cost is not None else UNMEASURED_RANK_COST[finding.severity]
+    return (_band(finding), -ranked, -finding.severity.rank, cost is None, -finding.scope.rank, finding.id)
 
 
 def link_findings(findings: Iterable[Finding]) -> list[Finding]:
@@ -177,7 +182,8 @@ def rank_findings(findings: Iterable[Finding]) -> list[Finding]:
     by_id = {f.id: f for f in linked}
     ordered: list[Finding] = []
     for group in sorted(_groups(linked), key=lambda g: min(_own_key(f) for f in g)):
-        ordered.extend(sorted(group, key=lambda f: (_band(f), _depth(f, by_id) > 0, _own_key(f))))
+        # within one problem: causes before effects, the most severe view of it first, then by cost
+        ordered.extend(sorted(group, key=lambda f: (_band(f), _depth(f, by_id) > 0, -f.severity.rank, _own_key(f))))
     return ordered
 
 

@@ -30,7 +30,7 @@ def test_cost_reads_only_the_fixed_names():
     assert cost_of(finding("r", "s", share_of_user_time=float("nan"))) is None
 
 
-def test_problems_rank_by_severity_then_cost_infos_after_and_test_notes_last():
+def test_problems_rank_by_cost_then_severity_infos_after_and_test_notes_last():
     ranked = rank_findings([
         finding("load-test-inflation", "load test", "critical", share_of_user_time=0.9),
         finding("oom-restart", "mysqld", "critical"),
@@ -40,8 +40,10 @@ def test_problems_rank_by_severity_then_cost_infos_after_and_test_notes_last():
         finding("numa-balancing-enabled", "kernel.numa_balancing", "warning"),
     ])
     assert [f.rule for f in ranked] == [
-        "or-without-index-merge", "oom-restart",  # criticals: the measured one first, then the one that measured nothing
-        "full-table-scan", "numa-balancing-enabled",  # warnings, the same way: an unmeasured critical is not outranked
+        "full-table-scan",  # a measured 60%: a warning above a critical that costs less
+        "oom-restart",  # measured nothing: ranks as a critical's floor (25%)
+        "or-without-index-merge",  # a measured critical of 10%
+        "numa-balancing-enabled",  # an unmeasured warning (5%)
         "context-switch-overhead",  # an info, whatever its cost
         "load-test-inflation",  # a note about the test never outranks the system
     ]
@@ -144,3 +146,10 @@ def test_network_lock_contention_is_a_symptom_of_the_softirqs_on_one_cpu():
     ranked = rank_findings([nic_lock, innodb, soft])
     assert ids(ranked) == [innodb.id, soft.id, nic_lock.id]  # the NIC lock follows the placement that causes it
     assert ranked[1].related == (nic_lock.id,) and ranked[0].related == ()
+
+
+def test_an_unmeasured_critical_is_not_outranked_by_a_small_measured_warning():
+    remote = finding("cross-numa-memory", "python3", "critical", Scope.HOST)
+    lock = finding("lock-contention", "innodb", "warning", Scope.HOST, cpu_share=0.022)
+    big = finding("plan-flip", "fingerprint a", "critical", share_of_db_time=0.8)
+    assert ids(rank_findings([lock, remote, big])) == [big.id, remote.id, lock.id]
