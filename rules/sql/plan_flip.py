@@ -254,7 +254,7 @@ def _finding(inp: RuleInput, frame: pl.DataFrame, fp_id: str, plans: pl.DataFram
         severity=Severity.INFO if recovered else Severity.CRITICAL if lost_pct >= CRITICAL_SHARE_PCT else Severity.WARNING,
         title=(
             f"Plan flip{after}: one statement {ratio:,.0f}x slower with another plan "
-            f"({seconds(fast['median_s'])} to {seconds(slow['median_s'])} median){instances}; threshold {SLOWDOWN_FACTOR:.0f}x"
+            f"({seconds(fast['median_s'])} to {seconds(slow['median_s'])}: each plan's median){instances}; threshold {SLOWDOWN_FACTOR:.0f}x"
             if not recovered else
             f"Plan recovered{fixed_by}: one statement ran {ratio:,.0f}x slower with its earlier plan "
             f"({seconds(slow['median_s'])}, then {seconds(fast['median_s'])} median){instances} until {slow['last_seen']:%H:%M:%S} UTC"
