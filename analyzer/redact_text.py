@@ -59,6 +59,8 @@ _TRIGGER = (
     r"execute |parse |bind |select|insert|update|delete|replace"
 )
 
+# "Process 15355: UPDATE ..." lines of a PostgreSQL deadlock DETAIL (split before each, the pid kept)
+_PG_DEADLOCK_PROCESS = re.compile(r"(?m)(?=^Process \d{1,10}: )")
 _LABEL_VERB = re.compile(r"(?i)\b(?:select|insert|update|delete|replace|merge|upsert|call|exec|execute|with|values)\b")
 _LABEL_CLAUSE = re.compile(r"(?i)\b(?:from|into|set|where|values|using|join|as)\b|\(")
 
@@ -74,10 +76,18 @@ def redact_log_line(text: str, dialect: str = "mysql") -> str:
     'DETAIL:  parameters: $1 = ?, $2 = NULL'
     >>> redact_log_line("[ERROR] Error 'Duplicate entry '42' for key 'PRIMARY'' on query. Query: 'INSERT INTO t VALUES (42, 'x')'")
     "[ERROR] Error 'Duplicate entry '?' for key 'PRIMARY'' on query. Query: 'INSERT INTO t VALUES (?, ?)'"
+    >>> print(redact_log_line("Process 15354: UPDATE t SET a = 1 WHERE id = 7;\\nProcess 15355: UPDATE t SET a = 2;", "postgresql"))
+    Process 15354: UPDATE t SET a = ? WHERE id = ?;
+    Process 15355: UPDATE t SET a = ?;
     """
-    redact = _redactor(dialect)
     if len(text) > MAX_LINE_CHARS:
         text = text[: MAX_LINE_CHARS - 1] + "…"
+    # a deadlock's DETAIL: each "Process N: <statement>" is its own statement (its pid kept)
+    return "".join(_redact_piece(piece, dialect) for piece in _PG_DEADLOCK_PROCESS.split(text) if piece)
+
+
+def _redact_piece(text: str, dialect: str) -> str:
+    redact = _redactor(dialect)
     original = text
     text = _KV_SQL.sub(lambda m: _kv_field(m, redact), text)
     text = _KV_KEY.sub(lambda m: f"[{m['key']}=?", text)

@@ -313,3 +313,14 @@ def test_pseudonymizing_a_big_document_is_quick():
     out, counts = pseudonymize.pseudonymize_document(document, pseudonymize.Names(hosts=hosts))
     assert time.perf_counter() - started < 20.0  # ~1 s measured (3 MB of text, 2,000 names)
     assert counts.hosts == 2_000 and not any("example.com" in line for line in out["lines"])
+
+
+def test_a_deadlock_detail_keeps_its_pids_and_loses_its_literals():
+    from dbdiag import redact_text
+
+    detail = ("Process 15354 waits for ShareLock on transaction 747; blocked by process 15355.\n"
+              "Process 15354: UPDATE accounts SET balance = balance - 4111 WHERE id = 1;\n"
+              "Process 15355: UPDATE accounts SET note = 'card 4111111111111111'\n  WHERE id = 2;")
+    redacted = redact_text.redact_log_line(detail, "postgresql")
+    assert "Process 15354: UPDATE" in redacted and "Process 15355: UPDATE" in redacted  # was "Process ?:"
+    assert "4111" not in redacted and "card" not in redacted
