@@ -21,28 +21,9 @@ from dbdiag.parsers import pg_stderr
 from tests.conftest import CORPUS, REPO
 from tests.fuzz_mutations import extreme_numbers
 from tests.test_sql_hostile import pg_log
-from tests.test_hostile_values import GOOD_MPSTAT, _capped, member, warnings_of
+from tests.test_hostile_values import GOOD_MPSTAT, _capped, member, run_cli, warnings_of
 
 STATEMENTS_TSV = REPO / "fixtures" / "dashboards" / "tidb-statements__cluster_statements_summary_history.tsv"
-
-
-def run_cli(tmp_path: Path, name: str, data: bytes, exits: tuple[int, ...] = (0,)) -> dict:
-    """``dbdiag analyze`` of a folder holding the bad member and the good mpstat: the JSON report
-    (exit 3, partial, where the bad member is refused)."""
-    capture = tmp_path / "capture"
-    capture.mkdir()
-    (capture / name).write_bytes(data)
-    (capture / "mpstat.txt").write_bytes(GOOD_MPSTAT.read_bytes())
-    out = tmp_path / "report.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "dbdiag", "analyze", str(capture), "-f", "json", "-o", str(out)],
-        capture_output=True, text=True, timeout=120, preexec_fn=_capped, check=False,
-    )
-    assert "Traceback" not in done.stderr and done.returncode in exits, done.stderr[-2000:]
-    report = json.loads(out.read_text())
-    good = member(report, "mpstat.txt")
-    assert good["kind"] == "mpstat-text" and good["records"] > 0
-    return report
 
 
 # ---- SQL table exports (TiDB SLOW_QUERY, statements_summary) ------------------------------------
