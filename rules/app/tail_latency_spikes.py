@@ -62,10 +62,10 @@ import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.derive.histogram import counter_deltas, histogram_quantile, label_value
-from dbdiag.derive.sql import is_sleep
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.app.common import fmt_ms, iso, non_database_runs, percentile_from_counts, rounded, sample_windows, window_s
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
+from dbdiag.rules.sql.common import working_statements
 
 RULE_ID = "tail-latency-spikes"
 
@@ -146,9 +146,9 @@ def _subjects(inp: RuleInput, width: float) -> tuple[list[Subject], list[str]]:
         for (label,), group in windows.group_by("label", maintain_order=True):
             total = partial(whole.filter, pl.col("label").eq_missing(label))
             _add(subjects, unjudged, f"JMeter label {label!r}", "JMeter label", group, total, sources)
-    statements = inp.table(t.STATEMENT)
+    statements = working_statements(inp)  # the derived statements that work: a sleep is no latency of the database
     if statements is not None:
-        timed = statements.filter(pl.col("query_time_s").is_not_null() & ~is_sleep(pl.col("sql"))).select(
+        timed = statements.filter(pl.col("query_time_s").is_not_null()).select(
             pl.coalesce("start_ts", "end_ts").alias("start_ts"), (pl.col("query_time_s") * 1000.0).alias("elapsed_ms")
         )
         if timed.height:  # one population: no label to group by (hashing a text per statement costs)

@@ -22,6 +22,11 @@ def statements(inp: RuleInput) -> pl.DataFrame:
     return frame
 
 
+def working_statements(inp: RuleInput) -> pl.DataFrame | None:
+    """:func:`statements` without the Skip: None when no statement was read (for rules outside SQL)."""
+    return inp.shared(_working)
+
+
 def _working(inp: RuleInput) -> pl.DataFrame | None:
     frame = inp.derived.get("statements")
     if frame is None or frame.height == 0 or "statement_class" not in frame.columns:
