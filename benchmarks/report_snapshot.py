@@ -18,6 +18,7 @@ null); a run that raises is recorded as its error text. Names in the folder are 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -50,15 +51,19 @@ def snapshot_name(path: Path) -> str:
 
 
 def write_snapshot(paths: list[Path], out: Path) -> None:
+    """Reports of ``paths``, each analysed by its path relative to the repository (reports name the
+    capture's path: two checkouts in different folders then give the same text)."""
     from dbdiag.pipeline import analyze
     from dbdiag.report import build_document, render
 
+    out = out.resolve()
     out.mkdir(parents=True, exist_ok=False)
+    os.chdir(REPO)
     for index, path in enumerate(paths, 1):
         name = snapshot_name(path)
         print(f"[{index}/{len(paths)}] {name}", file=sys.stderr)
         try:
-            document = build_document(analyze(path), generated_at=None)
+            document = build_document(analyze(Path(os.path.relpath(path, REPO))), generated_at=None)
             (out / f"{name}.json").write_text(render(document, "json"))
             (out / f"{name}.md").write_text(render(document, "md"))
         except Exception:  # noqa: BLE001 -- a failing input is part of the snapshot, not the end of it
