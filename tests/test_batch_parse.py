@@ -277,3 +277,115 @@ def test_a_perf_script_batch_gives_each_member_what_it_gives_alone():
 
     for (data, ctx), result in zip(items, perf_script.parse_batch(items)):
         assert (shown(result) if isinstance(result, ParseResult) else ("error", str(result))) == one(data, ctx), ctx.source
+
+
+PG_LOGS = CORPUS / "postgres"
+PG_LINE = "2024-01-01 00:{minute:02d}:0{second}.000 UTC [{pid}] app@db LOG:  duration: 1{i}.000 ms  statement: SELECT {s} FROM t WHERE id = {i}\n"
+# members that each, alone, take a path of their own; several share a pid with the logs around them
+PG_ODD = {
+    "empty.log": b"",
+    "blank.log": b"  \n\t\n",
+    "junk.log": b"no log here\nnor here\n",
+    "foreign.log": "2024-01-01 00:00:00 UTC [1] LOG:  durée : 0.285 ms, instruction : SELECT 1\n"
+    "2024-01-01 00:00:01 UTC [1] LOG:  durée : 0.1 ms, instruction : SELECT 2\n".encode(),
+    "orphans-first.log": b"\tcontinued from the log before\nmore\n2024-01-01 00:00:00.000 UTC [4001] app@db LOG:  duration: 1.000 ms  statement: SELECT 1\n",
+    "sub-entry-first.log": b"2024-01-01 00:00:00.000 UTC [4001] app@db STATEMENT:  SELECT orphan\n"
+    b"2024-01-01 00:00:01.000 UTC [4001] app@db ERROR:  division by zero\n2024-01-01 00:00:01.000 UTC [4001] app@db STATEMENT:  SELECT 1/0\n",
+    "log-statement-open.log": b"2024-01-01 00:00:00.000 UTC [4001] app@db LOG:  statement: SELECT pg_sleep(1)\n",
+    "bare-duration-first.log": b"2024-01-01 00:00:02.000 UTC [4001] app@db LOG:  duration: 1000.000 ms\n"
+    b"2024-01-01 00:00:03.000 UTC [4001] app@db LOG:  statement: SELECT 2\n2024-01-01 00:00:03.500 UTC [4001] app@db LOG:  duration: 0.500 ms\n",
+    "events.log": b"2024-01-01 00:00:00.000 UTC [10] LOG:  database system is ready to accept connections\n"
+    b"2024-01-01 00:00:05.000 UTC [10] LOG:  received fast shutdown request\n2024-01-01 00:00:06.000 UTC [10] LOG:  database system is shut down\n",
+    "lock.log": b"2024-01-01 00:00:00.000 UTC [4001] app@db LOG:  process 4001 still waiting for ShareLock on transaction 7 after 1000.071 ms\n"
+    b"2024-01-01 00:00:00.000 UTC [4001] app@db DETAIL:  Process holding the lock: 4002. Wait queue: 4001.\n"
+    b"2024-01-01 00:00:00.000 UTC [4001] app@db STATEMENT:  UPDATE t SET a = 1 WHERE id = 1\n",
+    "plan.log": b"2024-01-01 00:00:00.000 UTC [4001] app@db LOG:  duration: 17.304 ms  plan:\n\tQuery Text: SELECT count(*) FROM t\n"
+    b"\tAggregate  (cost=1.01..1.02 rows=1 width=8) (actual time=0.010..0.010 rows=1 loops=1)\n"
+    b"\t  ->  Seq Scan on t  (cost=0.00..1.01 rows=1 width=0) (actual time=0.005..0.006 rows=1 loops=1)\n"
+    b"2024-01-01 00:00:00.000 UTC [4001] app@db LOG:  duration: 17.400 ms  statement: SELECT count(*) FROM t\n",
+    "unmatched.log": b"2024-01-01 00:00:00.000 UTC [4001] app@db LOG:  duration: 1.000 ms  statement: SELECT 1\n"
+    b"2024-01-01 00:00:01 [4001] other shape LOG:  duration: 2.000 ms  statement: SELECT 2\n",
+    "no-time.log": b"[4001] app@db LOG:  duration: 1.000 ms  statement: SELECT 1\n[4001] app@db LOG:  duration: 2.000 ms  statement: SELECT 2\n",
+    "crlf-not-utf8.log": b"2024-01-01 00:00:00.000 UTC [4001] app@db LOG:  duration: 1.000 ms  statement: SELECT '\xff'\r\n",
+    "lone-cr.log": b"2024-01-01 00:00:00.000 UTC [4001] app@db LOG:  duration: 1.000 ms  statement: SELECT 1\r",
+    "unusable.log": b"2024-01-01 00:00:00.000 UTC [4001] app@db LOG:  duration: nan ms  statement: SELECT 1\n"
+    b"2024-01-01 00:00:01.000 UTC [4001] app@db LOG:  duration: 2.000 ms  statement: SELECT 2\n",
+    "cest.log": b"2024-07-01 10:00:00.000 CEST [4001] app@db LOG:  duration: 1.000 ms  statement: SELECT 1\n",
+    "logplex.log": b"2019-03-14T00:23:00+00:00 app[postgres.4849]: [GREEN] [19-1]  sql_error_code = 00000 LOG:  duration: 1.000 ms  statement: SELECT 1\n"
+    b"2019-03-14T00:23:01+00:00 app[postgres.4849]: [GREEN] [20-1]  sql_error_code = 00000 LOG:  duration: 2.000 ms  statement: SELECT 2\n",
+}
+
+
+def pg_members() -> list[tuple[str, bytes]]:
+    """Tiny PostgreSQL logs of two prefixes (their pids shared with the odd ones), the odd ones and the
+    corpus' stderr logs, shuffled."""
+    found = [(f"host-{i}/postgresql.log", "".join(PG_LINE.format(i=i, minute=i % 60, second=s, pid=4000 + i % 3, s=s)
+              for s in range(3)).encode()) for i in range(120)]
+    found += [(f"plain-{i}/postgresql.log", "".join(PG_LINE.replace(" app@db", "").format(i=i, minute=i % 60, second=s, pid=4001, s=s)
+              for s in range(2)).encode()) for i in range(30)]
+    found += [(f"odd/{n}", d) for n, d in PG_ODD.items()] * 2
+    if corpus_present():
+        found += [(f"corpus/{p.name}", p.read_bytes()) for p in sorted(PG_LOGS.glob("*.log")) if p.stat().st_size < 256 * 1024]
+    random.Random(3).shuffle(found)
+    return found
+
+
+def pg_alone(data: bytes, ctx: ParseContext) -> object:
+    from dbdiag.parsers import pg_stderr
+
+    try:
+        return shown(pg_stderr.parse_bytes(data, ctx))
+    except ParseError as error:
+        return ("error", str(error))
+
+
+def test_a_postgres_batch_gives_each_member_what_it_gives_alone():
+    from dbdiag.parsers import pg_stderr
+
+    items = [(data, ParseContext(source=path, tz="Europe/Paris")) for path, data in pg_members()]
+    results = pg_stderr.parse_batch(items)
+    assert len(results) == len(items)
+    for (data, ctx), result in zip(items, results):
+        assert (shown(result) if isinstance(result, ParseResult) else ("error", str(result))) == pg_alone(data, ctx), ctx.source
+
+
+def test_mutated_postgres_logs_give_in_a_batch_what_they_give_alone():
+    from tests.fuzz_mutations import apply_steps, random_steps
+
+    from dbdiag.parsers import pg_stderr
+
+    if not corpus_present():
+        skip_without_corpus()
+    seeds = [p.read_bytes()[:20_000] for p in sorted(PG_LOGS.glob("*.log"))] + list(PG_ODD.values())
+    rng = random.Random(41)
+    items = []
+    for i in range(80):
+        steps = [s for s in random_steps(rng) if s.kind != "huge_line"]
+        items.append((apply_steps(rng.choice(seeds), steps)[:200_000], ParseContext(source=f"m{i}/postgresql.log", tz="Europe/Paris")))
+    for (data, ctx), result in zip(items, pg_stderr.parse_batch(items)):
+        assert (shown(result) if isinstance(result, ParseResult) else ("error", str(result))) == pg_alone(data, ctx), ctx.source
+
+
+def test_the_pipeline_reads_small_postgres_logs_together(monkeypatch: pytest.MonkeyPatch):
+    """Through the pipeline: each small log keeps its own inventory line (records, error, warnings,
+    time range), and they are read as one (the wrapped ones and shapes of their own aside)."""
+    from dbdiag.parsers import pg_stderr
+
+    found = [(path, data) for path, data in pg_members() if not path.startswith("corpus/")]
+    expected = {path: pg_stderr.parse_bytes(data, ParseContext(source=path)) if data.strip() else None for path, data in found
+                if path != "odd/junk.log"}
+    read_together = []
+    real = pg_stderr._read_logs
+    monkeypatch.setattr(pg_stderr, "_read_logs", lambda texts, *rest: read_together.append(len(texts)) or real(texts, *rest))
+    analysis = analyze_capture(Capture("c", "directory", [Member(p, d, len(d), None, None) for p, d in found]))
+    assert max(read_together) >= 120 and len(read_together) < 40  # the 120 tiny logs of one prefix in one reading
+    by_path = {record.path: record for record in analysis.inputs}
+    compared = 0
+    for path, result in expected.items():
+        record = by_path[path]
+        if record.kind != "postgresql-log" or result is None:
+            continue
+        assert (record.records, record.error, record.time_range) == (result.records, None, result.time_range), path
+        assert record.warnings == [w.as_text() for w in result.warnings], path
+        compared += 1
+    assert compared > 150

@@ -58,6 +58,11 @@ RULES = (
 def postgres_events(records: pl.DataFrame, source: str) -> tuple[pl.DataFrame, list[str]]:
     """The ``event`` table of one PostgreSQL log and its notes (capped kinds), from its record frame
     (columns used: ``line`` 1-based, ``ts``, ``pid``, ``sev``, ``message``; file order)."""
+    return event_table(matched_lines(records), source)
+
+
+def matched_lines(records: pl.DataFrame) -> pl.DataFrame:
+    """The entries of a record frame that are events, with their kind (``idx``: 0-based line)."""
     # most entries of a big log are statement durations: the cheap prefix test drops them first
     candidates = records.filter(
         pl.col("sev").is_in(["LOG", "ERROR", "FATAL", "PANIC"]) & ~pl.col("message").str.starts_with("duration: ")
@@ -68,7 +73,11 @@ def postgres_events(records: pl.DataFrame, source: str) -> tuple[pl.DataFrame, l
         pl.col("pid").cast(pl.String).alias("entry_pid"),
         (pl.col("sev") + ":  " + pl.col("message").str.slice(0, E.MESSAGE_CHARS)).alias("text"),
     ).filter(pl.col("text").is_not_null())
-    rows = E.match_rules(lines, RULES, "text")
+    return E.match_rules(lines, RULES, "text")
+
+
+def event_table(rows: pl.DataFrame, source: str) -> tuple[pl.DataFrame, list[str]]:
+    """The ``event`` table and notes of the ``matched_lines`` of one log."""
     if rows.is_empty():  # the usual case for a piece of a big log: nothing else to build
         return T.empty(T.EVENT), []
     rows = rows.with_columns(

@@ -48,9 +48,10 @@ CONTEXT_RELATION_RE = r'in relation "(?P<relation>[^"]+)"'
 COLUMNS = ("ts", "kind", "conn_id", "pid", "lock_mode", "lock_object", "wait_s", "holders", "relation", "statement", "detail", "line")
 
 
-def lock_wait_entries(records: pl.DataFrame) -> pl.DataFrame:
+def lock_wait_entries(records: pl.DataFrame, log: pl.Expr | None = None) -> pl.DataFrame:
     """The lock-wait rows of a record frame (columns used: line, ts, pid, session, sev, message, detail,
-    context, statement), without ``source``; in file order."""
+    context, statement), without ``source``; in file order. ``log``: which log each row is of, when the
+    records are of several (the first MAX_ROWS of each are kept)."""
     message = pl.col("message")
     candidates = records.filter(
         (pl.col("sev").is_in(["LOG", "ERROR"]))
@@ -74,12 +75,14 @@ def lock_wait_entries(records: pl.DataFrame) -> pl.DataFrame:
     rows = frame.with_columns(
         pl.col("wait").struct.field("mode").alias("lock_mode"),
         pl.col("wait").struct.field("object").alias("lock_object"),
-        (pl.col("wait").struct.field("ms").cast(pl.Float64, strict=False) / 1000.0).alias("wait_s"),
+        _seconds(pl.col("wait").struct.field("ms").cast(pl.Float64, strict=False)).alias("wait_s"),
         pl.coalesce(holders, pl.Series(own_blocker, dtype=pl.String)).alias("holders"),
         pl.col("context").str.extract(CONTEXT_RELATION_RE, 1).alias("relation"),
         pl.coalesce(pl.col("wait").struct.field("pid"), pl.col("pid")).alias("pid"),
     )
-    return rows.select(COLUMNS).head(MAX_ROWS).cast(SCHEMA_WITHOUT_SOURCE)
+    rows = rows.select(COLUMNS)
+    rows = rows.head(MAX_ROWS) if log is None else rows.filter(pl.int_range(pl.len()).over(log) < MAX_ROWS)
+    return rows.cast(SCHEMA_WITHOUT_SOURCE)
 
 
 def _blocked_by(detail: str | None, pid: str | None) -> str | None:
@@ -113,3 +116,10 @@ SCHEMA_WITHOUT_SOURCE = {
 
 def empty() -> pl.DataFrame:
     return pl.DataFrame(schema=SCHEMA_WITHOUT_SOURCE)
+
+
+def _seconds(ms: pl.Expr) -> pl.Expr:
+    """Milliseconds -> seconds, the double nearest to ms / 1000: a true division (the divisor a column,
+    as polars divides by a constant as a multiplication by its inverse in some plans and not others:
+    1000.071 ms became 1.0000710000000002 s or 1.000071 s depending on the frame)."""
+    return ms / (ms * 0.0 + 1000.0)

@@ -48,8 +48,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
 from dbdiag import tables as T
@@ -106,6 +108,50 @@ ZONE_OFFSETS_S = {
     "MST": -25200, "MDT": -21600, "CDT": -18000, "EST": -18000, "EDT": -14400, "AST": -14400, "ADT": -10800,
     "NST": -12600, "NDT": -9000,
 }
+
+
+@dataclass(frozen=True)
+class Files:
+    """The logs one parse reads: one log (``first_lines == (1,)``), or the small logs of a batch joined
+    in order (``pg_stderr.parse_batch``), each starting at its 1-based line of ``first_lines``. What
+    pairs entries (connections, sub-entries, continuation lines) stays within one log."""
+
+    first_lines: tuple[int, ...] = (1,)
+
+    def __len__(self) -> int:
+        return len(self.first_lines)
+
+    def of(self, line: pl.Expr) -> pl.Expr:
+        """The 0-based log of each 1-based ``line``."""
+        if len(self.first_lines) == 1:
+            return pl.lit(0, dtype=pl.Int64)
+        return (pl.lit(pl.Series(self.first_lines, dtype=pl.Int64)).search_sorted(line, side="right") - 1).cast(pl.Int64)
+
+    def first_line_of(self, line: pl.Expr) -> pl.Expr:
+        """The first line (1-based) of the log each 1-based ``line`` is in."""
+        return pl.lit(pl.Series(self.first_lines, dtype=pl.Int64)).gather(self.of(line))
+
+    def split(self, frame: pl.DataFrame, line: str = "line") -> list[pl.DataFrame]:
+        """``frame`` (rows in line order) cut into one frame per log, each log's ``line`` counted from 1."""
+        if len(self.first_lines) == 1:
+            return [frame]
+        parts = [frame.head(0)] * len(self.first_lines)
+        for log, part in self.parts(frame, line):
+            parts[log] = part
+        return parts
+
+    def parts(self, frame: pl.DataFrame, line: str = "line") -> Iterator[tuple[int, pl.DataFrame]]:
+        """(log, its rows) of each log that has rows in ``frame`` (rows in line order), each log's
+        ``line`` counted from 1."""
+        logs = pl.Series(self.first_lines, dtype=pl.Int64).search_sorted(frame[line], side="right").cast(pl.Int64) - 1
+        counts = logs.rle()  # rows in line order: each log's rows are together
+        start = 0
+        for log, size in zip(counts.struct.field("value").to_list(), counts.struct.field("len").to_list()):
+            yield log, frame.slice(start, size).with_columns(pl.col(line) - (self.first_lines[log] - 1))
+            start += size
+
+
+ONE_LOG = Files()
 
 
 @dataclass
@@ -517,25 +563,63 @@ def _in_line_order(rows: pl.DataFrame, more: pl.DataFrame) -> pl.DataFrame:
 
 def assemble(entries: StatementEntries, source: str) -> Assembled:
     """Statement and plan-node rows from ``statement_entries`` output (see module docstring)."""
+    return assemble_logs(entries, [source], ONE_LOG)[0]
+
+
+def assemble_logs(entries: StatementEntries, sources: list[str], files: Files) -> list[Assembled]:
+    """``assemble`` of the entries of one or several logs (``files``), one ``Assembled`` per log: the
+    rows are made once for all of them, then cut per log (stmt_id and line counted per log)."""
     frame = _sorted(entries.others, "rec")
     pairs = _pair_openers(frame)
     paired = _statement_rows(frame, pairs)
-    plan_entries = frame.filter(pl.col("kind") == "plan").select("rec", "body")
-    parsed = pg_explain.parse_plans(plan_entries)
-    own_rows, plan_owner = _attach_plans(frame, [entries.rows, paired], parsed.summary)
+    plan_entries = frame.filter(pl.col("kind") == "plan").select("rec", "line", "body")
+    parsed = _plans_per_log(plan_entries, files)
+    summary_all = pl.concat([p.summary for p in parsed.values()]) if len(parsed) > 1 else next(iter(parsed.values())).summary
+    own_rows, plan_owner = _attach_plans(frame, [entries.rows, paired], summary_all)
     rows = _in_line_order(entries.rows, pl.concat([paired, own_rows], how="diagonal_relaxed"))
-    rows = rows.with_row_index("stmt_id").with_columns(pl.col("stmt_id").cast(pl.Int64))
-    planned = rows.filter(pl.col("rec").is_in(plan_owner["row_rec"].implode())).select(pl.col("rec").alias("row_rec"), "stmt_id")
+    rows = _with_ids(rows, files)
+    planned = rows.filter(pl.col("rec").is_in(plan_owner["row_rec"].implode())).select(pl.col("rec").alias("row_rec"), "stmt_id", "global_id", "line")
     owner = plan_owner.join(planned, on="row_rec")
-    summary = parsed.summary.join(owner.select("rec", "stmt_id"), on="rec")
-    statements = rows.hstack(_placed(summary.drop("rec", "query_text"), rows.height)).with_columns(
-        pl.lit(ENGINE).alias("engine"), pl.lit(source).alias("source"), pl.col("is_internal").fill_null(False)
+    summary = summary_all.join(owner.select("rec", "global_id"), on="rec")
+    statements = rows.hstack(_placed(summary.drop("rec", "query_text").rename({"global_id": "stmt_id"}), rows.height)).with_columns(
+        pl.lit(ENGINE).alias("engine"), pl.col("is_internal").fill_null(False)
     )
-    nodes = parsed.nodes.join(owner.select("rec", "stmt_id"), on="rec").sort("stmt_id", "node_id").with_columns(source=pl.lit(source))
-    notes = _notes(frame, pairs, plan_owner, rows)
-    # one chunk per column: with mixed chunking, every later expression would copy the whole table
-    statement = T.conform(T.STATEMENT, statements).rechunk()
-    return Assembled(statement, T.conform(T.PLAN_NODE, nodes), notes + parsed.notes, parsed.warnings)
+    nodes = pl.concat([p.nodes for p in parsed.values()]) if len(parsed) > 1 else next(iter(parsed.values())).nodes
+    nodes = nodes.join(owner.select("rec", "stmt_id", "global_id", "line"), on="rec").sort("global_id", "node_id")
+    notes = _notes(frame, pairs, plan_owner, rows, files)
+    assembled = []
+    no_plans = pg_explain.ParsedPlans(summary_all.head(0), nodes.head(0))
+    for log, (statements_f, nodes_f, notes_f, source) in enumerate(zip(files.split(statements), files.split(nodes), notes, sources)):
+        parsed_f = parsed.get(log, no_plans)
+        statements_f = statements_f.drop("global_id").with_columns(pl.lit(source).alias("source"))
+        # one chunk per column: with mixed chunking, every later expression would copy the whole table
+        statement = T.conform(T.STATEMENT, statements_f).rechunk()
+        nodes_f = nodes_f.drop("global_id", "line").with_columns(source=pl.lit(source))
+        assembled.append(Assembled(statement, T.conform(T.PLAN_NODE, nodes_f), notes_f + parsed_f.notes, parsed_f.warnings))
+    return assembled
+
+
+def _plans_per_log(plan_entries: pl.DataFrame, files: Files) -> dict[int, pg_explain.ParsedPlans]:
+    """The auto_explain plans of each log that has some (log -> plans), each log's read apart: their
+    notes and warnings are that log's. A single log's are read at once (an empty reading without plans)."""
+    if len(files) == 1 or plan_entries.is_empty():
+        return {0: pg_explain.parse_plans(plan_entries.select("rec", "body"))}
+    logs = plan_entries.with_columns(files.of(pl.col("line")).alias("file"))
+    return {
+        int(part["file"][0]): pg_explain.parse_plans(part.select("rec", "body"))
+        for part in logs.partition_by("file", maintain_order=True)
+    }
+
+
+def _with_ids(rows: pl.DataFrame, files: Files) -> pl.DataFrame:
+    """``rows`` with ``stmt_id`` (0-based within each log; rows are in line order, so each log's rows
+    are together) and ``global_id`` (the row's position over all logs)."""
+    rows = rows.with_row_index("global_id").with_columns(pl.col("global_id").cast(pl.Int64))
+    if len(files) == 1:
+        return rows.with_columns(pl.col("global_id").alias("stmt_id"))
+    log = rows.select(files.of(pl.col("line")).alias("log"))["log"]
+    first_row = pl.Series(np.searchsorted(log.to_numpy(), np.arange(len(files))), dtype=pl.Int64)
+    return rows.with_columns((pl.col("global_id") - first_row.gather(log)).alias("stmt_id"))
 
 
 def _placed(plans: pl.DataFrame, height: int) -> pl.DataFrame:
@@ -576,53 +660,80 @@ class StatementEntries:
         return self.rows.height > 0 or self.others["kind"].is_in(ROW_KINDS).any()
 
 
-def statement_entries(records: pl.DataFrame) -> StatementEntries:
+def statement_entries(records: pl.DataFrame, files: Files = ONE_LOG) -> StatementEntries:
     """The entries statements are made of (a small part of a log), with the row columns they decide
-    alone (``_entry_columns``); duration entries already turned into rows."""
+    alone (``_entry_columns``); duration entries already turned into rows. With several logs
+    (``files``), a connection is one of its own log: ``conn`` is prefixed with the log's number."""
     entries = _kinds(records).with_columns(_entry_columns()).drop("pid", "session", "host", "app", "xid", "vxid", "query_id")
+    if len(files) > 1:
+        entries = entries.with_columns((files.of(pl.col("line")).cast(pl.String) + "/" + pl.col("conn")).alias("conn"))
     is_row = pl.col("kind") == "dur_stmt"
-    return StatementEntries(entries.filter(is_row).select(_duration_row()), entries.filter(~is_row), pg_lock_waits.lock_wait_entries(records))
+    locks = pg_lock_waits.lock_wait_entries(records, files.of(pl.col("line")) if len(files) > 1 else None)
+    return StatementEntries(entries.filter(is_row).select(_duration_row()), entries.filter(~is_row), locks)
 
 
-def _notes(frame: pl.DataFrame, pairs: pl.DataFrame, plan_owner: pl.DataFrame, rows: pl.DataFrame) -> list[str]:
-    counts = dict(frame.group_by("kind").len().iter_rows())
+def _notes(frame: pl.DataFrame, pairs: pl.DataFrame, plan_owner: pl.DataFrame, rows: pl.DataFrame, files: Files) -> list[list[str]]:
+    """The notes of each log on how its statement entries became rows."""
+    line_of_rec = frame.select("rec", "line")
+    by_log = {
+        "kinds": _counts(frame, files, by=pl.col("kind")),
+        "paired": _counts(pairs.join(line_of_rec, left_on="open_rec", right_on="rec"), files, pl.col("close_kind") == "dur_only"),
+        "unpaired": _counts(rows, files, pl.col("query_time_s").is_null() & pl.col("success") & ~pl.col("is_internal").fill_null(False)),
+        "attached": _counts(plan_owner.join(line_of_rec, on="rec"), files, pl.col("rec") != pl.col("row_rec")),
+        "internal": _counts(rows, files, pl.col("is_internal").fill_null(False)),
+        "errors": _counts(rows, files, ~pl.col("success").fill_null(True)),
+    }
+    phases = files.split(frame.filter(pl.col("kind") == "phase").sort("line"))
     notes = []
-    phases = frame.filter(pl.col("kind") == "phase")
+    for log, phase in enumerate(phases):
+        count = {name: counted.get(log, 0) for name, counted in by_log.items() if name != "kinds"}
+        kinds = by_log["kinds"].get(log, {})
+        notes.append(_log_notes(phase, count, kinds))
+    return notes
+
+
+def _counts(frame: pl.DataFrame, files: Files, where: pl.Expr | None = None, by: pl.Expr | None = None) -> dict:
+    """Rows of ``frame`` where ``where`` holds, per log (``{log: n}``), or per log and ``by`` value
+    (``{log: {value: n}}``); only the keys are read (no filtered copy of a big frame)."""
+    keys = [files.of(pl.col("line")).alias("file")] + ([by.alias("by")] if by is not None else [])
+    hit = (where if where is not None else pl.lit(True)).fill_null(False).alias("hit")
+    selected = frame.select(*keys, hit)
+    counted = selected.filter(pl.col("hit")).drop("hit").group_by(pl.all()).len().iter_rows()
+    if by is None:
+        return {int(log): n for log, n in counted}
+    out: dict = {}
+    for log, value, n in counted:
+        out.setdefault(int(log), {})[value] = n
+    return out
+
+
+def _log_notes(phases: pl.DataFrame, count: dict[str, int], kinds: dict[str, int]) -> list[str]:
+    notes = []
     if phases.height:
         notes.append(
             f"{phases.height} parse/bind durations ({phases['dur_ms'].sum():.3f} ms in all) are phases of extended-protocol "
             "executions: not counted as statements (as pgBadger does), their time is in no row"
         )
-    paired_by_duration = pairs.filter(pl.col("close_kind") == "dur_only").height
-    if paired_by_duration:
-        notes.append(f"{paired_by_duration} log_statement lines paired with the bare duration line that followed them")
-    stray = counts.get("dur_only", 0) - paired_by_duration
+    if count["paired"]:
+        notes.append(f"{count['paired']} log_statement lines paired with the bare duration line that followed them")
+    stray = kinds.get("dur_only", 0) - count["paired"]
     if stray:
         notes.append(f"{stray} bare duration lines with no open statement before them (parse/bind under log_duration) not counted")
-    unpaired = _count(rows, pl.col("query_time_s").is_null() & pl.col("success") & ~pl.col("is_internal").fill_null(False))
-    if unpaired:
-        notes.append(f"{unpaired} statements logged without a duration (log_statement only): query_time_s is null")
-    attached = plan_owner.filter(pl.col("rec") != pl.col("row_rec")).height
-    if counts.get("plan"):
+    if count["unpaired"]:
+        notes.append(f"{count['unpaired']} statements logged without a duration (log_statement only): query_time_s is null")
+    if kinds.get("plan"):
         notes.append(
-            f"{counts['plan']} auto_explain plans; {attached} attached to the duration entry of the same execution "
+            f"{kinds['plan']} auto_explain plans; {count['attached']} attached to the duration entry of the same execution "
             "(counted once)"
         )
-    internal = _count(rows, pl.col("is_internal").fill_null(False))
-    if internal:
+    if count["internal"]:
         notes.append(
-            f"{internal} plans of statements run inside another one (CONTEXT), or of an earlier statement of the same "
+            f"{count['internal']} plans of statements run inside another one (CONTEXT), or of an earlier statement of the same "
             "query string, kept as is_internal rows with no query_time_s (their time is in the caller's)"
         )
-    errors = _count(rows, ~pl.col("success").fill_null(True))
-    if errors:
-        notes.append(f"{errors} failed statements (ERROR/FATAL with their statement text)")
+    if count["errors"]:
+        notes.append(f"{count['errors']} failed statements (ERROR/FATAL with their statement text)")
     return notes
-
-
-def _count(frame: pl.DataFrame, condition: pl.Expr) -> int:
-    """Rows where ``condition`` holds, counted without building the filtered frame."""
-    return frame.select(condition.fill_null(False).sum()).item()
 
 
 @dataclass
@@ -650,19 +761,19 @@ class EntrySummary:
         )
 
 
-def summarise_entries(records: pl.DataFrame, entries: StatementEntries | None = None) -> EntrySummary:
+def summarise_entries(records: pl.DataFrame, makes_rows: bool = False) -> EntrySummary:
     """Counts over all entries: translated duration messages (lc_messages) and the commonest messages.
 
-    The commonest messages only explain a result without statements: they are not counted when
-    ``entries`` (``statement_entries`` of the same records) hold an entry that always makes a row."""
+    The commonest messages only explain a result without statements: they are not counted when the
+    ``statement_entries`` of the same records hold an entry that always makes a row (``makes_rows``)."""
     message = pl.col("message")
     log = records.filter((pl.col("sev") == "LOG") & ~message.str.starts_with("duration: "))["message"]
     candidates = log.filter(log.str.contains(" ", literal=True) & log.str.contains(r"\d[.,]\d"))
     translated = candidates.filter(candidates.str.contains(TRANSLATED_DURATION_RE))
     heads = pl.DataFrame(schema={"head": pl.String, "count": pl.UInt32})
-    if entries is None or not entries.make_rows():
+    if not makes_rows:
         heads = records["message"].head(HEAD_SAMPLE).str.extract(r"^([a-z ]{3,30}?)(?: of| for|:|$)", 1).drop_nulls().value_counts(sort=True).head(5)
-    stamps = records["ts"].drop_nulls()
+    stamps = python_times(records["ts"])
     durations = records.filter((pl.col("sev") == "LOG") & message.str.starts_with("duration: "))["message"]
     dur_ms = durations.str.slice(10, durations.str.find(" ms", literal=True) - 10).cast(pl.Float64, strict=False)
     return EntrySummary(
@@ -676,40 +787,63 @@ def summarise_entries(records: pl.DataFrame, entries: StatementEntries | None = 
     )
 
 
+def python_times(stamps: pl.Series) -> pl.Series:
+    """The times of ``stamps`` that Python can hold (years 1-9999; a corrupt line can say year 0): their
+    minimum and maximum become the time range, and the rows out of range are dropped with a warning by
+    the pipeline's time bounds."""
+    return stamps.filter(stamps.dt.year().is_between(1, 9999))
+
+
 def finish(entries: StatementEntries, summary: EntrySummary, source: str, notes: list[str], warnings: list[ParseWarning]) -> ParseResult:
     """The ParseResult every PostgreSQL parser returns."""
-    assembled = assemble(entries, source)
-    if summary.translated:
-        warnings = warnings + [ParseWarning(
-            None,
-            f"{summary.translated} messages look translated (lc_messages is not English), e.g. "
-            f"{summary.translated_sample!r}: their statements cannot be read; set lc_messages = 'C' on the server",
-        )]
-    if summary.unusable_durations:
-        warnings = warnings + [ParseWarning(
-            None,
-            f"{summary.unusable_durations} durations not read (not a number, negative or over {MAX_DURATION_MS / 8.64e7:.0f} days): "
-            "no statement row from them",
-        )]
-    statements = assembled.statements
-    stamps = pl.concat([statements["start_ts"], statements["end_ts"]]).drop_nulls()
-    time_range = (stamps.min(), stamps.max()) if stamps.len() else None
-    if time_range is None and summary.first_ts is not None:
-        time_range = (summary.first_ts, summary.last_ts)
-    if statements.is_empty():
-        notes = notes + [_why_no_statements(summary)]
-    return ParseResult(
-        tables={
-            T.STATEMENT: statements,
-            T.PLAN_NODE: assembled.plan_nodes,
-            # only when the log has lock waits: the tables of every other log stay as they were
-            **({T.LOCK_WAIT: _lock_waits(entries.locks, source)} if entries.locks.height else {}),
-        },
-        records=statements.height,
-        warnings=cap_warnings(warnings + assembled.warnings),
-        notes=notes + assembled.notes,
-        time_range=time_range,
-    )
+    return finish_logs(entries, [summary], [source], [notes], [warnings], ONE_LOG)[0]
+
+
+def finish_logs(
+    entries: StatementEntries,
+    summaries: list[EntrySummary],
+    sources: list[str],
+    notes: list[list[str]],
+    warnings: list[list[ParseWarning]],
+    files: Files,
+) -> list[ParseResult]:
+    """``finish`` of the entries of one or several logs (``files``): one ParseResult per log, each
+    with that log's summary, source, notes and warnings."""
+    results = []
+    parts = zip(assemble_logs(entries, sources, files), files.split(entries.locks), summaries, sources, notes, warnings)
+    for assembled, locks, summary, source, notes_f, warnings_f in parts:
+        if summary.translated:
+            warnings_f = warnings_f + [ParseWarning(
+                None,
+                f"{summary.translated} messages look translated (lc_messages is not English), e.g. "
+                f"{summary.translated_sample!r}: their statements cannot be read; set lc_messages = 'C' on the server",
+            )]
+        if summary.unusable_durations:
+            warnings_f = warnings_f + [ParseWarning(
+                None,
+                f"{summary.unusable_durations} durations not read (not a number, negative or over {MAX_DURATION_MS / 8.64e7:.0f} days): "
+                "no statement row from them",
+            )]
+        statements = assembled.statements
+        stamps = python_times(pl.concat([statements["start_ts"], statements["end_ts"]]))
+        time_range = (stamps.min(), stamps.max()) if stamps.len() else None
+        if time_range is None and summary.first_ts is not None:
+            time_range = (summary.first_ts, summary.last_ts)
+        if statements.is_empty():
+            notes_f = notes_f + [_why_no_statements(summary)]
+        results.append(ParseResult(
+            tables={
+                T.STATEMENT: statements,
+                T.PLAN_NODE: assembled.plan_nodes,
+                # only when the log has lock waits: the tables of every other log stay as they were
+                **({T.LOCK_WAIT: _lock_waits(locks, source)} if locks.height else {}),
+            },
+            records=statements.height,
+            warnings=cap_warnings(warnings_f + assembled.warnings),
+            notes=notes_f + assembled.notes,
+            time_range=time_range,
+        ))
+    return results
 
 
 def _lock_waits(locks: pl.DataFrame, source: str) -> pl.DataFrame:
@@ -719,7 +853,7 @@ def _lock_waits(locks: pl.DataFrame, source: str) -> pl.DataFrame:
 def result(records: pl.DataFrame, source: str, notes: list[str], warnings: list[ParseWarning]) -> ParseResult:
     """``finish`` for a record frame read in one piece (csvlog, jsonlog)."""
     entries = statement_entries(records)
-    return finish(entries, summarise_entries(records, entries), source, notes, warnings)
+    return finish(entries, summarise_entries(records, entries.make_rows()), source, notes, warnings)
 
 
 def _why_no_statements(summary: EntrySummary) -> str:

@@ -37,6 +37,7 @@ lines, mostly) meet the prefix regexes.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections import Counter
@@ -45,7 +46,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from dbdiag.parsers import log_events, pg_events
+from dbdiag.parsers import log_events, pg_batch, pg_events
 from dbdiag.parsers import pg_messages as M
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 
@@ -436,27 +437,27 @@ def _continuation(rest: pl.DataFrame) -> pl.DataFrame:
 
 
 def _records(
-    starts: pl.DataFrame, continuation: pl.DataFrame, tz: str, wrapped: bool, recognised: bool = True
-) -> tuple[pl.DataFrame, dict]:
-    """The record frame of ``pg_messages`` and the zone counts of the entries' times (``recognised``: the
-    prefix was inferred, so that its time has a space before the hour, never a T)."""
+    starts: pl.DataFrame, continuation: pl.DataFrame, tz: str, wrapped: bool, recognised: bool = True, files: M.Files = M.ONE_LOG
+) -> tuple[pl.DataFrame, list[dict]]:
+    """The record frame of ``pg_messages`` and, per log, the zone counts of the entries' times
+    (``recognised``: the prefix was inferred, so that its time has a space before the hour, never a T)."""
     cols = set(starts.columns)
 
     def col(name: str) -> pl.Expr:
         return pl.col(name) if name in cols else pl.lit(None, dtype=pl.String)
 
     frame = starts.with_columns(_messages(starts, continuation)).drop("msg")
-    zones: dict = {}
+    zones: list[dict] = [{} for _ in files.first_lines]
     if "epoch" in cols:
         ts = pl.from_epoch((pl.col("epoch").cast(pl.Float64) * 1e6).cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")
-        zones = {"UTC": frame.height}
+        zones = _zone_counts(frame, pl.lit("UTC"), files)
     elif "stamp" in cols or wrapped:
         stamp, zone = ("stamp", "zone") if "stamp" in cols else ("wts", "wzone")
-        zones = M.zone_counts(frame[zone] if zone in cols else pl.Series(zone, [None] * frame.height, dtype=pl.String))
+        zones = _zone_counts(frame, col(zone), files)
         with_t = stamp not in cols or (
             (stamp == "wts" or not recognised) and frame[stamp].str.contains("T", literal=True).any()
         )
-        ts = M.stamp_to_utc(pl.col(stamp), col(zone), tz, list(zones), with_t)
+        ts = M.stamp_to_utc(pl.col(stamp), col(zone), tz, list(dict.fromkeys(z for log in zones for z in log)), with_t)
     else:
         ts = pl.lit(None, dtype=M.T.UTC_TIME)
     pid = pl.coalesce(col("pid"), col("wpid"))
@@ -467,8 +468,19 @@ def _records(
         *[pl.when(~col(c).is_in(unknown)).then(col(c)).alias(c) for c in ("user", "db", "app", "host")],
         *[col(c).alias(c) for c in ("session", "xid", "vxid", "sqlstate", "query_id")],
     )
-    records = _with_sub_entries(frame).with_columns((pl.col("idx") + 1).alias("line"))
+    records = _with_sub_entries(frame, files).with_columns((pl.col("idx") + 1).alias("line"))
     return records.select([pl.col(name).cast(dtype) for name, dtype in M.RECORD_SCHEMA.items()]), zones
+
+
+def _zone_counts(frame: pl.DataFrame, zone: pl.Expr, files: M.Files) -> list[dict]:
+    """Per log, how many entries carry each zone text (None: no zone)."""
+    if len(files) == 1:
+        return [M.zone_counts(frame.select("idx", zone.alias("zone"))["zone"])]  # idx: the literal spans every row
+    counted = frame.select(files.of(pl.col("idx") + 1).alias("file"), zone.alias("zone")).group_by("file", "zone").len()
+    zones: list[dict] = [{} for _ in files.first_lines]
+    for log, text, count in counted.sort("file").iter_rows():
+        zones[log][text] = count
+    return zones
 
 
 def _messages(starts: pl.DataFrame, continuation: pl.DataFrame) -> pl.Series:
@@ -482,11 +494,11 @@ def _messages(starts: pl.DataFrame, continuation: pl.DataFrame) -> pl.Series:
     return message.clone().scatter(at, joined)
 
 
-def _with_sub_entries(frame: pl.DataFrame) -> pl.DataFrame:
+def _with_sub_entries(frame: pl.DataFrame, files: M.Files) -> pl.DataFrame:
     """The main entries, each with the ``statement`` and ``context`` of its sub-entries."""
     attached = pl.DataFrame()
     if frame["sev"].is_in(M.SUB_SEVERITIES).any():  # else every entry is a main one: nothing to filter or join
-        frame = frame.with_columns(_parent(frame))  # entries are in file order already
+        frame = frame.with_columns(_parent(frame, files))  # entries are in file order already
         is_main = pl.col("parent") == pl.col("rec")
         attached = _attached(frame.filter(~is_main & pl.col("parent").is_not_null()))
         frame = frame.filter(is_main)
@@ -509,42 +521,46 @@ def _attached(subs: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _parent(frame: pl.DataFrame) -> pl.Expr:
+def _parent(frame: pl.DataFrame, files: M.Files) -> pl.Expr:
     """The main entry (LOG, ERROR...) each DETAIL/STATEMENT/CONTEXT... entry belongs to: the previous
-    main entry of the same pid. Sub-entries follow their main entry directly unless processes
-    interleave (syslog), so the cheap global fill is kept when it agrees on the pid."""
+    main entry of the same pid, in the same log. Sub-entries follow their main entry directly unless
+    processes interleave (syslog), so the cheap global fill is kept when it agrees on the pid."""
     is_main = ~pl.col("sev").is_in(M.SUB_SEVERITIES)
     parent = pl.when(is_main).then(pl.col("rec"))
     if frame["pid"].null_count() == frame.height:
-        return parent.forward_fill().alias("parent")
-    pid_of_main = pl.when(is_main).then(pl.col("pid")).forward_fill()
-    interleaved = frame.select((~is_main & (pid_of_main != pl.col("pid"))).any()).item()
-    if interleaved:
-        return parent.forward_fill().over(pl.col("pid").fill_null("")).alias("parent")
-    return parent.forward_fill().alias("parent")
+        parent = parent.forward_fill()
+    else:
+        pid_of_main = pl.when(is_main).then(pl.col("pid")).forward_fill()
+        interleaved = frame.select((~is_main & (pid_of_main != pl.col("pid"))).any()).item()
+        parent = parent.forward_fill().over(pl.col("pid").fill_null("")) if interleaved else parent.forward_fill()
+    if len(files) > 1:  # a main entry of the log before is no parent
+        parent = pl.when(parent >= files.first_line_of(pl.col("rec") + 1) - 1).then(parent)
+    return parent.alias("parent")
 
 
 @dataclass
 class Chunk:
-    """What one record-aligned piece of the log gives: statement entries and small counts. A piece
-    numbers its lines from 0 (counting the lines before it would hold up the start of every piece);
-    ``shifted`` numbers them in the whole log once the line counts of the pieces before are known."""
+    """What one record-aligned piece of a log (or the logs of a batch, joined) gives: statement entries
+    and, per log, small counts. A piece numbers its lines from 0 (counting the lines before it would
+    hold up the start of every piece); ``shifted`` numbers them in the whole log once the line counts
+    of the pieces before are known."""
 
     lines: int
     entries: M.StatementEntries
-    summary: M.EntrySummary
-    zones: dict
-    orphans: tuple[int, int, str] | None  # (count, first line, text)
-    unmatched: tuple[int, int] | None  # (count, first line)
-    events: pl.DataFrame  # server events (start, shutdown, killed backends...) of this piece
+    summaries: list[M.EntrySummary]  # per log
+    zones: list[dict]  # per log: zone text -> entries
+    orphans: list[tuple[int, int, str] | None]  # per log: (count, first line, text)
+    unmatched: list[tuple[int, int] | None]  # per log: (count, first line)
+    events: list[pl.DataFrame]  # per log: server events (start, shutdown, killed backends...)
 
     def shifted(self, lines_before: int) -> Chunk:
+        """The piece of one log, numbered ``lines_before`` lines further on."""
         if not lines_before:
             return self
-        orphans = (self.orphans[0], self.orphans[1] + lines_before, self.orphans[2]) if self.orphans else None
-        unmatched = (self.unmatched[0], self.unmatched[1] + lines_before) if self.unmatched else None
-        events = self.events.with_columns(pl.col("line") + lines_before)
-        return Chunk(self.lines, self.entries.shifted(lines_before), self.summary, self.zones, orphans, unmatched, events)
+        orphans = [(o[0], o[1] + lines_before, o[2]) if o else None for o in self.orphans]
+        unmatched = [(u[0], u[1] + lines_before) if u else None for u in self.unmatched]
+        events = [e.with_columns(pl.col("line") + lines_before) for e in self.events]
+        return Chunk(self.lines, self.entries.shifted(lines_before), self.summaries, self.zones, orphans, unmatched, events)
 
 
 def _chunk_bounds(text: str | bytes, size: int, prefix: Prefix, wrapper: str | None) -> list[tuple[int, int]]:
@@ -586,10 +602,10 @@ def _next_entry_line(text: str | bytes, start: int, size: int, line_regex: str) 
     return None
 
 
-def _read_chunk(body: str | bytes, prefix: Prefix, wrapper: str | None, tz: str) -> Chunk:
-    """One piece of the log (text, or its UTF-8 bytes), its lines numbered from 0. The frame of all
-    lines is let go as soon as the entry starts and the other lines are apart (two pieces are read at a
-    time, each of them needs several times its size)."""
+def _read_chunk(body: str | bytes, prefix: Prefix, wrapper: str | None, tz: str, files: M.Files = M.ONE_LOG) -> Chunk:
+    """One piece of a log (text, or its UTF-8 bytes), or the logs of a batch joined (``files``), its
+    lines numbered from 0. The frame of all lines is let go as soon as the entry starts and the other
+    lines are apart (two pieces are read at a time, each of them needs several times its size)."""
     lines = M.split_lines(body)
     count = lines.height
     if prefix.keyed and not wrapper:
@@ -597,21 +613,20 @@ def _read_chunk(body: str | bytes, prefix: Prefix, wrapper: str | None, tz: str)
     else:
         starts, rest = _scanned_starts(lines, prefix, wrapper)
     del lines
+    if len(files) > 1:  # a line continues an entry of its own log only
+        rest = rest.with_columns(pl.when(pl.col("rec") >= files.first_line_of(pl.col("idx") + 1) - 1).then(pl.col("rec")).alias("rec"))
     if not prefix.recognised:
         starts = _fallback_fields(starts)
-    records, zones = _records(starts, _continuation(rest), tz, wrapper is not None, prefix.recognised)
+    records, zones = _records(starts, _continuation(rest), tz, wrapper is not None, prefix.recognised, files)
     del starts
-    entries = M.statement_entries(records)
-    events, _ = pg_events.postgres_events(records, "")  # capped once over the whole log in parse()
-    return Chunk(
-        count,
-        entries,
-        M.summarise_entries(records, entries),
-        zones,
-        _orphans(rest.filter(pl.col("rec").is_null())),
-        _unmatched(rest, prefix),
-        events,
-    )
+    entries = M.statement_entries(records, files)
+    if len(files) == 1:
+        summaries = [M.summarise_entries(records, entries.make_rows())]
+        events = [pg_events.postgres_events(records, "")[0]]  # capped once over the whole log in parse()
+    else:
+        summaries, events = pg_batch.summaries(records, entries, files), pg_batch.events(records, files)
+    orphans = pg_batch.per_log(rest.filter(pl.col("rec").is_null() & (pl.col("text").str.strip_chars() != "")), files, _orphans)
+    return Chunk(count, entries, summaries, zones, orphans, pg_batch.per_log(_unmatched(rest, prefix), files, _counted), events)
 
 
 def _scanned_starts(lines: pl.DataFrame, prefix: Prefix, wrapper: str | None) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -696,28 +711,34 @@ def _owner(starts: pl.Series, lines: pl.Series) -> pl.Series:
 
 
 def _orphans(orphans: pl.DataFrame) -> tuple[int, int, str] | None:
-    lines = orphans.filter(pl.col("text").str.strip_chars() != "")
-    if lines.is_empty():
+    """(count, first line, its text) of the non-blank lines before the first entry."""
+    if orphans.is_empty():
         return None
-    first = lines.row(0, named=True)
-    return lines.height, int(first["idx"]) + 1, first["text"]
+    first = orphans.row(0, named=True)
+    return orphans.height, int(first["idx"]) + 1, first["text"]
 
 
-def _unmatched(rest: pl.DataFrame, prefix: Prefix) -> tuple[int, int] | None:
+def _unmatched(rest: pl.DataFrame, prefix: Prefix) -> pl.DataFrame:
     """Lines that start like an entry (time + [pid]) but did not match the prefix: a mixed or changed prefix."""
     if not prefix.recognised or rest.is_empty():
-        return None
-    suspicious = rest.filter(pl.col("text").str.contains(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\S* (?:\S+ )?\[\d+\]"))
-    return (suspicious.height, int(suspicious["idx"][0]) + 1) if suspicious.height else None
+        return rest.head(0)
+    return rest.filter(pl.col("text").str.contains(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\S* (?:\S+ )?\[\d+\]"))
 
 
-def _chunk_warnings(chunks: list[Chunk], prefix: Prefix) -> list[ParseWarning]:
+def _counted(lines: pl.DataFrame) -> tuple[int, int] | None:
+    """(count, first line) of ``lines``; None when there are none."""
+    return (lines.height, int(lines["idx"][0]) + 1) if lines.height else None
+
+
+def _chunk_warnings(orphans: list[tuple[int, int, str] | None], unmatched: list[tuple[int, int] | None], prefix: Prefix) -> list[ParseWarning]:
+    """The warnings of one log on the lines before its first entry and the lines that look like entries
+    but do not match the prefix (``orphans`` and ``unmatched`` of its pieces)."""
     warnings = []
-    orphans = [c.orphans for c in chunks if c.orphans]
+    orphans = [o for o in orphans if o]
     if orphans:
         count, line, text = orphans[0]
         warnings.append(ParseWarning(line, f"{sum(o[0] for o in orphans)} lines before the first log entry skipped: {text[:60]!r}"))
-    unmatched = [c.unmatched for c in chunks if c.unmatched]
+    unmatched = [u for u in unmatched if u]
     if unmatched:
         warnings.append(ParseWarning(
             unmatched[0][1],
@@ -737,21 +758,36 @@ def parse_bytes(data: bytes, ctx: ParseContext) -> ParseResult:
     """``parse`` of the member's bytes, read as ``pipeline.decode`` reads them (UTF-8 that cannot fail,
     CRLF -> LF, a lone CR kept). An ASCII log, the usual case, is read from its bytes: neither a decoded
     copy of it nor the UTF-8 copy the CSV reader needs is made. Any other is decoded."""
+    return _parse(_body(data), ctx)
+
+
+def _body(data: bytes) -> str | bytes:
+    """What ``parse_bytes`` reads of ``data``: its ASCII bytes, or its text; ParseError when blank."""
     if not data.isascii():
         text = data.decode("utf-8", "backslashreplace")
-        return parse(text.replace("\r\n", "\n") if "\r" in text else text, ctx)
+        text = text.replace("\r\n", "\n") if "\r" in text else text
+        if not text or text.isspace():
+            raise ParseError("empty PostgreSQL log")
+        return text
     if not data or ASCII_BLANK_RE.match(data):  # str.isspace on its ASCII: \x1c-\x1f are blanks too
         raise ParseError("empty PostgreSQL log")
-    return _parse(data.replace(b"\r\n", b"\n") if b"\r" in data else data, ctx)
+    return data.replace(b"\r\n", b"\n") if b"\r" in data else data
 
 
 ASCII_BLANK_RE = re.compile(rb"[ \t\n\r\x0b\x0c\x1c-\x1f]*\Z")
 
 
-def _parse(text: str | bytes, ctx: ParseContext) -> ParseResult:
-    """``parse`` of a text that is not blank, or of its bytes when they are ASCII."""
-    tz, warnings = M.safe_tz(ctx.tz)
-    size = len(text) - 1 if text[-1:] in ("\n", b"\n") else len(text)  # no copy of a GB text to drop one newline
+@dataclass(frozen=True)
+class Shape:
+    """How a log is written: its wrapper (logplex, syslog) and its inferred prefix."""
+
+    wrapper: str | None
+    prefix: Prefix
+
+
+def _shape(text: str | bytes) -> Shape | ParseResult:
+    """The shape of a log that is not blank, from a sample of its lines; the result of a log whose
+    lines have no severity (``_no_severity``)."""
     sample = _sample(text)
     wrapper = _wrapper(sample)
     if wrapper:
@@ -760,11 +796,57 @@ def _parse(text: str | bytes, ctx: ParseContext) -> ParseResult:
     prefix = infer_prefix(sample)
     if prefix is None:
         return _no_severity(sample)
+    return Shape(wrapper, prefix)
+
+
+def _parse(text: str | bytes, ctx: ParseContext) -> ParseResult:
+    """``parse`` of a text that is not blank, or of its bytes when they are ASCII."""
+    tz, warnings = M.safe_tz(ctx.tz)
+    shape = _shape(text)
+    if isinstance(shape, ParseResult):
+        return shape
+    return _read_logs([text], [ctx.source], shape, tz, warnings)[0]
+
+
+def _read_logs(texts: list[str | bytes], sources: list[str], shape: Shape, tz: str, tz_warnings: list[ParseWarning]) -> list[ParseResult]:
+    """The results of one log, read in pieces, or of several small logs of one shape read as one."""
+    prefix, wrapper = shape.prefix, shape.wrapper
     notes = [f"{wrapper} lines: time and pid read from the {wrapper} header"] if wrapper else []
+    warnings = list(tz_warnings)
     if prefix.recognised:
         notes.append(f"log_line_prefix looks like {prefix.template!r}" if prefix.template else "log_line_prefix is empty")
     else:
         warnings.append(ParseWarning(None, prefix.notes[0]))
+    if len(texts) == 1:
+        files, chunks = M.ONE_LOG, _read_pieces(texts[0], prefix, wrapper, tz)
+    else:
+        body, files = pg_batch.joined(texts)
+        chunks = [_read_chunk(body, prefix, wrapper, tz, files)]
+    entries = M.StatementEntries.concat([c.entries for c in chunks])
+    notes_each, warnings_each, summaries = [], [], []
+    for log in range(len(files)):
+        zones: Counter = Counter()
+        for chunk in chunks:
+            zones.update(chunk.zones[log])
+        if zones:
+            notes_each.append(notes + M.zone_notes(dict(zones), tz))
+        else:
+            notes_each.append(notes + ["log lines carry no time (log_line_prefix has no %m/%t/%n): statements have no timestamps"])
+        warnings_each.append(warnings + _chunk_warnings([c.orphans[log] for c in chunks], [c.unmatched[log] for c in chunks], prefix))
+        summaries.append(functools.reduce(M.EntrySummary.merge, [c.summaries[log] for c in chunks]))
+    results = M.finish_logs(entries, summaries, sources, notes_each, warnings_each, files)
+    for log, (result, source) in enumerate(zip(results, sources)):
+        events, event_notes = log_events.cap_kinds(
+            pl.concat([c.events[log] for c in chunks]).with_columns(pl.lit(source).alias("source"))
+        )
+        result.tables[M.T.EVENT] = events
+        result.notes.extend(event_notes)
+    return results
+
+
+def _read_pieces(text: str | bytes, prefix: Prefix, wrapper: str | None, tz: str) -> list[Chunk]:
+    """The chunks of one log: one, or record-aligned pieces read two at a time (one per core)."""
+    size = len(text) - 1 if text[-1:] in ("\n", b"\n") else len(text)  # no copy of a GB text to drop one newline
     bounds = _chunk_bounds(text, size, prefix, wrapper)
 
     def read(index: int) -> Chunk:
@@ -773,30 +855,43 @@ def _parse(text: str | bytes, ctx: ParseContext) -> ParseResult:
         return _read_chunk(text[start:end], prefix, wrapper, tz)
 
     if len(bounds) == 1:
-        chunks = [read(0)]
-    else:
-        with ThreadPoolExecutor(max_workers=2) as pool:  # polars releases the GIL: one piece per core
-            chunks = list(pool.map(read, range(len(bounds))))
-        firsts = itertools.accumulate((chunk.lines for chunk in chunks[:-1]), initial=0)
-        chunks = [chunk.shifted(first) for chunk, first in zip(chunks, firsts)]
-    entries = M.StatementEntries.concat([c.entries for c in chunks])
-    summary = chunks[0].summary
-    zones: Counter = Counter()
-    for chunk in chunks:
-        zones.update(chunk.zones)
-    for chunk in chunks[1:]:
-        summary = summary.merge(chunk.summary)
-    if zones:
-        notes += M.zone_notes(dict(zones), tz)
-    else:
-        notes.append("log lines carry no time (log_line_prefix has no %m/%t/%n): statements have no timestamps")
-    result = M.finish(entries, summary, ctx.source, notes, warnings + _chunk_warnings(chunks, prefix))
-    events, event_notes = log_events.cap_kinds(
-        pl.concat([c.events for c in chunks]).with_columns(pl.lit(ctx.source).alias("source"))
-    )
-    result.tables[M.T.EVENT] = events
-    result.notes.extend(event_notes)
-    return result
+        return [read(0)]
+    with ThreadPoolExecutor(max_workers=2) as pool:  # polars releases the GIL: one piece per core
+        chunks = list(pool.map(read, range(len(bounds))))
+    firsts = itertools.accumulate((chunk.lines for chunk in chunks[:-1]), initial=0)
+    return [chunk.shifted(first) for chunk, first in zip(chunks, firsts)]
+
+
+def parse_batch(members: list[tuple[bytes, ParseContext]]) -> list[ParseResult | ParseError]:
+    """``parse_bytes`` of each member, the small logs of one shape (prefix, zone) read as one log
+    (``pg_batch``): each gets what it gets alone -- rows with its own stmt_id and lines, its notes,
+    warnings and time range. Wrapped logs (logplex, syslog) and logs of a shape of their own are
+    read alone."""
+    results: list[ParseResult | ParseError | None] = [None] * len(members)
+    groups: dict[tuple[str, str], list[tuple[int, str | bytes]]] = {}
+    shapes: dict[tuple[str, str], Shape] = {}
+    for index, (data, ctx) in enumerate(members):
+        try:
+            body = _body(data)
+            shape = _shape(body)
+        except ParseError as error:
+            results[index] = error
+            continue
+        if isinstance(shape, ParseResult):
+            results[index] = shape
+            continue
+        key = (ctx.tz, repr(shape))
+        if shape.wrapper:
+            key = (ctx.tz, f"{index}:{key[1]}")  # its lines interleave by pid: read alone
+        shapes[key] = shape
+        groups.setdefault(key, []).append((index, body))
+    for (zone, _), shape in shapes.items():
+        group = groups[(zone, _)]
+        tz, warnings = M.safe_tz(zone)
+        read = _read_logs([body for _, body in group], [members[i][1].source for i, _ in group], shape, tz, warnings)
+        for (index, _), result in zip(group, read):
+            results[index] = result
+    return results  # type: ignore[return-value]
 
 
 def _fallback_fields(starts: pl.DataFrame) -> pl.DataFrame:
@@ -855,4 +950,5 @@ SPEC = ParserSpec(
     detect=detect,
     parse=parse,
     parse_bytes=parse_bytes,
+    parse_batch=parse_batch,
 )

@@ -979,3 +979,17 @@ def test_a_duration_that_is_no_number_drops_only_its_entry(value):
     statements = _parse("postgresql-log", text).tables[T.STATEMENT]
     assert statements["sql"].to_list() == ["select 2"]
     assert statements["query_time_s"].to_list() == [0.0015]
+
+
+def test_a_time_python_cannot_hold_does_not_make_the_log_unreadable():
+    """Year 0 (a corrupt line; found by the batch-vs-alone fuzz test) made the whole log fail with
+    ValueError when its time range was taken; now the other entries give the range."""
+    from dbdiag.parsers import pg_stderr
+
+    log = (
+        b"0000-01-01 00:00:00.000 UTC [7] LOG:  duration: 1.000 ms  statement: SELECT 1\n"
+        b"2024-01-01 00:00:01.000 UTC [7] LOG:  duration: 2.000 ms  statement: SELECT 2\n"
+    )
+    result = pg_stderr.parse_bytes(log, ParseContext(source="pg.log"))
+    assert result.records == 2
+    assert [t.year for t in result.time_range] == [2024, 2024]
