@@ -25,7 +25,7 @@ import pytest
 from dbdiag import tables as T
 from dbdiag.detect import detect as detect_member
 from dbdiag.parsers import PARSERS as REGISTRY
-from dbdiag.parsers import pg_csvlog, pg_explain, pg_jsonlog, pg_messages, pg_stderr
+from dbdiag.parsers import pg_csvlog, pg_explain, pg_jsonlog, pg_lines, pg_messages, pg_prefix, pg_stderr
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult
 from tests.conftest import CORPUS
 from tests.golden import check_golden
@@ -288,14 +288,14 @@ def test_keyed_leads_read_lines_as_the_prefix_regexes_do() -> None:
     prefix = pg_stderr.infer_prefix(text.split("\n"))
     assert prefix.template == "%m [%p] %q%u@%d " and prefix.keyed is not None and prefix.keyed.short_regex
     lines = pg_messages.split_lines(text[:-1])
-    keyed_starts, keyed_rest = pg_stderr._keyed_starts(lines, prefix)
-    starts, rest = pg_stderr._scanned_starts(lines, prefix, None)
+    keyed_starts, keyed_rest = pg_lines.keyed_starts(lines, prefix)
+    starts, rest = pg_lines.scanned_starts(lines, prefix, None)
     assert keyed_starts.select(sorted(starts.columns)).equals(starts.select(sorted(starts.columns)))
     assert keyed_rest.equals(rest)
     assert rest.height > len(ODD_LINES) // 3 and starts.filter(pl.col("user") == "p\u00f8stgres").height == 1
     assert starts.filter(pl.col("user") == "LOG:")["sev"].to_list() == ["ERROR"]
     keys = pl.Series([" UTC [3317] postgres@bench LOG:", " UTC [3317] LOG:", " UTC [3317] postgres@bench FOO:", " UTC [3317] x"])
-    fields = pg_stderr._key_fields(keys, prefix.keyed)  # a background line's key is read by the part before %q
+    fields = pg_lines.key_fields(keys, prefix.keyed)  # a background line's key is read by the part before %q
     assert fields.select("key", "pid", "user", "sev").rows() == [
         (" UTC [3317] postgres@bench LOG:", "3317", "postgres", "LOG"),
         (" UTC [3317] postgres@bench FOO:", "3317", "postgres", None),
@@ -316,7 +316,7 @@ def test_prefixes_with_spaced_values_are_not_keyed() -> None:
 def test_keyed_and_scanned_reads_give_the_same_result(monkeypatch: pytest.MonkeyPatch) -> None:
     text = PG15_STDERR + "\n".join(ODD_LINES) + "\n" + _capture_member("db/postgresql.log")
     keyed = _parse("postgresql-log", text)
-    monkeypatch.setattr(pg_stderr, "keyed_lead", lambda *_: None)
+    monkeypatch.setattr(pg_prefix, "keyed_lead", lambda *_: None)
     scanned = _parse("postgresql-log", text)
     assert (keyed.records, keyed.warnings, keyed.notes) == (scanned.records, scanned.warnings, scanned.notes)
     assert all(keyed.tables[name].equals(scanned.tables[name]) for name in scanned.tables)
