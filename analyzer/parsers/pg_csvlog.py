@@ -23,7 +23,7 @@ import re
 
 import polars as pl
 
-from dbdiag.parsers import pg_events
+from dbdiag.parsers import pg_assemble, pg_events
 from dbdiag.parsers import pg_messages as M
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
 
@@ -98,7 +98,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     records, notes = M.records_from_fields(fields, tz)
     version = VERSIONS.get(frame.width, f"{frame.width} columns: not a PostgreSQL column set, read by position")
     notes = [f"csvlog with {frame.width} columns ({version})"] + notes
-    result = M.result(records, ctx.source, notes, warnings)
+    result = pg_assemble.result(records, ctx.source, notes, warnings)
     events, event_notes = pg_events.postgres_events(records, ctx.source)
     result.tables[M.T.EVENT] = events
     result.notes.extend(event_notes)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from dbdiag.parsers import pg_events
+from dbdiag.parsers import pg_assemble, pg_events
 from dbdiag.parsers import pg_messages as M
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 
@@ -77,7 +77,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         first = lines.join(entries.select("idx"), on="idx", how="anti").filter(stripped != "").row(0, named=True)
         what = "operator or other JSON lines" if wrapped else "lines that are not jsonlog entries"
         warnings.append(ParseWarning(int(first["idx"]) + 1, f"{others} {what} skipped, first: {first['text'][:60]!r}"))
-    result = M.result(records, ctx.source, notes, warnings)
+    result = pg_assemble.result(records, ctx.source, notes, warnings)
     events, event_notes = pg_events.postgres_events(records, ctx.source)
     result.tables[M.T.EVENT] = events
     result.notes.extend(event_notes)

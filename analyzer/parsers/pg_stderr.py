@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from dbdiag.parsers import log_events, pg_batch, pg_events
+from dbdiag.parsers import log_events, pg_assemble, pg_batch, pg_events
 from dbdiag.parsers import pg_lines
 from dbdiag.parsers import pg_messages as M
 from dbdiag.parsers import pg_prefix as P
@@ -279,7 +279,7 @@ def _read_logs(texts: list[str | bytes], sources: list[str], shape: Shape, tz: s
             notes_each.append(notes + ["log lines carry no time (log_line_prefix has no %m/%t/%n): statements have no timestamps"])
         warnings_each.append(warnings + _chunk_warnings([c.orphans[log] for c in chunks], [c.unmatched[log] for c in chunks], prefix))
         summaries.append(functools.reduce(M.EntrySummary.merge, [c.summaries[log] for c in chunks]))
-    results = M.finish_logs(entries, summaries, sources, notes_each, warnings_each, files)
+    results = pg_assemble.finish_logs(entries, summaries, sources, notes_each, warnings_each, files)
     for log, (result, source) in enumerate(zip(results, sources)):
         events, event_notes = log_events.cap_kinds(
             pl.concat([c.events[log] for c in chunks]).with_columns(pl.lit(source).alias("source"))

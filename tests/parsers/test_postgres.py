@@ -25,7 +25,7 @@ import pytest
 from dbdiag import tables as T
 from dbdiag.detect import detect as detect_member
 from dbdiag.parsers import PARSERS as REGISTRY
-from dbdiag.parsers import pg_csvlog, pg_explain, pg_jsonlog, pg_lines, pg_messages, pg_prefix, pg_stderr
+from dbdiag.parsers import pg_assemble, pg_csvlog, pg_explain, pg_jsonlog, pg_lines, pg_messages, pg_prefix, pg_stderr
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult
 from tests.conftest import CORPUS
 from tests.golden import check_golden
@@ -367,7 +367,7 @@ def test_plans_find_their_statement_when_connections_share_a_hash() -> None:
     closes = pl.DataFrame({  # connection "b" made to share the hash of "a": its row comes first
         "next_close": [11, 12], "conn_key": [key, key], "row_conn": ["b", "a"], "row_rec": [11, 12], "row_at": [0, 1],
     }, schema_overrides={"conn_key": pl.UInt64, "row_at": pl.UInt32})
-    assert pg_messages._next_close(plans, closes).select("row_rec", "row_at").rows() == [(12, 1)]
+    assert pg_assemble._next_close(plans, closes).select("row_rec", "row_at").rows() == [(12, 1)]
 
 
 # ---- auto_explain, pairing and nesting on a real PostgreSQL 15 log ------------------------------------
