@@ -389,3 +389,51 @@ def test_the_pipeline_reads_small_postgres_logs_together(monkeypatch: pytest.Mon
         assert record.warnings == [w.as_text() for w in result.warnings], path
         compared += 1
     assert compared > 150
+
+
+CSV_LINE = ('2024-01-01 00:00:0{s}.000 UTC,"app","db",{pid},"[local]",6b0c9056.cf5,{s},"SELECT",2024-01-01 00:00:00 UTC,3/7,0,'
+            'LOG,00000,"{message}",,,,,,,,,"psql","client backend",,0\n')
+JSON_LINE = ('{{"timestamp":"2024-01-01 00:00:0{s}.000 UTC","user":"app","dbname":"db","pid":{pid},"session_id":"6b0c9056.cf5",'
+             '"error_severity":"LOG","message":"{message}","application_name":"psql"}}\n')
+
+
+def _structured_members(kind: str) -> list[tuple[str, bytes]]:
+    """Tiny csvlogs/jsonlogs sharing one session id (opened in one log, closed in the next), the
+    corpus' and the real capture's logs of the kind, and mutations of them."""
+    from tests.fuzz_mutations import apply_steps, random_steps
+    from tests.parsers.test_postgres import PG15_CSVLOG, PG15_JSONLOG, _read
+
+    line = CSV_LINE if kind == "csv" else JSON_LINE
+    messages = ["duration: 1.500 ms  statement: SELECT 1", "statement: SELECT 2", "duration: 2.000 ms",
+                "database system is ready to accept connections"]
+    found = [(f"h{i}/postgresql.{kind}", "".join(line.format(s=s, pid=4000 + i % 2, message=messages[(i + s) % 4])
+              for s in range(2)).encode()) for i in range(60)]
+    seeds = [(PG15_CSVLOG if kind == "csv" else PG15_JSONLOG).encode(), b"", b"junk\n"]
+    if corpus_present():
+        names = ("pgbadger__pg_rawcsv.log", "pgbadger__csv_statement_without_duration.log") if kind == "csv" else ("pgbadger__cnpg.log.gz",)
+        seeds += [_read(PG_LOGS / name).encode() for name in names]
+    rng = random.Random(23)
+    mutants = [apply_steps(rng.choice(seeds), [s for s in random_steps(rng) if s.kind != "huge_line"])[:100_000] for _ in range(40)]
+    found += [(f"s{i}/postgresql.{kind}", d) for i, d in enumerate(seeds + mutants)]
+    random.Random(4).shuffle(found)
+    return found
+
+
+@pytest.mark.parametrize("kind", ["csv", "json"])
+def test_a_csvlog_or_jsonlog_batch_gives_each_member_what_it_gives_alone(kind: str):
+    from dbdiag.parsers import pg_csvlog, pg_jsonlog
+    from dbdiag.parsers.base import decode_text
+
+    parser = pg_csvlog if kind == "csv" else pg_jsonlog
+    items = [(data, ParseContext(source=path, tz="Europe/Paris")) for path, data in _structured_members(kind)]
+
+    def one(data: bytes, ctx: ParseContext) -> object:
+        try:
+            return shown(parser.parse(decode_text(data), ctx))
+        except ParseError as error:
+            return ("error", str(error))
+
+    results = parser.parse_batch(items)
+    assert sum(isinstance(r, ParseResult) and r.records > 0 for r in results) > 40
+    for (data, ctx), result in zip(items, results):
+        assert (shown(result) if isinstance(result, ParseResult) else ("error", str(result))) == one(data, ctx), ctx.source

@@ -20,8 +20,9 @@ from typing import Callable, TypeVar
 import polars as pl
 
 from dbdiag import tables as T
-from dbdiag.parsers import pg_events
+from dbdiag.parsers import pg_assemble, pg_events
 from dbdiag.parsers import pg_messages as M
+from dbdiag.parsers.base import ParseResult, ParseWarning
 
 Read = TypeVar("Read")
 
@@ -92,3 +93,43 @@ def events(records: pl.DataFrame, files: M.Files) -> list[pl.DataFrame]:
 def _logs(frame: pl.DataFrame, files: M.Files) -> list[int]:
     """The logs that ``frame``'s rows (with a 1-based ``line``) are in."""
     return frame.select(files.of(pl.col("line")).unique().alias("file"))["file"].to_list()
+
+
+def results_of_records(
+    logs: list[tuple[pl.DataFrame, int]], sources: list[str], notes: list[list[str]], warnings: list[list[ParseWarning]]
+) -> list[ParseResult]:
+    """The ParseResults of logs each already turned into a record frame (csvlog, jsonlog: ``logs`` holds
+    each log's records and line count), their statements made in one pass: each log's lines and
+    entry order (``rec``) are moved past the logs before it, then everything is cut per log again."""
+    if len(logs) == 1:
+        (records, _), source = logs[0], sources[0]
+        result = pg_assemble.result(records, source, notes[0], warnings[0])
+        events, event_notes = pg_events.postgres_events(records, source)
+        result.tables[T.EVENT] = events
+        result.notes.extend(event_notes)
+        return [result]
+    first_lines, moved, line, rec = [], [], 1, 0
+    for records, line_count in logs:
+        first_lines.append(line)
+        moved.append(records.with_columns(pl.col("line") + (line - 1), pl.col("rec") + rec))
+        line += max(line_count, 1)
+        rec += int(records["rec"].max()) + 1 if records.height else 0
+    files = M.Files(tuple(first_lines))
+    records = pl.concat(moved)
+    entries = M.statement_entries(records, files)
+    results = pg_assemble.finish_logs(entries, summaries(records, entries, files), sources, notes, warnings, files)
+    for result, (events, event_notes) in zip(results, _event_tables(records, files, sources)):
+        result.tables[T.EVENT] = events
+        result.notes.extend(event_notes)
+    return results
+
+
+def _event_tables(records: pl.DataFrame, files: M.Files, sources: list[str]) -> list[tuple[pl.DataFrame, list[str]]]:
+    """The ``event`` table and notes of each log, its source set."""
+    matched = pg_events.matched_lines(records)
+    tables: list[tuple[pl.DataFrame, list[str]]] = [(T.empty(T.EVENT), []) for _ in sources]
+    if matched.is_empty():
+        return tables
+    for log, part in files.parts(matched.sort("idx").with_columns((pl.col("idx") + 1).alias("line"))):
+        tables[log] = pg_events.event_table(part.with_columns((pl.col("line") - 1).alias("idx")).drop("line"), sources[log])
+    return tables

@@ -23,9 +23,9 @@ import re
 
 import polars as pl
 
-from dbdiag.parsers import pg_assemble, pg_events
+from dbdiag.parsers import pg_batch
 from dbdiag.parsers import pg_messages as M
-from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
+from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, decode_text
 
 CSV_COLUMNS = (
     "log_time", "user_name", "database_name", "process_id", "connection_from", "session_id", "session_line_num",
@@ -85,9 +85,36 @@ def _read(text: str) -> pl.DataFrame:
 
 
 def parse(text: str, ctx: ParseContext) -> ParseResult:
+    tz, warnings = M.safe_tz(ctx.tz)
+    records, notes = _records(text, tz)
+    return pg_batch.results_of_records([(records, text.count("\n") + 1)], [ctx.source], [notes], [warnings])[0]
+
+
+def parse_batch(members: list[tuple[bytes, ParseContext]]) -> list[ParseResult | ParseError]:
+    """``parse`` of each member, the statements of all made in one pass (``pg_batch``)."""
+    results: list[ParseResult | ParseError | None] = [None] * len(members)
+    read, at = [], []
+    for index, (data, ctx) in enumerate(members):
+        text = decode_text(data)
+        tz, warnings = M.safe_tz(ctx.tz)
+        try:
+            records, notes = _records(text, tz)
+        except ParseError as error:
+            results[index] = error
+            continue
+        read.append(((records, text.count("\n") + 1), ctx.source, notes, warnings))
+        at.append(index)
+    if read:
+        logs, sources, notes_each, warnings_each = (list(column) for column in zip(*read))
+        for index, result in zip(at, pg_batch.results_of_records(logs, sources, notes_each, warnings_each)):
+            results[index] = result
+    return results  # type: ignore[return-value]
+
+
+def _records(text: str, tz: str) -> tuple[pl.DataFrame, list[str]]:
+    """The record frame of a csvlog and its notes (column set, zones); ParseError when it is none."""
     if not text or text.isspace():  # isspace stops at the first visible character
         raise ParseError("empty csvlog")
-    tz, warnings = M.safe_tz(ctx.tz)
     frame = _read(text)
     newlines = pl.sum_horizontal(pl.col(c).fill_null("").str.count_matches("\n", literal=True) for c in frame.columns)
     fields = frame.with_row_index("idx").with_columns(
@@ -97,12 +124,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     fields = fields.select("idx", "line", *[pl.col(c).alias(TO_RECORD[c]) for c in TO_RECORD if c in fields.columns])
     records, notes = M.records_from_fields(fields, tz)
     version = VERSIONS.get(frame.width, f"{frame.width} columns: not a PostgreSQL column set, read by position")
-    notes = [f"csvlog with {frame.width} columns ({version})"] + notes
-    result = pg_assemble.result(records, ctx.source, notes, warnings)
-    events, event_notes = pg_events.postgres_events(records, ctx.source)
-    result.tables[M.T.EVENT] = events
-    result.notes.extend(event_notes)
-    return result
+    return records, [f"csvlog with {frame.width} columns ({version})"] + notes
 
 
 def detect(head: str, name: str) -> float:
@@ -117,4 +139,5 @@ SPEC = ParserSpec(
     description="PostgreSQL csvlog (22-26 columns): statements, errors, auto_explain plans",
     detect=detect,
     parse=parse,
+    parse_batch=parse_batch,
 )

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from dbdiag.parsers import pg_assemble, pg_events
+from dbdiag.parsers import pg_batch
 from dbdiag.parsers import pg_messages as M
-from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning, decode_text
 
 JSONLOG_KEYS = {
     "timestamp": "ts_text", "user": "user", "dbname": "db", "pid": "pid", "remote_host": "host",
@@ -56,9 +56,36 @@ def _decode(objects: pl.DataFrame, keys: dict[str, str], wrapped: bool) -> pl.Da
 
 
 def parse(text: str, ctx: ParseContext) -> ParseResult:
+    tz, warnings = M.safe_tz(ctx.tz)
+    records, notes, line_count = _records(text, tz, warnings)
+    return pg_batch.results_of_records([(records, line_count)], [ctx.source], [notes], [warnings])[0]
+
+
+def parse_batch(members: list[tuple[bytes, ParseContext]]) -> list[ParseResult | ParseError]:
+    """``parse`` of each member, the statements of all made in one pass (``pg_batch``)."""
+    results: list[ParseResult | ParseError | None] = [None] * len(members)
+    read, at = [], []
+    for index, (data, ctx) in enumerate(members):
+        tz, warnings = M.safe_tz(ctx.tz)
+        try:
+            records, notes, line_count = _records(decode_text(data), tz, warnings)
+        except ParseError as error:
+            results[index] = error
+            continue
+        read.append(((records, line_count), ctx.source, notes, warnings))
+        at.append(index)
+    if read:
+        logs, sources, notes_each, warnings_each = (list(column) for column in zip(*read))
+        for index, result in zip(at, pg_batch.results_of_records(logs, sources, notes_each, warnings_each)):
+            results[index] = result
+    return results  # type: ignore[return-value]
+
+
+def _records(text: str, tz: str, warnings: list[ParseWarning]) -> tuple[pl.DataFrame, list[str], int]:
+    """The record frame of a jsonlog, its notes and its line count (``warnings`` gets the lines
+    skipped); ParseError when it is none."""
     if not text or text.isspace():  # isspace stops at the first visible character
         raise ParseError("empty jsonlog")
-    tz, warnings = M.safe_tz(ctx.tz)
     lines = M.split_lines(text[:-1] if text.endswith("\n") else text)
     stripped = pl.col("text").str.strip_chars()
     objects = lines.filter(stripped.str.starts_with("{") & stripped.str.ends_with("}"))
@@ -77,11 +104,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         first = lines.join(entries.select("idx"), on="idx", how="anti").filter(stripped != "").row(0, named=True)
         what = "operator or other JSON lines" if wrapped else "lines that are not jsonlog entries"
         warnings.append(ParseWarning(int(first["idx"]) + 1, f"{others} {what} skipped, first: {first['text'][:60]!r}"))
-    result = pg_assemble.result(records, ctx.source, notes, warnings)
-    events, event_notes = pg_events.postgres_events(records, ctx.source)
-    result.tables[M.T.EVENT] = events
-    result.notes.extend(event_notes)
-    return result
+    return records, notes, lines.height
 
 
 def detect(head: str, name: str) -> float:
@@ -101,5 +124,6 @@ SPEC = ParserSpec(
     description="PostgreSQL jsonlog (15+) and CloudNativePG JSON records: statements, errors, auto_explain plans",
     detect=detect,
     parse=parse,
+    parse_batch=parse_batch,
 )
 
