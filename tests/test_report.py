@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 
-from dbdiag.report import chart_geometry, line_chart_geometry, render_html, render_markdown
+from dbdiag.report import render_html, render_markdown
+from dbdiag.report_geometry import chart_geometry, line_chart_geometry
 
 T0 = datetime(2024, 5, 14, 2, 0, tzinfo=timezone.utc)
 
@@ -95,40 +96,40 @@ def test_summary_lists_every_critical_and_warning_and_folds_the_infos():
 
 
 def test_where_the_time_went_names_the_connection_set_up_the_load_tool_measured():
-    from dbdiag.report import _where_time_went
+    from dbdiag.report_view import where_time_went
 
     accounting = {"user_response_time_s": 321.0, "db_time_s": 2.89, "db_time_ratio": 0.009, "sources": [],
                   "connection_time_s": 314.3, "connection_share_of_user_time": 0.979, "connection_ms_per_transaction": 105.0}
-    sentence = _where_time_went(accounting)["sentence"]
+    sentence = where_time_went(accounting)["sentence"]
     assert "the rest was outside the database, of it 314 s (98%) connecting: 105.0 ms per transaction." in sentence
     del accounting["connection_time_s"]
-    assert "connecting" not in _where_time_went(accounting)["sentence"]
+    assert "connecting" not in where_time_went(accounting)["sentence"]
 
 
 def test_a_second_db_time_of_another_window_is_explained_next_to_the_first():
-    from dbdiag.report import _where_time_went
+    from dbdiag.report_view import where_time_went
 
     accounting = {"user_response_time_s": 4486.0, "db_time_s": 592.3, "db_time_ratio": 0.132, "sources": [],
                   "from": "02:00:13", "to": "02:00:29"}
     summary = {"db_time_s": 1784.6, "first_seen": "02:00:00", "last_seen": "02:00:58"}
-    (note,) = _where_time_went(accounting, summary)["notes"]
+    (note,) = where_time_went(accounting, summary)["notes"]
     assert "count 1,785 s of statement time" in note and "592 s, covers 02:00:13 to 02:00:29" in note
-    assert _where_time_went(accounting, {**summary, "db_time_s": 600.0})["notes"] == []  # the same time: nothing to explain
+    assert where_time_went(accounting, {**summary, "db_time_s": 600.0})["notes"] == []  # the same time: nothing to explain
 
 
 def test_an_unknown_ratio_says_why_without_the_list_of_histogram_names():
-    from dbdiag.report import _where_time_went
+    from dbdiag.report_view import where_time_went
 
     reason = ("no load-test samples (JMeter), no application latency histogram (http_server_requests_seconds, "
               "http_server_duration_milliseconds, *_request*_seconds)")
-    sentence = _where_time_went({"db_time_s": 6.92, "user_response_time_s": None, "db_time_ratio": None, "sources": [],
+    sentence = where_time_went({"db_time_s": 6.92, "user_response_time_s": None, "db_time_ratio": None, "sources": [],
                                  "unavailable_reason": reason})["sentence"]
     assert sentence.startswith("Where the time went is not known: no load-test samples (JMeter), no application latency histogram;")
     assert "_seconds" not in sentence
 
 
 def test_cost_text_names_what_the_finding_explains_and_skips_zeros():
-    from dbdiag.report import cost_text
+    from dbdiag.report_view import cost_text
 
     assert cost_text({"share_of_user_time": 0.868, "user_time_s": 3894.1, "share_of_db_time": 0.0, "db_time_s": 0.0}) == "86.8% of user time (3,894.1 s)"
     assert cost_text({"share_of_db_time": 0.849, "db_time_s": 1514.6, "cpu_share": 0.036}) == "84.9% of DB time (1,514.6 s) · 3.6% of CPU"

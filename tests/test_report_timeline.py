@@ -242,11 +242,12 @@ def test_postgres_capture_report(corpus) -> None:
 
 def test_event_rows_name_the_table_and_keep_line_numbers_unformatted():
     from dbdiag.pipeline import analyze
-    from dbdiag.report import _timeline_view, build_document
+    from dbdiag.report import build_document
+    from dbdiag.report_view import timeline_view
 
     capture = Path(__file__).resolve().parent.parent / "fixtures" / "causes" / "mariadb-ignored-index.tar.gz"
     document = build_document(analyze(capture))
-    view = _timeline_view(document["metrics"]["timeline"])
+    view = timeline_view(document["metrics"]["timeline"])
     ignored = next(e for e in view["events"] if e["kind"] == "index-ignored")
     assert ignored["where"] == "capture/db/mariadb-slow.log:2038" and ignored["about"] == "orders"
     html = render_html(document)
