@@ -1,6 +1,8 @@
-"""The whole analysis, stage after stage, as in DESIGN.md:
+"""The whole analysis, stage after stage, as in DESIGN.md (``_analyze`` is one line a stage):
 
-capture -> members -> detect -> parse -> merge tables -> derive -> rules -> Analysis
+capture (read) -> detect (a parser per member) -> context (zone, capture time: --tz and the manifest)
+-> parse (bytes freed as it goes; small members of a kind together) -> merge tables -> derive -> rules
+-> Analysis
 
 The report stage (``report.py``) renders an ``Analysis``; nothing here writes files.
 """
@@ -235,28 +237,24 @@ def _within_time_bounds(results: list[ParseResult]) -> Iterator[ParseResult]:
         yield within_time_bounds(result) if outside or not _range_inside(result.time_range) else result
 
 
-def _resolve_tz(members: list[tuple[Member, ParserSpec]], requested: str | None) -> tuple[str, str]:
-    """The zone for zone-less times: --tz (must exist), else the manifest's (if it exists), else UTC."""
+def _resolve_tz(manifests: list[tuple[str, ParseResult | None]], requested: str | None) -> tuple[str, str]:
+    """The zone for zone-less times: --tz (must exist), else the manifest's (if it exists), else UTC.
+    ``manifests``: (path, parse result) of each manifest member."""
     if requested:
         _check_tz(requested, "--tz")
         return requested, "--tz"
-    for member, spec in members:
-        if spec.kind == manifest.SPEC.kind:
-            result, _ = parse_member(member, spec, DEFAULT_TZ)
-            zone = manifest.manifest_tz(result) if result else None
-            if zone and _is_known_tz(zone):
-                return zone, f"manifest {member.path}"
-            if zone:
-                return DEFAULT_TZ, f"default: manifest {member.path} names unknown zone {zone!r}"
+    for path, result in manifests:
+        zone = manifest.manifest_tz(result) if result else None
+        if zone and _is_known_tz(zone):
+            return zone, f"manifest {path}"
+        if zone:
+            return DEFAULT_TZ, f"default: manifest {path} names unknown zone {zone!r}"
     return DEFAULT_TZ, "default (no --tz, no manifest)"
 
 
-def _capture_time(members: list[tuple[Member, ParserSpec]], zone: str) -> datetime | None:
+def _capture_time(manifests: list[tuple[str, ParseResult | None]], zone: str) -> datetime | None:
     """When the capture was taken, from the manifest's ``taken_at`` (read in ``zone`` if it has no offset)."""
-    for member, spec in members:
-        if spec.kind != manifest.SPEC.kind:
-            continue
-        result, _ = parse_member(member, spec, zone)
+    for _, result in manifests:
         text = manifest.manifest_taken_at(result) if result else None
         if not text:
             continue
@@ -356,8 +354,23 @@ def _analyze(
     progress: Callable[[str], None] | None,
 ) -> Analysis:
     """The stages; ``members`` is consumed (emptied) so that bytes are freed as parsing goes."""
+    inputs, detected = _detect_all(members, parsers)
+    context = _context(detected, options.tz)
+    results = _parse_all(detected, context, progress)
+    tables = merge_tables(results)
+    derived = derive_all(tables, SqlOptions(show_literals=options.show_literals), options.window_s)
+    outcomes = run_rules(rules, RuleInput(tables=_public_tables(tables, derived), derived=derived.tables, metrics=derived.metrics))
+    return Analysis(capture, inputs, tables, derived, outcomes, context.zone, context.zone_origin, options)
+
+
+Detected = tuple[Member, ParserSpec, InputRecord]  # a member to parse, its parser, its inventory line
+
+
+def _detect_all(members: list[Member], parsers: tuple[ParserSpec, ...]) -> tuple[list[InputRecord], list[Detected]]:
+    """Every member's inventory line, and the members some parser reads (UTF-16 ones as UTF-8);
+    ``members`` is emptied."""
     inputs: list[InputRecord] = []
-    to_parse: list[tuple[Member, ParserSpec, InputRecord]] = []
+    detected: list[Detected] = []
     for member in members:
         record = InputRecord(path=member.path, size_bytes=member.size, skipped=member.skipped, lost=member.lost)
         inputs.append(record)
@@ -373,17 +386,40 @@ def _analyze(
                 record.notes.append(detection.reason)
             continue
         record.kind = detection.spec.kind
-        to_parse.append((member, detection.spec, record))
+        detected.append((member, detection.spec, record))
     members.clear()
+    return inputs, detected
 
-    zone, zone_origin = _resolve_tz([(m, s) for m, s, _ in to_parse], options.tz)
-    taken_at = _capture_time([(m, s) for m, s, _ in to_parse], zone)
+
+@dataclass(frozen=True)
+class Context:
+    """What every parser is told: the zone of zone-less times (and where it came from) and when the
+    capture was taken (for times without a year or date)."""
+
+    zone: str
+    zone_origin: str
+    taken_at: datetime | None
+
+
+def _context(detected: list[Detected], requested_tz: str | None) -> Context:
+    """The parse context, from --tz and the capture's manifest (read once, here)."""
+    manifests = [(member, spec) for member, spec, _ in detected if spec.kind == manifest.SPEC.kind]
+    read = [(member.path, parse_member(member, spec, DEFAULT_TZ)[0]) for member, spec in manifests]
+    zone, origin = _resolve_tz(read, requested_tz)
+    return Context(zone, origin, _capture_time(read, zone))
+
+
+def _parse_all(detected: list[Detected], context: Context, progress: Callable[[str], None] | None) -> list[ParseResult]:
+    """Each detected member parsed (small ones of a kind together: ``parse_batch``), its inventory
+    line filled; the results in capture order. ``detected`` is emptied, each member's bytes let go
+    once parsed."""
+    zone, taken_at = context.zone, context.taken_at
     by_order: dict[int, ParseResult] = {}
     batches: dict[str, _Batch] = {}
-    to_parse.reverse()  # popped from the end, in capture order
-    while to_parse:
-        member, spec, record = to_parse.pop()
-        order = len(to_parse)
+    detected.reverse()  # popped from the end, in capture order
+    while detected:
+        member, spec, record = detected.pop()
+        order = len(detected)
         if progress:
             progress(member.path)
         if spec.parse_batch is not None and len(member.data or b"") <= BATCH_MEMBER_BYTES:
@@ -405,9 +441,4 @@ def _analyze(
         _keep([(order, record, result, error)], by_order)
     for batch in batches.values():
         _keep(batch.parse(zone, taken_at), by_order)
-    results = [by_order[order] for order in sorted(by_order, reverse=True)]  # in capture order: ``order`` counts down
-
-    tables = merge_tables(results)
-    derived = derive_all(tables, SqlOptions(show_literals=options.show_literals), options.window_s)
-    outcomes = run_rules(rules, RuleInput(tables=_public_tables(tables, derived), derived=derived.tables, metrics=derived.metrics))
-    return Analysis(capture, inputs, tables, derived, outcomes, zone, zone_origin, options)
+    return [by_order[order] for order in sorted(by_order, reverse=True)]  # in capture order: ``order`` counts down
