@@ -251,8 +251,11 @@ def _owner(starts: pl.Series, lines: pl.Series) -> pl.Series:
 
 
 def fallback_fields(starts: pl.DataFrame) -> pl.DataFrame:
+    """Time, zone and pid of entry lines whose prefix was not recognised, from the text before the
+    severity (``pre``). An offset ends at a word boundary: ``-11111111...`` (a corrupt number) is no
+    zone ``-1111``."""
     stamp = pl.col("pre").str.extract_groups(
-        r"(?P<stamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?)(?: ?(?P<zone>[A-Z]{1,5}\b|[+-]\d\d(?::?\d\d)?))?"
+        r"(?P<stamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?)(?: ?(?P<zone>[A-Z]{1,5}\b|[+-]\d\d(?::?\d\d)?\b))?"
     )
     return starts.with_columns(
         stamp.struct.field("stamp").alias("stamp"),

@@ -993,3 +993,15 @@ def test_a_time_python_cannot_hold_does_not_make_the_log_unreadable():
     result = pg_stderr.parse_bytes(log, ParseContext(source="pg.log"))
     assert result.records == 2
     assert [t.year for t in result.time_range] == [2024, 2024]
+
+
+def test_a_long_number_after_the_time_is_no_zone_offset():
+    """A corrupt line (fuzzing: a 40-digit number after the time) was read as zone '-1111' and said
+    so in a note; the times are now read in --tz, as zone-less ones."""
+    from dbdiag.parsers import pg_stderr
+
+    line = "2024-01-01 00:00:00.000 -" + "1" * 40 + " [7] LOG:  duration: 1.000 ms  statement: SELECT 1\n"
+    result = pg_stderr.parse(line * 3, ParseContext(source="pg.log", tz="UTC"))
+    assert result.records == 3
+    assert not any("-1111" in note for note in result.notes), result.notes
+    assert "3 log times have no zone; read as UTC (--tz)" in result.notes
