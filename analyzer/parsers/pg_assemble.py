@@ -205,15 +205,22 @@ def assemble_logs(entries: M.StatementEntries, sources: list[str], files: M.File
     nodes = pl.concat([p.nodes for p in parsed.values()]) if len(parsed) > 1 else next(iter(parsed.values())).nodes
     nodes = nodes.join(owner.select("rec", "stmt_id", "global_id", "line"), on="rec").sort("global_id", "node_id")
     notes = _notes(frame, pairs, plan_owner, rows, files)
+    statements = statements.drop("global_id")
+    if len(files) > 1:  # conformed once, then cut: one by one, thousands of small logs cost a millisecond each
+        statements = T.conform(T.STATEMENT, statements.with_columns(pl.lit("").alias("source"))).rechunk()
+    no_nodes = T.conform(T.PLAN_NODE, nodes.head(0))
     assembled = []
     no_plans = pg_explain.ParsedPlans(summary_all.head(0), nodes.head(0))
     for log, (statements_f, nodes_f, notes_f, source) in enumerate(zip(files.split(statements), files.split(nodes), notes, sources)):
         parsed_f = parsed.get(log, no_plans)
-        statements_f = statements_f.drop("global_id").with_columns(pl.lit(source).alias("source"))
+        statements_f = statements_f.with_columns(pl.lit(source).alias("source"))
         # one chunk per column: with mixed chunking, every later expression would copy the whole table
-        statement = T.conform(T.STATEMENT, statements_f).rechunk()
-        nodes_f = nodes_f.drop("global_id", "line").with_columns(source=pl.lit(source))
-        assembled.append(Assembled(statement, T.conform(T.PLAN_NODE, nodes_f), notes_f + parsed_f.notes, parsed_f.warnings))
+        statement = statements_f if len(files) > 1 else T.conform(T.STATEMENT, statements_f).rechunk()
+        if nodes_f.height or len(files) == 1:
+            nodes_f = T.conform(T.PLAN_NODE, nodes_f.drop("global_id", "line").with_columns(source=pl.lit(source)))
+        else:
+            nodes_f = no_nodes
+        assembled.append(Assembled(statement, nodes_f, notes_f + parsed_f.notes, parsed_f.warnings))
     return assembled
 
 

@@ -82,7 +82,7 @@ def summaries(records: pl.DataFrame, entries: M.StatementEntries, files: M.Files
 def events(records: pl.DataFrame, files: M.Files) -> list[pl.DataFrame]:
     """The server events of each log (``pg_events``), drop of repeats and caps within each log."""
     matched = pg_events.matched_lines(records)
-    tables = [T.empty(T.EVENT) for _ in range(len(files))]
+    tables = [T.empty(T.EVENT)] * len(files)  # one empty frame shared: frames are not changed in place
     if matched.is_empty():
         return tables
     for log, part in files.parts(matched.sort("idx").with_columns((pl.col("idx") + 1).alias("line"))):
@@ -127,7 +127,8 @@ def results_of_records(
 def _event_tables(records: pl.DataFrame, files: M.Files, sources: list[str]) -> list[tuple[pl.DataFrame, list[str]]]:
     """The ``event`` table and notes of each log, its source set."""
     matched = pg_events.matched_lines(records)
-    tables: list[tuple[pl.DataFrame, list[str]]] = [(T.empty(T.EVENT), []) for _ in sources]
+    no_events = T.empty(T.EVENT)  # shared: frames are not changed in place
+    tables: list[tuple[pl.DataFrame, list[str]]] = [(no_events, []) for _ in sources]
     if matched.is_empty():
         return tables
     for log, part in files.parts(matched.sort("idx").with_columns((pl.col("idx") + 1).alias("line"))):

@@ -280,10 +280,13 @@ def _read_logs(texts: list[str | bytes], sources: list[str], shape: Shape, tz: s
         warnings_each.append(warnings + _chunk_warnings([c.orphans[log] for c in chunks], [c.unmatched[log] for c in chunks], prefix))
         summaries.append(functools.reduce(M.EntrySummary.merge, [c.summaries[log] for c in chunks]))
     results = pg_assemble.finish_logs(entries, summaries, sources, notes_each, warnings_each, files)
+    no_events = M.T.empty(M.T.EVENT)  # shared by the logs of a batch without events: frames are not changed in place
     for log, (result, source) in enumerate(zip(results, sources)):
-        events, event_notes = log_events.cap_kinds(
-            pl.concat([c.events[log] for c in chunks]).with_columns(pl.lit(source).alias("source"))
-        )
+        events = pl.concat([c.events[log] for c in chunks])
+        if events.is_empty() and len(files) > 1:
+            result.tables[M.T.EVENT] = no_events
+            continue
+        events, event_notes = log_events.cap_kinds(events.with_columns(pl.lit(source).alias("source")))
         result.tables[M.T.EVENT] = events
         result.notes.extend(event_notes)
     return results
