@@ -246,6 +246,10 @@ def _zip_cases(good: bytes) -> list[Case]:
                       capture_file=("capture.zip", three[: three.find(b"PK\x01\x02") - 5]), exits=frozenset({3})))
     many = zip_raw([good_entry] + [(f"db/{i}/slow.log".encode(), tiny) for i in range(5000)])
     cases.append(Case(label="crafted zip of 5,000 tiny slow logs", capture_file=("capture.zip", many)))
+    line = "2024-01-01 00:00:0{s}.000 UTC [{pid}] app@db LOG:  duration: 1.{i} ms  statement: SELECT {s} FROM t WHERE id = {i}\n"
+    pg_logs = [(f"db/{i}/postgresql.log".encode(), "".join(line.format(s=s, pid=4000 + i % 7, i=i) for s in range(3)).encode())
+               for i in range(5000)]
+    cases.append(Case(label="crafted zip of 5,000 tiny PostgreSQL logs", capture_file=("capture.zip", zip_raw([good_entry] + pg_logs))))
     return cases
 
 
