@@ -369,14 +369,22 @@ _PG_WORDS_RE = re.compile(
 
 
 def detect(head: str, name: str) -> float:
+    """Every member's head meets this: the regexes, which try their alternations at every position,
+    run only where a cheap test leaves a chance (``":  "``, the two spaces PostgreSQL writes after a
+    severity; a PostgreSQL word before a severity with one space)."""
     if head.lstrip().startswith("{"):
         return 0.0  # jsonlog
-    two = len(_SEV_TWO_SPACES_RE.findall(head))
-    words = len(_PG_WORDS_RE.findall(head))
-    if two >= 2 or (two and words):
+    two_spaces = ":  " in head
+    two = len(_SEV_TWO_SPACES_RE.findall(head)) if two_spaces else 0
+    if two >= 2:
         return 0.9
-    if _SEV_ONE_SPACE_RE.search(head) and words:
+    words = len(_PG_WORDS_RE.findall(head))
+    if two and words:
+        return 0.9
+    if words and _SEV_ONE_SPACE_RE.search(head):
         return 0.75
+    if not two_spaces:
+        return 0.0
     foreign = sum(1 for line in head.split("\n") if FOREIGN_SEVERITY_RE.match(line) and LOOKS_LIKE_PG_HEAD_RE.match(line))
     return 0.6 if foreign >= 2 else 0.0
 
