@@ -47,7 +47,7 @@ import polars as pl
 from dbdiag.parsers import log_events as E
 from dbdiag.parsers import pg_messages as M
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.mpstat_text import check_tz, local_to_utc
+from dbdiag.parsers.kit.times import check_tz, local_to_utc
 from dbdiag.tables import EVENT
 
 _DB_WORDS = (

@@ -100,7 +100,8 @@ from dbdiag import tables as T
 from dbdiag.arrow_capsule import series as arrow_series
 from dbdiag.distinct import numbered
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning, decode_text
-from dbdiag.parsers.mpstat_text import cap_warnings, check_tz, local_to_utc, zone_note
+from dbdiag.parsers.kit.times import check_tz, local_to_utc, zone_note
+from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS, cap_warnings
 from dbdiag.timebounds import MAX_EPOCH_S
 
 
@@ -121,7 +122,6 @@ class _OnFirstUse:
 np = _OnFirstUse("numpy")
 pa = _OnFirstUse("pyarrow")
 
-MAX_WARNINGS = 50
 CHUNK_CHARS = 16 * 1024 * 1024  # entry-aligned pieces: bounds the per-line memory (peak RSS)
 WORKERS = 2  # pieces parsed at once
 MAX_PIECE_BYTES = 2**31 - 1  # string views hold 32-bit offsets: a bigger piece (no entry start in it) takes the polars path

@@ -86,9 +86,9 @@ import numpy as np
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
 from dbdiag.tables import PERF_STACK, conform
 
-MAX_WARNINGS = 50
 # Record-aligned pieces of this many characters (bytes) keep the per-line frames of the line-by-line
 # reading small on big files; under glibc's 32 MB mmap threshold, a piece's buffers reuse the
 # previous piece's memory (fewer page faults). Small enough that the kernel's threads get about

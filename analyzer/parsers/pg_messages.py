@@ -55,7 +55,8 @@ import polars as pl
 from dbdiag import tables as T
 from dbdiag.parsers import pg_explain, pg_lock_waits
 from dbdiag.parsers.base import ParseResult, ParseWarning
-from dbdiag.parsers.mpstat_text import cap_warnings, check_tz, local_to_utc
+from dbdiag.parsers.kit.times import check_tz, local_to_utc
+from dbdiag.parsers.kit.warning_caps import cap_warnings
 
 ENGINE = "postgresql"
 CSV_READER_MIN_CHARS = 1_000_000  # from this size lines are split by polars' CSV reader

@@ -65,12 +65,11 @@ import polars as pl
 
 from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning, decode_text
-from dbdiag.parsers.mpstat_text import check_tz, local_to_utc, zone_note
+from dbdiag.parsers.kit.times import check_tz, local_to_utc, zone_note
+from dbdiag.parsers.kit.warning_caps import HIDDEN, MAX_WARNINGS, cap_warnings, row_warnings
 
 # Chunks of about this many characters, cut at entry starts, bound the per-line frames.
 CHUNK_CHARS = 32 * 1024 * 1024
-MAX_WARNINGS = 50
-HIDDEN = ParseWarning(None, "")  # stands for a warning counted but not built (see row_warnings)
 
 START_PREFIX = "# Time:"
 # Lines whose value is free text (spaces, JSON, SQL): read whole, never searched for pairs.
@@ -353,7 +352,7 @@ def statements_with_text_plans(
     plan nodes and signatures from the plans, the ``statement`` table, its time range."""
     rows = text_plan_rows(st.filter(pl.col("plan").is_not_null()).select("stmt_id", "plan"))
     rows, plan_warnings = checked_plan_rows(rows, st.select("stmt_id", "line"))
-    warnings = cap(warnings + plan_warnings) if plan_warnings else warnings
+    warnings = cap_warnings(warnings + plan_warnings) if plan_warnings else warnings
     nodes, shape = plan_tables(rows, source)
     statement = T.conform(T.STATEMENT, st.join(shape, on="stmt_id", how="left").sort("stmt_id"))
     start, end = statement["start_ts"].min(), statement["end_ts"].max()
@@ -576,22 +575,6 @@ def _statements(fields: pl.DataFrame, sql: pl.DataFrame, tz: str) -> pl.DataFram
     ).with_columns(start_ts=start_from_end(pl.col("end_ts"), pl.col("query_time_s")))
 
 
-def row_warnings(frame: pl.DataFrame, reason, limit: int | None = MAX_WARNINGS) -> list[ParseWarning]:
-    """One warning per row of (line, value), made by ``reason(value)``, for the first ``limit``
-    rows; the other rows become HIDDEN placeholders that cap() counts without showing, so a file
-    whose every entry has the same fault costs no per-row Python. (A batch takes them all, then caps
-    them per file: ``_per_file``.)"""
-    shown = [ParseWarning(line, reason(value)) for line, value in (frame if limit is None else frame.head(limit)).iter_rows()]
-    return shown + [HIDDEN] * (frame.height - len(shown))
-
-
-def cap(warnings: list[ParseWarning]) -> list[ParseWarning]:
-    """At most MAX_WARNINGS in line order, then one saying how many more there were."""
-    real = sorted((w for w in warnings if w is not HIDDEN), key=lambda w: (w.line is None, w.line or 0))
-    rest = len(warnings) - min(len(real), MAX_WARNINGS)
-    return real[:MAX_WARNINGS] + ([ParseWarning(None, f"{rest} more warnings not shown")] if rest else [])
-
-
 def _entry_warnings(st: pl.DataFrame, limit: int | None = MAX_WARNINGS) -> list[list[ParseWarning]]:
     """The warnings about entries, one list per kind of fault."""
     no_time = st.filter(pl.col("end_ts").is_null()).select("line", "time_raw")
@@ -676,7 +659,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     return ParseResult(
         tables={T.STATEMENT: statement, T.PLAN_NODE: nodes},
         records=statement.height,
-        warnings=cap(warnings),
+        warnings=cap_warnings(warnings),
         notes=notes,
         time_range=_time_range(statement),
     )
@@ -812,7 +795,7 @@ def parse_batch(members: list[tuple[bytes, ParseContext]]) -> list[ParseResult |
         results.append(ParseResult(
             tables={T.STATEMENT: mine, T.PLAN_NODE: nodes.slice(int(np.searchsorted(node_file, f)), int(node_counts[f]))},
             records=mine.height,
-            warnings=cap(warnings[f]),
+            warnings=cap_warnings(warnings[f]),
             notes=notes[f] + instance,
             time_range=_time_range(mine),
         ))
