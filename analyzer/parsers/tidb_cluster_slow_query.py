@@ -28,16 +28,12 @@ from __future__ import annotations
 
 import polars as pl
 
+from dbdiag.parsers._tidb_fields import parse_times, start_from_end, typed_measures
+from dbdiag.parsers._tidb_plans import statements_with_text_plans
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
 from dbdiag.parsers.kit.times import check_tz, zone_note
 from dbdiag.parsers.kit.warning_caps import cap_warnings, row_warnings
 from dbdiag.parsers.sql_table_export import header_names, read_export
-from dbdiag.parsers.tidb_slowlog import (
-    parse_times,
-    start_from_end,
-    statements_with_text_plans,
-    typed_measures,
-)
 
 # statement column -> table column (lower case)
 COLUMNS = {

@@ -22,7 +22,7 @@ PARSERS_DIR = Path(__file__).resolve().parents[2] / "analyzer" / "parsers"
 FAMILIES = {
     "sysstat": {"mpstat_text", "mpstat_json", "sadf", "_sysstat"},
     "numa": {"numastat", "sys_node", "numactl"},
-    "tidb_slow": {"tidb_slowlog", "tidb_cluster_slow_query", "tidb_dashboard"},
+    "tidb_slow": {"tidb_slowlog", "tidb_cluster_slow_query", "tidb_dashboard", "_tidb_fields", "_tidb_plans"},
     "perf": {"perf_script", "perf_report", "perf_top"},
     "metrics": {"prometheus_json", "tidb_dashboard_metrics", "grafana_csv"},
     "jmeter": {"jmeter_jtl", "jmeter_jtl_csv", "jmeter_jtl_xml"},
