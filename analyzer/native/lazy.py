@@ -26,6 +26,4 @@ class _OnFirstUse:
 
 
 np = _OnFirstUse("numpy")
-
-
 pa = _OnFirstUse("pyarrow")

@@ -18,8 +18,6 @@ from dbdiag.native.perf_fold_polars import SPELLED_SCHEMA, frame_names, key_fiel
 # previous piece's memory (fewer page faults). Small enough that the kernel's threads get about
 # as many bytes each.
 CHUNK_CHARS = 16 * 1024 * 1024
-
-
 # The C kernel reads pieces on this many threads, one Folder each.
 KERNEL_THREADS = 2
 

@@ -23,50 +23,24 @@ HEADER_PATTERN = (
     r"(?:(?P<time>\d+\.\d+):\s*)?(?:(?P<period>\d+)\s+)?(?:(?P<event>[^\s:]\S*?):)?"
     r"(?:\s+(?P<rest>\S(?:.*?\S)?))?\s*$"
 )
-
-
 # A frame line once its address is cut off: "symbol+0x1f (dso)"; the symbol may hold spaces and
 # parentheses, the dso is the last parenthesised part (as stackcollapse-perf.pl reads it).
 _BODY_PATTERN = r"^(?:(?P<sym>.*\S)\s+)?\((?P<dso>.*)\)\s*$"
-
-
 _FRAME_PATTERN = r"^\s+[0-9a-fA-F]+\s.*\(.*\)\s*$"
-
-
 _OLD_FRAME_PATTERN = r"^[0-9a-fA-F]+\s.*\(.*\)\s*$"
-
-
 _TIME_PATTERN = r"\s(\d+\.\d+):"
-
-
 _HASH_SEED, _CHECK_SEED = 0, 0x5EED
-
-
 _NEVER = "\x1f"  # CSV separator for reading whole lines: perf script never prints it
-
-
 _BLANK, _COMMENT, _HEADER, _FRAME, _OTHER = 0, 1, 2, 3, 4
-
-
 # Bracketed dsos that are user space, not kernel modules.
 _USER_PSEUDO_DSOS = ["[unknown]", "[vdso]", "[vsyscall]", "[vvar]", "[heap]", "[stack]", "[anon]", "[jit]",
                      "[uprobes]", "[vectors]", "[sigpage]"]
-
-
 STACK_KEYS = ["comm", "pid", "tid", "event", "stack"]
-
-
 SAMPLE_KEYS = ["comm", "pid", "tid", "event", "stack_ids"]
-
-
 _HEADER_COLUMNS = ["comm", "pid", "tid", "event", "period", "time", "rest_nid"]
-
-
 _PART_SCHEMA = {"comm": pl.String, "pid": pl.Int64, "tid": pl.Int64, "event": pl.String, "stack_ids": pl.List(pl.UInt32),
                 "rest_nid": pl.UInt32, "samples": pl.UInt32, "period": pl.Int64, "period_n": pl.UInt32,
                 "leaf_id": pl.UInt32}
-
-
 SPELLED_SCHEMA = {"comm": pl.String, "pid": pl.Int64, "tid": pl.Int64, "event": pl.String, "stack": pl.String,
                    "leaf": pl.String, "leaf_kernel": pl.Boolean, "samples": pl.Int64, "period": pl.Int64,
                    "period_n": pl.Int64}

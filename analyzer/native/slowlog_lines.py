@@ -27,18 +27,10 @@ from dbdiag.native.lazy import np, pa
 
 
 MAX_PIECE_BYTES = 2**31 - 1  # string views hold 32-bit offsets: a bigger piece (no entry start in it) takes the polars path
-
-
 # Line kinds.
 SQL, BLANK, TIME, USER_HOST, QUERY_TIME, ATTR_START, ATTR, EXPLAIN, ADMIN, USE, SET_META, SERVER = range(12)
-
-
 BANNER_CANDIDATE = 12  # the kernel's mark for an SQL line next to a "Tcp port" line (maybe a banner line)
-
-
 HEADER_KINDS = (TIME, USER_HOST, QUERY_TIME, ATTR_START, ATTR, EXPLAIN)
-
-
 SERVER_HEADER_RE = (  # the three lines a server writes when it (re)opens the log
     r"^(?:.*(?:mysqld|mariadbd|mysqld\.exe), Version: .*(?:started with:|embedded library)"
     r"|T[cC][pP] [pP]ort: \d+.*|Time\s+Id\s+Command\s+Argument)\s*$"
@@ -218,8 +210,6 @@ LINE_STARTS = {
     "SET ": (SET_META, ("SET timestamp=", "SET insert_id=", "SET last_insert_id=")),
     "use ": (USE, None),
 }
-
-
 # Header lines read per distinct text: group -> (first four bytes of its "# Key: value" lines, the
 # fields read from them). The last three are found by kind instead.
 LINE_GROUPS = {

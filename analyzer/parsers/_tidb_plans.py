@@ -27,8 +27,6 @@ MODERN_TYPES = dict(enumerate((
     "CTE", "CTETable", "PartitionUnion", "Shuffle", "ShuffleReceiver", "Foreign_Key_Check",
     "Foreign_Key_Cascade", "Expand", "ImportInto", "ScalarSubQuery",
 ), start=1))
-
-
 LEGACY_TYPES = dict(enumerate((
     "Selection", "Set", "Projection", "Aggregation", "StreamAgg", "HashAgg", "Show", "Join",
     "Union", "TableScan", "MemTableScan", "UnionScan", "IndexScan", "Sort", "TopN", "Limit",
@@ -37,23 +35,13 @@ LEGACY_TYPES = dict(enumerate((
     "Update", "Delete", "IndexLookUp", "TableReader", "IndexReader", "Window", "TableGather",
     "IndexMerge", "Point_Get", "ShowDDLJobs", "Batch_Point_Get",
 ), start=1))
-
-
 STORE_TYPES = {"0": "tikv", "1": "tiflash", "2": "tidb", "3": "unspecified"}
-
-
 PLAN_HEADER = ("id", "task", "estRows", "operator info", "actRows", "execution info", "memory", "disk")
-
-
 # Bounds on what a plan may make us allocate: a 760-byte log whose plan row said depth 1,000,000,000
 # asked polars for a 4 GiB indent; 2 M operator rows did the same. Real plans nest a few dozen deep,
 # and TiDB discards an encoded plan over 1 MiB.
 MAX_PLAN_DEPTH = 1_000
-
-
 MAX_PLAN_OPERATORS = 10_000  # per statement; the rest are cut, with a warning
-
-
 MAX_PLAN_TEXT_BYTES = 8 * 1024 * 1024  # decoded; a block announcing more is not decompressed
 
 

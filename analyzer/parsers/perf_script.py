@@ -107,18 +107,10 @@ from dbdiag.native.perf_fold_polars import (
 )
 
 _META_KEYS = ("captured on", "hostname", "os release", "nrcpus online", "nrcpus avail")
-
-
 _HEADER_RE = re.compile(HEADER_PATTERN)
-
-
 _REPORT_RE = re.compile(r"^# (?:To display the perf\.data header info|Overhead|Samples: |Children )|PerfTop:", re.M)
-
-
 # "[^(]*\(" (the first parenthesis), not ".*\(": the same lines, without trying every "(" of a long line
 _FRAME_DETECT_RE = re.compile(r"^[ \t]+[0-9a-fA-F]+ [^(]*\(.*\)[ \t]*$")
-
-
 _OLD_FRAME_DETECT_RE = re.compile(r"^[0-9a-fA-F]{6,} \S[^(]*\(.*\)[ \t]*$")
 
 

@@ -78,18 +78,12 @@ from dbdiag.parsers.kit.warning_caps import HIDDEN, MAX_WARNINGS, cap_warnings, 
 
 # Chunks of about this many characters, cut at entry starts, bound the per-line frames.
 CHUNK_CHARS = 32 * 1024 * 1024
-
-
 START_PREFIX = "# Time:"
-
-
 # Lines whose value is free text (spaces, JSON, SQL): read whole, never searched for pairs.
 FREE_TEXT_KEYS = (
     "Time", "User@Host", "User", "Prev_stmt", "Plan", "Binary_plan", "Warnings",
     "Session_connect_attrs", "Stats", "Index_names", "Index_ids",
 )
-
-
 # Statement columns read from free-text lines: column -> line key.
 WHOLE_LINE_FIELDS = {
     "time_raw": "Time",
@@ -100,8 +94,6 @@ WHOLE_LINE_FIELDS = {
     "plan_raw": "Plan",
     "binary_plan_raw": "Binary_plan",
 }
-
-
 # Statement columns read from ``Key: value`` pairs, wherever the pair sits on a line.
 PAIR_FIELDS = {
     "txn_raw": "Txn_start_ts",
@@ -124,21 +116,11 @@ PAIR_FIELDS = {
     "succ_raw": "Succ",
     "plan_digest": "Plan_digest",
 }
-
-
 USE_LINE_RE = r"(?i)^use\s+`?([^`;\s]+)`?\s*;\s*$"
-
-
 PLAN_PAYLOAD_RE = r"tidb_decode_plan\('([^']*)'\)"
-
-
 PLAN_DISCARDED = "[discard]"  # what TiDB logs instead of a plan over its size limit
-
-
 # Detection: lines only TiDB writes (MySQL/Percona slow logs share ``# Time:`` and Query_time).
 DETECT_TIME_RE = re.compile(r"^# Time: \d{4}-\d{2}-\d{2}[T-]\d{2}:\d{2}:\d{2}", re.MULTILINE)
-
-
 DETECT_MARKER_RE = re.compile(
     r"^# (Txn_start_ts|Conn_ID|Digest|Plan_digest|Is_internal|Num_cop_tasks|Cop_proc_avg|"
     r"Cop_wait_avg|Index_names|Index_ids|Stats|Mem_max|Succ|Plan|Binary_plan|Wait_TS|KV_total|"

@@ -4,15 +4,15 @@ Sample input (MariaDB 10.11, ``log_slow_verbosity=query_plan,explain``)::
 
     mariadbd, Version: 10.11.19-MariaDB-0+deb12u1-log (Debian 12). started with:
     Tcp port: 0  Unix socket: /tmp/rwc.zvzY/mysql.sock
-    Time		    Id Command	Argument
+    Time\t\t    Id Command\tArgument
     # Time: 261129 19:12:14
     # User@Host: root[root] @ localhost []
     # Thread_id: 8  Schema: sbtest  QC_hit: No
     # Query_time: 0.000290  Lock_time: 0.000093  Rows_sent: 1  Rows_examined: 1
     # Rows_affected: 0  Bytes_sent: 0
     #
-    # explain: id	select_type	table	type	possible_keys	key	key_len	ref	rows	r_rows	filtered	r_filtered	Extra
-    # explain: 1	SIMPLE	sbtest3	const	PRIMARY	PRIMARY	4	const	1	NULL	100.00	NULL	
+    # explain: id\tselect_type\ttable\ttype\tpossible_keys\tkey\tkey_len\tref\trows\tr_rows\tfiltered\tr_filtered\tExtra
+    # explain: 1\tSIMPLE\tsbtest3\tconst\tPRIMARY\tPRIMARY\t4\tconst\t1\tNULL\t100.00\tNULL\t
     #
     SET timestamp=1795979534;
     SELECT c FROM sbtest3 WHERE id=9148;

@@ -13,12 +13,12 @@ from typing import Callable
 import polars as pl
 
 from dbdiag import tables as T
+from dbdiag.native import slowlog_lines
+from dbdiag.native.lazy import np
+from dbdiag.native.slowlog_lines import Lines, decode, raw_lines, text_lines
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParseWarning
 from dbdiag.parsers.kit.times import check_tz
 from dbdiag.parsers.kit.warning_caps import cap_warnings
-from dbdiag.native.lazy import np
-from dbdiag.native import slowlog_lines
-from dbdiag.native.slowlog_lines import Lines, decode, raw_lines, text_lines
 from dbdiag.parsers.mysql_slowlog.columns import any_per, merged_texts
 from dbdiag.parsers.mysql_slowlog.entries import (
     banners_of,
@@ -39,8 +39,6 @@ from dbdiag.parsers.mysql_slowlog.times import times_read
 
 
 CRLF_NOTE = "CRLF line ends (file passed through Windows); read as plain lines"
-
-
 CRLF_HEAD_CHARS = 65536  # CRLF line ends are looked for in the first characters only
 
 

@@ -10,24 +10,12 @@ DETECT_TIDB_RE = re.compile(
     r"Plan|Binary_plan|Succ|Mem_max|Wait_TS|KV_total|Index_names|Prewrite_time|Backoff_time): ",
     re.M,
 )
-
-
 # [ \t], not \s, in these multi-line patterns: \s runs on over every blank line that follows
 DETECT_QT_RE = re.compile(r"^# Query_time: [\d.]+[ \t]+Lock_time: [\d.]+", re.M)
-
-
 DETECT_QT_BARE_RE = re.compile(r"^# Query_time: [\d.]+", re.M)
-
-
 DETECT_UH_RE = re.compile(r"^# (?:Time: .*)?User@Host: .*@", re.M)
-
-
 DETECT_TIME_RE = re.compile(r"^# Time: (?:\d{6}[ \t]+\d{1,2}:\d{2}:\d{2}|\d{4}-\d{2}-\d{2}T)", re.M)
-
-
 DETECT_SERVER_RE = re.compile(r"^.*(?:mysqld|mariadbd), Version: .*started with:[ \t]*$", re.M)
-
-
 DETECT_GENERAL_LOG_RE = re.compile(
     r"^(?:\d{6}[ \t]+\d{1,2}:\d{2}:\d{2}|\d{4}-\d{2}-\d{2}T\S+|\t)[ \t]+\d+ (?:Query|Connect|Quit|Init DB)\b", re.M
 )

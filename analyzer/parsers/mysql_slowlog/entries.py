@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from dbdiag.parsers.base import ParseWarning
 from dbdiag.native.lazy import np
+from dbdiag.parsers.base import ParseWarning
 from dbdiag.parsers.mysql_slowlog.columns import per_entry
 from dbdiag.parsers.mysql_slowlog.fields import FLAG_COLUMNS
 from dbdiag.parsers.mysql_slowlog.files import Files, Warnings

@@ -15,8 +15,8 @@ from typing import NamedTuple
 import polars as pl
 
 from dbdiag import tables as T
-from dbdiag.native.lazy import np
 from dbdiag.native import slowlog_lines
+from dbdiag.native.lazy import np
 from dbdiag.parsers.mysql_slowlog.columns import align, gather_index, join_coded, join_lines
 from dbdiag.parsers.mysql_slowlog.files import Files
 
@@ -53,8 +53,6 @@ def explain_texts_of(distinct: pl.Series) -> _ExplainTexts:
 
 
 PLAN_SCHEMA = {"plan": pl.String, "plan_signature": pl.String, "index_names": pl.String, "plan_full_scan": pl.Boolean}
-
-
 NODE_SCHEMA = {
     "row": pl.Int64, "entry": pl.Int64, **{c: pl.String for c in EXPLAIN_COLUMNS if c not in ("rows", "r_rows")},
     "est_rows": pl.Float64, "actual_rows": pl.Float64, "sig": pl.String,

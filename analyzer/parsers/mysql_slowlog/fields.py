@@ -35,28 +35,18 @@ QT_EXTRA_KEYS = (
     "Rows_affected", "Thread_id", "Errno", "Killed", "Start", "End",
     "Created_tmp_tables", "Created_tmp_disk_tables", "Sort_scan_count", "Sort_range_count",
 )
-
-
 QT_RE = (  # the first four fields, always in this order, one or two spaces apart
     r"^# Query_time: (?<qt_text>\S+) +Lock_time: (?<lock_text>\S+) +Rows_sent: (?<rows_sent_text>\S+)"
     r" +Rows_examined: (?<rows_examined_text>\S+)"
 )
-
-
 QT_FIELDS = {
     "qt_text": "Query_time", "lock_text": "Lock_time", "rows_sent_text": "Rows_sent", "rows_examined_text": "Rows_examined",
 }
-
-
 QT_EXTRA = pl.col("t").str.count_matches(": ", literal=True) > 4
-
-
 USER_HOST_RE = (
     r"^\s*(?P<priv>[^\[@]*?)\s*(?:\[(?P<login>[^\]]*)\])?\s*@\s*(?P<host>[^\s\[]*)\s*"
     r"(?:\[(?P<ip>[^\]]*)\])?(?:\s+Id:\s*(?P<id>\d+))?"
 )
-
-
 # What an entry takes from its first line of each group: fields, or values worked out from one field
 # (``HEADER_TYPED``); a field that two groups have is taken from the first group that has a line.
 ENTRY_FIELDS = {
@@ -73,8 +63,6 @@ ENTRY_FIELDS = {
     "use": ("use_db",),
     "set": ("set_ts",),
 }
-
-
 KEYED_COLUMNS = tuple(c for g, (starts, columns) in LINE_GROUPS.items() if starts for c in columns)
 
 
@@ -91,8 +79,6 @@ VALUE_EXPRS = {
     key: _value(pl.col("t"), key)
     for key in {*QT_EXTRA_KEYS, *QT_FIELDS.values(), *KEYED_COLUMNS}
 }
-
-
 QT_VALUE_EXPRS = {field: VALUE_EXPRS[key] for field, key in QT_FIELDS.items()}
 
 
@@ -436,11 +422,7 @@ TYPED_KEPT = (
     "set_ts", "sql", "terminated", "plan", "plan_signature",
     "index_names", "Log_slow_rate_type", "Log_slow_rate_limit", "user", "qt_Start", "qt_End",
 )
-
-
 FLAG_COLUMNS = ("full_scan", "full_join", "tmp_table", "tmp_table_on_disk", "filesort")
-
-
 NUMBER_FIELDS = (  # text column, label in warnings, typed column, type
     ("qt_text", "Query_time", "query_time_s", pl.Float64),
     ("lock_text", "Lock_time", "lock_time_s", pl.Float64),

@@ -30,8 +30,6 @@ from dbdiag.parsers.mysql_slowlog.times import time_texts
 
 
 CHUNK_CHARS = 16 * 1024 * 1024  # entry-aligned pieces: bounds the per-line memory (peak RSS)
-
-
 WORKERS = 2  # pieces parsed at once
 
 

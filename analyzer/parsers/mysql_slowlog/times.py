@@ -21,16 +21,10 @@ from dbdiag.parsers.mysql_slowlog.files import Files, Warnings
 
 
 TZ_MISMATCH_S = 30 * 60  # # Time vs SET timestamp differing by more than this means --tz is wrong
-
-
 MAX_ZONE_OFFSET_S = 14 * 3600  # the widest UTC offset in use; a larger gap is not a zone problem
-
-
 OLD_TIME_RE = (  # 081127  8:51:20, 120315 18:01:58.479076, 121123 19:56:06.0000001967
     r"^(?P<yy>\d{2})(?P<mo>\d{2})(?P<dd>\d{2})\s+(?P<hh>\d{1,2}):(?P<mi>\d{2}):(?P<ss>\d{2})(?:\.(?P<frac>\d+))?$"
 )
-
-
 ISO_TIME_RE = (
     r"^(?P<yyyy>\d{4})-(?P<mo>\d{2})-(?P<dd>\d{2})[T ](?P<hh>\d{2}):(?P<mi>\d{2}):(?P<ss>\d{2})"
     r"(?:\.(?P<frac>\d+))?(?P<zone>Z|[+-]\d{2}:?\d{2})?$"
