@@ -6,7 +6,7 @@ line written before it.
 ``label: count count ...`` row per line); ``long_frame`` explodes them to one row per (row, CPU);
 ``counter_result`` and ``snapshot_result`` make the ParseResult with the time range of the snapshots.
 
->>> rows = read_counter_snapshots("   CPU0  CPU1\\n 25:  3  4  PCI-MSI\\n", "UTC", "irq", re.compile(r"\d+"), str.isdigit)
+>>> rows = read_counter_snapshots("   CPU0  CPU1\\n 25:  3  4  PCI-MSI\\n", "UTC", "irq", re.compile(r"\\d+"), str.isdigit)
 >>> rows.label, rows.counts, rows.cpus, rows.tail
 (['25'], ['3', '4'], [0, 1], ['  PCI-MSI'])
 """
