@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from dbdiag.capture import Capture, Member
+from dbdiag.native import slowlog_lines
 from dbdiag.parsers import mysql_slowlog
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult
 from dbdiag.pipeline import analyze_capture
@@ -75,7 +76,7 @@ def alone(data: bytes, ctx: ParseContext) -> ParseResult | ParseError:
 @pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "polars"])
 def test_a_batch_gives_each_member_what_it_gives_alone(kernel: bool, monkeypatch: pytest.MonkeyPatch):
     if not kernel:
-        monkeypatch.setattr(mysql_slowlog, "_line_scan", lambda: None)
+        monkeypatch.setattr(slowlog_lines, "line_scan", lambda: None)
     found = members() if kernel else members()[::4]  # the polars path is slower alone
     items = [(data, ParseContext(source=path, tz="Europe/Paris")) for path, data in found]
     batch = mysql_slowlog.parse_batch(items)

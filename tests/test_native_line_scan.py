@@ -11,6 +11,7 @@ same tables, warnings and notes.
 from __future__ import annotations
 
 import random
+import sys
 import tarfile
 from functools import cache
 
@@ -21,7 +22,10 @@ from conftest import CORPUS, corpus_names
 from golden import result_as_json
 from kernel_readings import Readings, assert_read_alike
 
+from dbdiag.native import slowlog_lines
 from dbdiag.parsers import mysql_slowlog
+from dbdiag.parsers.mysql_slowlog import batch as slowlog_batch
+from dbdiag.parsers.mysql_slowlog import pieces as slowlog_pieces
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult
 
 SLOWLOG_DIR = CORPUS / "slowlog-mysql"
@@ -101,7 +105,7 @@ def _text_parse(raw: bytes, ctx: ParseContext) -> ParseResult:
 
 # What the kernel readings must not call: the polars reading of lines and header codes, and the
 # polars numbering of distinct texts beyond a few (it numbers the few distinct texts it is given).
-POLARS_READING = ("_read_lines", "_header_codes", "_distinct_codes")
+POLARS_READING = ("_read_lines", "header_codes", "distinct_codes")
 
 
 def _readings(data: bytes, chunk: int | None = None) -> Readings:
@@ -109,24 +113,31 @@ def _readings(data: bytes, chunk: int | None = None) -> Readings:
     decoded = _decode(data)
     with pytest.MonkeyPatch.context() as patched:
         if chunk:
-            patched.setattr(mysql_slowlog, "CHUNK_CHARS", chunk)
+            patched.setattr(slowlog_pieces, "CHUNK_CHARS", chunk)
         with pytest.MonkeyPatch.context() as no_kernel:
-            no_kernel.setattr(mysql_slowlog, "_line_scan", lambda: None)
+            no_kernel.setattr(slowlog_lines, "line_scan", lambda: None)
             parsed = _parsed(_text_parse, data)
             text_without_kernel = _as_outcome(parsed)
             # Without the kernel, parse_bytes parses the decoded text: with this very text and context
             # (same module state) that is the pure parse just made, so it answers; any other call parses.
             parse = mysql_slowlog.parse
-            no_kernel.setattr(mysql_slowlog, "parse",
+            no_kernel.setattr(slowlog_batch, "parse",
                               lambda text, ctx: _result(parsed) if (text, ctx) == (decoded, CTX) else parse(text, ctx))
             bytes_without_kernel = _outcome(mysql_slowlog.parse_bytes, data)
         fell_back: list[str] = []
         for function_name in POLARS_READING:
-            patched.setattr(mysql_slowlog, function_name, _watched(getattr(mysql_slowlog, function_name), fell_back))
+            for module in _binding(function_name):  # each module that imported it holds it
+                patched.setattr(module, function_name, _watched(getattr(module, function_name), fell_back))
         text, raw = _outcome(_text_parse, data), _outcome(mysql_slowlog.parse_bytes, data)
     # one copy of what reads alike: the capture's tables are kept for the whole session
     outcomes = [text_without_kernel if o == text_without_kernel else o for o in (text, raw, bytes_without_kernel)]
     return Readings(text_without_kernel, *outcomes, tuple(fell_back))
+
+
+def _binding(name: str) -> list[object]:
+    """The modules of the slow-log reading that hold ``name`` (its own and those that imported it)."""
+    modules = [m for key, m in sorted(sys.modules.items()) if key.startswith(("dbdiag.parsers.mysql_slowlog.", "dbdiag.native.slowlog_lines"))]
+    return [m for m in modules if callable(getattr(m, name, None))]
 
 
 def _result(parsed: ParseResult | ParseError) -> ParseResult:
@@ -137,7 +148,7 @@ def _result(parsed: ParseResult | ParseError) -> ParseResult:
 
 def _watched(function, calls: list[str]):
     def watched(*args: object):
-        if function.__name__ != "_distinct_codes" or args[0].len() > 1000:
+        if function.__name__ != "distinct_codes" or args[0].len() > 1000:
             calls.append(function.__name__)
         return function(*args)
 
@@ -159,16 +170,16 @@ def test_kernel_is_built() -> None:
     # Not a skip: a wheel or CI build that lost the kernel must fail here.
     from dbdiag import _line_scan
 
-    assert mysql_slowlog._line_scan() is _line_scan
+    assert slowlog_lines.line_scan() is _line_scan
     assert mysql_slowlog.SPEC.parse_bytes is mysql_slowlog.parse_bytes
     views, kinds = _line_scan.lines(ENTRY, 0, len(ENTRY), 2)
-    assert len(views) == 16 * 6 and list(kinds) == [mysql_slowlog.TIME, mysql_slowlog.USER_HOST,
-                                                    mysql_slowlog.QUERY_TIME, mysql_slowlog.USE,
-                                                    mysql_slowlog.SET_META, mysql_slowlog.SQL]
+    assert len(views) == 16 * 6 and list(kinds) == [slowlog_lines.TIME, slowlog_lines.USER_HOST,
+                                                    slowlog_lines.QUERY_TIME, slowlog_lines.USE,
+                                                    slowlog_lines.SET_META, slowlog_lines.SQL]
 
 
 def test_statements_kernel_checks_its_arguments() -> None:
-    kernel = mysql_slowlog._line_scan()
+    kernel = slowlog_lines.line_scan()
     data = ENTRY * 2
     views, kinds = kernel.lines(data, 0, len(data), 1)
     kind = np.frombuffer(kinds, dtype=np.uint8)
@@ -210,7 +221,7 @@ def test_capture_is_read_by_the_kernel_from_bytes() -> None:
 def test_piece_too_big_for_string_views_takes_the_polars_path(monkeypatch: pytest.MonkeyPatch) -> None:
     data = _corpus_bytes(CAPTURE_MEMBER)
     expected = _corpus_readings(CAPTURE_MEMBER).bytes
-    monkeypatch.setattr(mysql_slowlog, "MAX_PIECE_BYTES", 1000)
+    monkeypatch.setattr(slowlog_lines, "MAX_PIECE_BYTES", 1000)
     assert _outcome(mysql_slowlog.parse_bytes, data) == expected
     assert _outcome(mysql_slowlog.parse, _decode(data)) == expected
 
@@ -316,7 +327,7 @@ def test_query_time_numbers_are_exact() -> None:
         digits = "".join(rng.choice("0123456789") for _ in range(rng.randrange(whole, 16)))
         texts.append(digits if whole == len(digits) else f"{digits[:whole]}.{digits[whole:]}")
     lines = "".join(f"# Query_time: {t}  Lock_time: {t}  Rows_sent: 1  Rows_examined: 2\n" for t in texts).encode()
-    kernel = mysql_slowlog._line_scan()
+    kernel = slowlog_lines.line_scan()
     views, _ = kernel.lines(lines, 0, len(lines), 1)
     plain, query_time, lock_time, sent, examined = kernel.query_times(lines, 0, len(lines), views, np.arange(len(texts), dtype=np.int64).tobytes())
     assert all(plain)
@@ -337,26 +348,26 @@ def test_lines_and_kinds_match_the_polars_reading(seed: int, monkeypatch: pytest
     rng = random.Random(seed)
     data = b"".join(rng.choice(LINE_PARTS) for _ in range(rng.randrange(1, 400)))
     text = _decode(data)
-    lines, length, prefix, kind, kernel = mysql_slowlog._text_lines(text, 0, len(text))
+    lines, length, prefix, kind, kernel = slowlog_lines.text_lines(text, 0, len(text))
     assert kernel is not None
     with monkeypatch.context() as patched:
-        patched.setattr(mysql_slowlog, "_line_scan", lambda: None)
-        expected = mysql_slowlog._text_lines(text, 0, len(text))
+        patched.setattr(slowlog_lines, "line_scan", lambda: None)
+        expected = slowlog_lines.text_lines(text, 0, len(text))
     assert expected[4] is None
     assert lines.to_list() == expected[0].to_list()
     assert np.array_equal(length, expected[1]) and np.array_equal(prefix, expected[2]) and np.array_equal(kind, expected[3])
-    with_kernel, without = mysql_slowlog._mark(kind, prefix, kernel), mysql_slowlog._mark(kind, prefix, None)
+    with_kernel, without = slowlog_lines.mark(kind, prefix, kernel), slowlog_lines.mark(kind, prefix, None)
     for name in ("starts", "sql", "sql_entry", "explain", "explain_entry", "server", "time", "query_time"):
         assert np.array_equal(with_kernel[name], without[name]), name
     assert [with_kernel[k] for k in ("head", "explain_kind", "innodb")] == [without[k] for k in ("head", "explain_kind", "innodb")]
     assert np.array_equal((with_kernel["role"] & 1) > 0, without["is_sql"])
     # raw bytes: what the pipeline's decode then the reading give
-    raw = mysql_slowlog._raw_lines(data, 0, len(data))
+    raw = slowlog_lines.raw_lines(data, 0, len(data))
     assert raw[0].to_list() == lines.to_list() and np.array_equal(raw[3], kind)
 
 
 def test_kernel_refuses_bad_arguments() -> None:
-    kernel = mysql_slowlog._line_scan()
+    kernel = slowlog_lines.line_scan()
     data = ENTRY * 2
     views, kinds = kernel.lines(data, 0, len(data), 1)
     at = np.arange(12, dtype=np.int64).tobytes()
@@ -377,7 +388,7 @@ def test_kernel_refuses_bad_arguments() -> None:
     role = marks["role"]
     with pytest.raises(ValueError):
         kernel.mark(kinds, views[:-16])
-    heads, groups = mysql_slowlog._group_starts()
+    heads, groups = slowlog_lines.group_starts()
     with pytest.raises(ValueError):  # views of another piece
         kernel.header_codes(data, 0, len(data), views[:16], kinds, role, 3, heads, groups, (9, 10, 11))
     with pytest.raises(ValueError):  # more entries start than n_entries
@@ -394,7 +405,7 @@ def test_distinct_numbers_texts_in_first_seen_order() -> None:
     rng = random.Random(3)
     words = [b"", b"a", b"# Thread_id: 1", b"# Thread_id: 2", b"x" * 12, b"x" * 13, b"x" * 12 + b"y", b"\x00" * 20, b"\x00" * 21]
     data = b"\n".join(rng.choice(words) for _ in range(5000)) + b"\n"
-    kernel = mysql_slowlog._line_scan()
+    kernel = slowlog_lines.line_scan()
     views, _ = kernel.lines(data, 0, len(data), 1)
     lines = data.split(b"\n")[:-1]
     at = np.array(rng.sample(range(len(lines)), 3000), dtype=np.int64)
@@ -409,7 +420,7 @@ def test_distinct_reads_a_view_past_the_piece_as_the_empty_line() -> None:
     # Views of long lines over a piece cut before them point outside it: each reads as the empty
     # line (one text, never the bytes past the piece or past the empty text).
     data = b"\n" + b"x" * 20 + b"\n" + b"y" * 30 + b"\n"
-    kernel = mysql_slowlog._line_scan()
+    kernel = slowlog_lines.line_scan()
     views, _ = kernel.lines(data, 0, len(data), 1)
     code, first = kernel.distinct(data, 0, 5, views, np.arange(3, dtype=np.int64).tobytes())
     assert list(np.frombuffer(code, dtype=np.int64)) == [0, 0, 0]
@@ -417,11 +428,11 @@ def test_distinct_reads_a_view_past_the_piece_as_the_empty_line() -> None:
 
 
 def test_kernel_refuses_sizes_and_groups_that_would_wrap() -> None:
-    kernel = mysql_slowlog._line_scan()
+    kernel = slowlog_lines.line_scan()
     data = b"# User@Host: app[app] @ web1 [10.0.0.5]\n"
     views, kinds = kernel.lines(data, 0, len(data), 1)
     role = kernel.mark(kinds, views)["role"]
-    heads, groups = mysql_slowlog._group_starts()
+    heads, groups = slowlog_lines.group_starts()
     for special in [(2**31 - 1, 10, 11), (9, 2**31 - 1, 11), (9, 10, 127)]:  # group + 1 must not wrap
         with pytest.raises(ValueError):
             kernel.header_codes(data, 0, len(data), views, kinds, role, 2, heads, groups, special)

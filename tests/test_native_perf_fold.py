@@ -15,6 +15,7 @@ from functools import cache
 
 import pytest
 
+from dbdiag.native import perf_fold, perf_fold_polars
 from dbdiag.parsers import perf_script
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult
 from tests.conftest import CORPUS, corpus_names
@@ -54,7 +55,7 @@ def _outcome(parse, data) -> dict | str:
 
 def _without_kernel(parse, data, monkeypatch: pytest.MonkeyPatch) -> dict | str:
     with monkeypatch.context() as patched:
-        patched.setattr(perf_script, "_kernel", lambda: None)
+        patched.setattr(perf_fold, "kernel", lambda: None)
         return _outcome(parse, data)
 
 
@@ -89,9 +90,9 @@ def _corpus_readings(name: str) -> Readings:
     with pytest.MonkeyPatch.context() as patched:
         text_without_kernel = _without_kernel(text_parse, data, patched)
         bytes_without_kernel = _without_kernel(bytes_parse, data, patched)
-        fold_chunk = perf_script._fold_chunk
+        fold_chunk = perf_fold_polars.fold_chunk
         reading = ["text"]
-        patched.setattr(perf_script, "_fold_chunk", lambda *args: fell_back.append(reading[0]) or fold_chunk(*args))
+        patched.setattr(perf_fold_polars, "fold_chunk", lambda *args: fell_back.append(reading[0]) or fold_chunk(*args))
         text = _outcome(text_parse, data)
         reading[0] = "bytes"
         raw = _outcome(bytes_parse, data)
@@ -103,7 +104,7 @@ def test_kernel_is_built() -> None:
     # Not a skip: a wheel or CI build that lost the kernel must fail here.
     from dbdiag import _perf_fold
 
-    assert perf_script._kernel() is _perf_fold
+    assert perf_fold.kernel() is _perf_fold
     folder = _perf_fold.Folder()
     assert folder.scan(REGULAR, 0, len(REGULAR)) is not None
 
@@ -189,15 +190,15 @@ def test_random_frames_and_headers_read_alike(seed: int, monkeypatch: pytest.Mon
         refused = f"{rng.choice(REFUSED_LINES)}\n" if rng.random() < 0.01 else ""
         samples.append(f"{_random_header(rng)}\n{frames}{refused}\n")
     text = "".join(samples)
-    pieces = [perf_script._TextPiece(text, start, end) for start, end in perf_script._chunks(text, 2_000)]
-    _, scans = perf_script._scan_pieces(perf_script._kernel(), pieces)
+    pieces = [perf_fold.TextPiece(text, start, end) for start, end in perf_fold.chunks(text, 2_000)]
+    _, scans = perf_fold.scan_pieces(perf_fold.kernel(), pieces)
     assert len(pieces) // 2 < sum(scan is not None for scan in scans) < len(pieces)
     _check_all_readings(text.encode("utf-8"), monkeypatch, chunk=2_000)
     _check_all_readings(text.encode("utf-8"), monkeypatch, chunk=20_000)
 
 
 def _scan(data: bytes):
-    return perf_script._kernel().Folder().scan(data, 0, len(data))
+    return perf_fold.kernel().Folder().scan(data, 0, len(data))
 
 
 HOSTILE = {
@@ -252,7 +253,7 @@ def test_hostile_bytes_are_refused_or_read_without_crash() -> None:
 
 
 def test_scan_reads_only_within_start_and_end() -> None:
-    kernel = perf_script._kernel()
+    kernel = perf_fold.kernel()
     data = REGULAR + b"\t1 junk (x)\n"  # a frame after the blank line: not regular
     assert kernel.Folder().scan(data, 0, len(data)) is None
     assert kernel.Folder().scan(data, 0, len(REGULAR))[0] == 1
@@ -272,11 +273,11 @@ def test_scan_reads_only_within_start_and_end() -> None:
 def test_spell_joins_names_root_first_and_skips_none() -> None:
     from array import array
 
-    folder = perf_script._kernel().Folder()
+    folder = perf_fold.kernel().Folder()
     found = folder.scan(REGULAR, 0, len(REGULAR))
     assert folder.symbols() == ["pv_native_safe_halt+0xb ([kernel.kallsyms])", "do_command+0x13f (/usr/sbin/mariadbd)"]
     header = REGULAR.decode().split("\n")[0]
-    assert folder.keys() == [re.sub(perf_script._TIME_PATTERN, " 0.0:", header, count=1)]
+    assert folder.keys() == [re.sub(perf_fold_polars._TIME_PATTERN, " 0.0:", header, count=1)]
     assert folder.keys() == ["mariadbd 21596/21626 [001]  0.0:   10101010 cpu-clock:pppH: "]
     stacks, leaves = folder.spell(["halt", "do_command"])
     assert (stacks, list(array("i", leaves))) == (["do_command;halt"], [0])

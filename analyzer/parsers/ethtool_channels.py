@@ -38,7 +38,8 @@ from __future__ import annotations
 import re
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.host_setting import TABLE, Row, capped, frame
+from dbdiag.parsers.host_setting import TABLE, Row, frame
+from dbdiag.parsers.kit.warning_caps import cap_skipped_lines
 
 _HEADER_RE = re.compile(r"^Channel parameters for (\S+?):?[ \t]*$")
 _SECTIONS = {"pre-set maximums:": "max", "current hardware settings:": "current"}
@@ -88,7 +89,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         raise ParseError("no ethtool -l channel counts (Pre-set maximums / Current hardware settings) found")
     notes = [f"{errors} ethtool error line(s) (interface without channel support?) ignored"] if errors else []
     interfaces = {subject for _c, subject, *_rest in rows}
-    return ParseResult(tables={TABLE: frame(rows, ctx.source)}, records=len(interfaces), warnings=capped(warnings), notes=notes)
+    return ParseResult(tables={TABLE: frame(rows, ctx.source)}, records=len(interfaces), warnings=cap_skipped_lines(warnings), notes=notes)
 
 
 def detect(head: str, name: str) -> float:

@@ -45,7 +45,9 @@ import polars as pl
 
 from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.mpstat_text import cap_warnings, check_tz, local_to_utc, zone_note
+from dbdiag.parsers.kit.numeric import true_divide
+from dbdiag.parsers.kit.times import check_tz, local_to_utc, zone_note
+from dbdiag.parsers.kit.warning_caps import cap_warnings
 from dbdiag.parsers.prometheus_json import canonical_labels
 
 # unit as Grafana prints it -> (factor to the base unit, base unit); sub-units as 1/divisor, applied
@@ -193,22 +195,6 @@ def _times(tz: str) -> tuple[pl.Expr, pl.Expr]:
     )
     local = local_to_utc(naive, tz)
     return pl.coalesce(from_epoch, with_offset, local), from_epoch.is_null() & with_offset.is_null() & local.is_not_null()
-
-
-def true_divide(numerator: pl.Expr, denominator: pl.Expr) -> pl.Expr:
-    """IEEE division; polars multiplies by the reciprocal (1300000 / 1e9 = 0.0013000000000000002).
-
-    >>> frame = pl.DataFrame({"n": [1300000.0, None, 52000000.0], "d": [1e9, 1e9, 1e9]})
-    >>> frame.select(true_divide(pl.col("n"), pl.col("d"))).to_series().to_list()
-    [0.0013, None, 0.052]
-    """
-
-    def divide(pair: pl.Series) -> pl.Series:
-        top, bottom = pair.struct.field("n").cast(pl.Float64), pair.struct.field("d").cast(pl.Float64)
-        quotient = pl.Series(top.to_numpy() / bottom.to_numpy(), dtype=pl.Float64)
-        return quotient.zip_with(top.is_not_null() & bottom.is_not_null(), pl.Series([None] * len(top), dtype=pl.Float64))
-
-    return pl.struct(n=numerator, d=denominator).map_batches(divide, return_dtype=pl.Float64)
 
 
 def _values(cells: pl.DataFrame) -> pl.DataFrame:

@@ -43,8 +43,8 @@ import polars as pl
 
 from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.mpstat_text import cap_warnings, check_tz, zone_note
-from dbdiag.parsers.proc_interrupts import parse_time_line
+from dbdiag.parsers.kit.times import check_tz, parse_time_line, zone_note
+from dbdiag.parsers.kit.warning_caps import cap_warnings
 
 _HEADER_RE = re.compile(r"^#\s*pxname,svname,", re.MULTILINE)
 TYPE_NAMES = {"0": "frontend", "1": "backend", "2": "server", "3": "listener"}

@@ -1,4 +1,4 @@
-"""Shared by the host configuration parsers: the ``host_setting`` frame, capped warnings, the member's base name.
+"""Shared by the host configuration parsers: the ``host_setting`` frame and the member's base name.
 
 >>> frame([("thp", None, "enabled", "madvise", "always madvise never")], "os/thp_enabled.txt").row(0)
 ('thp', None, 'enabled', 'madvise', 'always madvise never', 'os/thp_enabled.txt')
@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from dbdiag.parsers.base import ParseWarning
 from dbdiag.tables import HOST_SETTING, HOST_SETTING_SCHEMA
-
-MAX_WARNINGS = 50  # per member; the rest are counted in one last warning
 
 Row = tuple[str, str | None, str, str | None, str | None]  # category, subject, name, value, choices
 
@@ -25,13 +22,6 @@ def frame(rows: list[Row], source: str) -> pl.DataFrame:
     return data.with_columns(pl.lit(source, dtype=pl.String).alias("source")).select(
         [pl.col(c).cast(t) for c, t in HOST_SETTING_SCHEMA.items()]
     )
-
-
-def capped(warnings: list[ParseWarning]) -> list[ParseWarning]:
-    """The first ``MAX_WARNINGS`` warnings, then one saying how many more lines were skipped."""
-    if len(warnings) <= MAX_WARNINGS:
-        return warnings
-    return warnings[:MAX_WARNINGS] + [ParseWarning(None, f"{len(warnings) - MAX_WARNINGS} more lines skipped")]
 
 
 def base_name(source: str) -> str:

@@ -36,7 +36,8 @@ from __future__ import annotations
 import re
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.host_setting import TABLE, Row, base_name, capped, frame
+from dbdiag.parsers.host_setting import TABLE, Row, base_name, frame
+from dbdiag.parsers.kit.warning_caps import cap_skipped_lines
 
 _FILES = ("smp_affinity_list", "smp_affinity", "effective_affinity_list", "effective_affinity", "affinity_hint", "node")
 # values as (?:.*?[^ \t\n])?, not .*?: the same text, and linear in a run of spaces inside it
@@ -98,7 +99,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         notes.append(f"{looped} line(s) without a file name read as {loop_name}")
     if ignored:
         notes.append(f"{ignored} other /proc/irq or error line(s) ignored")
-    return ParseResult(tables={TABLE: frame(rows, ctx.source)}, records=len(rows), warnings=capped(warnings), notes=notes)
+    return ParseResult(tables={TABLE: frame(rows, ctx.source)}, records=len(rows), warnings=cap_skipped_lines(warnings), notes=notes)
 
 
 def detect(head: str, name: str) -> float:

@@ -29,8 +29,8 @@ import polars as pl
 
 from dbdiag import tables as T
 from dbdiag.parsers.base import ParseWarning
-from dbdiag.parsers.mpstat_text import local_to_utc, zone_note
-from dbdiag.parsers.tidb_slowlog import row_warnings
+from dbdiag.parsers.kit.times import local_to_utc, zone_note
+from dbdiag.parsers.kit.warning_caps import row_warnings
 
 FIELDS = (
     "timeStamp", "elapsed", "label", "responseCode", "responseMessage", "threadName", "dataType", "success",

@@ -35,8 +35,8 @@ import polars as pl
 from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.jmeter_jtl import DEFAULT_LAYOUTS, FIELDS, finish_table, load_sample_frame, pick_time_format
-from dbdiag.parsers.mpstat_text import check_tz
-from dbdiag.parsers.tidb_slowlog import cap
+from dbdiag.parsers.kit.times import check_tz
+from dbdiag.parsers.kit.warning_caps import cap_warnings
 
 DELIMITERS = (",", "\t", ";", "|")
 # JMeter's own header sniffing (CSVSaveService.DELIMITER_PATTERN): words joined by one non-word character.
@@ -214,7 +214,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     return ParseResult(
         tables={T.LOAD_SAMPLE: table},
         records=table.height,
-        warnings=cap(warnings + row_warnings),
+        warnings=cap_warnings(warnings + row_warnings),
         notes=notes + typing_notes,
         time_range=time_range,
     )

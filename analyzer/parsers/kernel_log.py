@@ -45,10 +45,10 @@ from zoneinfo import ZoneInfo
 import polars as pl
 
 from dbdiag.parsers import log_events as E
-from dbdiag.parsers import pg_messages as M
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.mpstat_text import check_tz, local_to_utc
-from dbdiag.tables import EVENT
+from dbdiag.parsers.kit import zones as Z
+from dbdiag.parsers.kit.times import check_tz, local_to_utc
+from dbdiag.tables import EVENT, UTC_TIME
 
 _DB_WORDS = (
     r"(?i:[^\n]*?\b(?:mysqld?|mariadbd?|mariadb|percona|postgres(?:ql)?|postmaster|patroni|pgbouncer|tidb|tikv|pd|"
@@ -123,8 +123,8 @@ def _with_times(rows: pl.DataFrame, tz: str, ref_time: datetime | None) -> tuple
     notes: list[str] = []
     iso = pl.coalesce(pl.col("iso"), pl.col("diso").str.replace(",", ".", literal=True))
     zone = pl.coalesce(pl.col("zone"), pl.col("dzone"))
-    zones = M.zone_counts(rows.select(zone.filter(iso.is_not_null()).alias("z"))["z"])
-    iso_ts = M.stamp_to_utc(iso, zone, tz, list(zones) or [None])
+    zones = Z.zone_counts(rows.select(zone.filter(iso.is_not_null()).alias("z"))["z"])
+    iso_ts = Z.stamp_to_utc(iso, zone, tz, list(zones) or [None])
     ctime = pl.col("ctime").str.replace_all(r"\s+", " ").str.to_datetime("%b %d %H:%M:%S %Y", strict=False, time_unit="us")
     bsd_ts, bsd_notes = _bsd_times(rows["bsd"], tz, ref_time)
     rows = rows.with_columns(
@@ -147,9 +147,9 @@ def _bsd_times(stamps: pl.Series, tz: str, ref_time: datetime | None) -> tuple[p
     day = ("2000 " + stamps.str.replace_all(r"\s+", " ")).str.to_datetime("%Y %b %d %H:%M:%S", strict=False, time_unit="us")
     present = day.drop_nulls()
     if present.is_empty():
-        return pl.Series("ts", [None] * stamps.len(), dtype=M.T.UTC_TIME), []
+        return pl.Series("ts", [None] * stamps.len(), dtype=UTC_TIME), []
     if ref_time is None:
-        return pl.Series("ts", [None] * stamps.len(), dtype=M.T.UTC_TIME), [
+        return pl.Series("ts", [None] * stamps.len(), dtype=UTC_TIME), [
             f"syslog times (e.g. {stamps.drop_nulls()[0]!r}) carry no year and no capture time is "
             "known: event times are empty, the stamp is kept in each message"
         ]

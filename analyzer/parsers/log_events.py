@@ -30,7 +30,7 @@ import polars as pl
 
 from dbdiag import tables as T
 from dbdiag.parsers.base import ParseWarning
-from dbdiag.parsers.pg_messages import split_lines
+from dbdiag.parsers.kit.lines import split_lines
 
 MESSAGE_CHARS = 400  # an event keeps at most this much of its log line
 MAX_ROWS_PER_KIND = 10_000  # floods (aborted connections, errors) keep their first rows; a note gives the total

@@ -61,9 +61,9 @@ import polars as pl
 
 from dbdiag.cpulist import format_cpu_list, parse_cpu_list
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
 from dbdiag.tables import HOST_FACT, NUMA_NODE, TOPOLOGY, conform, host_fact_frame
 
-MAX_WARNINGS = 50
 
 _KV_RE = re.compile(r"^(?P<indent>[ \t]*)(?P<key>[A-Za-z][A-Za-z0-9 ()./_+-]{0,60}?):(?P<gap>[ \t]*)(?P<value>.*)$")
 _NUMA_KEY_RE = re.compile(r"^NUMA node(\d+) CPU\(s\)$")

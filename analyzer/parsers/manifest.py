@@ -23,7 +23,7 @@ import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
-from dbdiag.parsers import json_text
+from dbdiag.parsers.kit import json_text
 
 _NAME = re.compile(r"(^|/)(manifest(\.json|\.txt)?|MANIFEST(\.txt)?)$", re.IGNORECASE)
 # the value as (?:.*?\S)?, not .*?: the same text, and linear in a run of spaces inside it

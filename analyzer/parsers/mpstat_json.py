@@ -38,20 +38,18 @@ import polars as pl
 
 from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers import json_text
-from dbdiag.parsers.mpstat_text import (
+from dbdiag.parsers.kit import json_text
+from dbdiag.parsers._sysstat import (
     PCT_COLUMNS,
     SYSTEM_INCLUDES_IRQ_NOTE,
-    cap_warnings,
-    check_tz,
     clock_seconds,
     cpu_number,
     host_facts,
-    local_to_utc,
     midnight_wraps,
     parse_sysstat_date,
-    zone_note,
 )
+from dbdiag.parsers.kit.times import check_tz, local_to_utc, zone_note
+from dbdiag.parsers.kit.warning_caps import cap_warnings
 
 SYSSTAT_JSON_RE = re.compile(r'^\s*\{\s*"sysstat"\s*:\s*\{\s*"hosts"\s*:')
 MPSTAT_KEYS = ('"cpu-load"', '"soft-interrupts"', '"node-load"', '"individual-interrupts"', '"sum-interrupts"')

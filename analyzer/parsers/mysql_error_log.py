@@ -38,9 +38,9 @@ import re
 import polars as pl
 
 from dbdiag.parsers import log_events as E
-from dbdiag.parsers import pg_messages as M
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.mpstat_text import check_tz, local_to_utc
+from dbdiag.parsers.kit import zones as Z
+from dbdiag.parsers.kit.times import check_tz, local_to_utc
 from dbdiag.tables import EVENT
 
 _SERVER = r"(?P<process>[\w./-]*?(?:mysqld|mariadbd)[\w.-]*)"
@@ -108,8 +108,8 @@ def _no_rows() -> pl.DataFrame:
 
 def _with_times(rows: pl.DataFrame, lines: pl.DataFrame, tz: str) -> tuple[pl.DataFrame, list[str]]:
     rows = rows.with_columns(pl.col("text").str.extract_groups(STAMP_RE).alias("s")).unnest("s")
-    zones = M.zone_counts(rows.filter(pl.col("iso").is_not_null())["zone"])
-    iso_ts = M.stamp_to_utc(pl.col("iso"), pl.col("zone"), tz, list(zones) or [None])
+    zones = Z.zone_counts(rows.filter(pl.col("iso").is_not_null())["zone"])
+    iso_ts = Z.stamp_to_utc(pl.col("iso"), pl.col("zone"), tz, list(zones) or [None])
     local = pl.coalesce(
         pl.col("local").str.replace_all(r"\s+", " ").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us"),
         pl.col("old").str.replace_all(r"\s+", " ").str.to_datetime("%y%m%d %H:%M:%S", strict=False, time_unit="us"),

@@ -37,6 +37,7 @@ import re
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
 from dbdiag.tables import DB_SETTING, conform
 
 _TSV_HEADER_RE = re.compile(r"^Variable_name\tValue$")
@@ -55,7 +56,6 @@ _NAME_PREFIXES = (
     "basedir", "datadir", "version", "uptime", "questions", "queries", "connections", "sql_mode", "autocommit",
     "access_denied_errors", "acl_", "big_tables", "bind_address", "wait_timeout", "server_id", "port", "socket",
 )
-_MAX_WARNINGS = 50
 
 
 def _unescape(value: str) -> str:
@@ -117,7 +117,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     def skip(number: int, reason: str) -> None:
         nonlocal skipped
         skipped += 1
-        if len(warnings) < _MAX_WARNINGS:
+        if len(warnings) < MAX_WARNINGS:
             warnings.append(ParseWarning(number, reason))
 
     lines = text.split("\n")

@@ -23,7 +23,7 @@ from dbdiag import tables as T
 from dbdiag.parsers import pg_explain, pg_lock_waits
 from dbdiag.parsers import pg_messages as M
 from dbdiag.parsers.base import ParseResult, ParseWarning
-from dbdiag.parsers.mpstat_text import cap_warnings
+from dbdiag.parsers.kit.warning_caps import cap_warnings
 
 @dataclass
 class Assembled:

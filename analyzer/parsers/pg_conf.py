@@ -29,6 +29,7 @@ from collections import Counter
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
 from dbdiag.tables import DB_SETTING, conform
 
 _NAME_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*(=?)\s*")
@@ -47,7 +48,6 @@ _KNOWN = (
 # [ \t], not \s: \s crosses lines, and over 2,000 blank lines the three \s* made this cubic (100 s)
 _KNOWN_LINE_RE = re.compile(r"^[ \t]*(?:#[ \t]*)?(" + "|".join(_KNOWN) + r")[ \t]*=", re.MULTILINE | re.IGNORECASE)
 _SECTION_LINE_RE = re.compile(r"^[ \t]*\[[^\]\n]*\][ \t]*$", re.MULTILINE)
-_MAX_WARNINGS = 50
 
 
 def _quoted(text: str, start: int) -> tuple[str, int] | None:
@@ -107,7 +107,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
             continue
         got = _line(line)
         if isinstance(got, str):
-            if len(warnings) < _MAX_WARNINGS:
+            if len(warnings) < MAX_WARNINGS:
                 warnings.append(ParseWarning(number, f"{got}; skipped: {line[:60]!r}"))
             continue
         name, value = got

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from dbdiag.parsers.base import ParseWarning
-from dbdiag.parsers import json_text
+from dbdiag.parsers.kit import json_text
 
 NODE_RE = (
     r"^(?P<ind> *)(?P<arrow>->  ?)?(?P<body>[^ (].*?)"

@@ -24,6 +24,7 @@ import polars as pl
 from dbdiag.parsers import pg_batch
 from dbdiag.parsers import pg_messages as M
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning, decode_text
+from dbdiag.parsers.kit.lines import split_lines
 
 JSONLOG_KEYS = {
     "timestamp": "ts_text", "user": "user", "dbname": "db", "pid": "pid", "remote_host": "host",
@@ -86,7 +87,7 @@ def _records(text: str, tz: str, warnings: list[ParseWarning]) -> tuple[pl.DataF
     skipped); ParseError when it is none."""
     if not text or text.isspace():  # isspace stops at the first visible character
         raise ParseError("empty jsonlog")
-    lines = M.split_lines(text[:-1] if text.endswith("\n") else text)
+    lines = split_lines(text[:-1] if text.endswith("\n") else text)
     stripped = pl.col("text").str.strip_chars()
     objects = lines.filter(stripped.str.starts_with("{") & stripped.str.ends_with("}"))
     if objects.is_empty():

@@ -19,6 +19,7 @@ import polars as pl
 
 from dbdiag.parsers import pg_messages as M
 from dbdiag.parsers import pg_prefix as P
+from dbdiag.parsers.kit import zones as Z
 from dbdiag.parsers.pg_prefix import KeyedLead, Prefix
 
 def scan(lines: pl.DataFrame, prefix: Prefix, wrapper: str | None) -> pl.DataFrame:
@@ -88,7 +89,7 @@ def records(
         with_t = stamp not in cols or (
             (stamp == "wts" or not recognised) and frame[stamp].str.contains("T", literal=True).any()
         )
-        ts = M.stamp_to_utc(pl.col(stamp), col(zone), tz, list(dict.fromkeys(z for log in zones for z in log)), with_t)
+        ts = Z.stamp_to_utc(pl.col(stamp), col(zone), tz, list(dict.fromkeys(z for log in zones for z in log)), with_t)
     else:
         ts = pl.lit(None, dtype=M.T.UTC_TIME)
     pid = pl.coalesce(col("pid"), col("wpid"))
@@ -106,7 +107,7 @@ def records(
 def _zone_counts(frame: pl.DataFrame, zone: pl.Expr, files: M.Files) -> list[dict]:
     """Per log, how many entries carry each zone text (None: no zone)."""
     if len(files) == 1:
-        return [M.zone_counts(frame.select("idx", zone.alias("zone"))["zone"])]  # idx: the literal spans every row
+        return [Z.zone_counts(frame.select("idx", zone.alias("zone"))["zone"])]  # idx: the literal spans every row
     counted = frame.select(files.of(pl.col("idx") + 1).alias("file"), zone.alias("zone")).group_by("file", "zone").len()
     zones: list[dict] = [{} for _ in files.first_lines]
     for log, text, count in counted.sort("file").iter_rows():

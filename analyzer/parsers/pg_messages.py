@@ -47,7 +47,6 @@ conn_id (session id when the log has it, else pid), txn_id (virtual xid, else xi
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -57,10 +56,10 @@ import polars as pl
 from dbdiag import tables as T
 from dbdiag.parsers import pg_lock_waits
 from dbdiag.parsers.base import ParseWarning
-from dbdiag.parsers.mpstat_text import check_tz, local_to_utc
+from dbdiag.parsers.kit.times import check_tz
+from dbdiag.parsers.kit.zones import stamp_to_utc, zone_counts, zone_notes
 
 ENGINE = "postgresql"
-CSV_READER_MIN_CHARS = 1_000_000  # from this size lines are split by polars' CSV reader
 VERB_WINDOW = 200  # characters after the duration that hold "execute <statement/portal name>: "
 HEAD_SAMPLE = 20_000  # entries whose message heads are counted for the "no statements" note
 # a longer duration is no statement's (a corrupt line): its microseconds would not fit an Int64 either
@@ -96,19 +95,6 @@ RECORD_SCHEMA = {
 # A duration message in another language (lc_messages not English): "durée : 0.285 ms, instruction : ...",
 # "Dauer: 0.1 ms  Anweisung: ...". Such messages cannot be read; they are counted in a warning.
 TRANSLATED_DURATION_RE = r"^[^\W\d_][^\s:]*(?: [^\W\d_][^\s:]*)?\s?: ?\d+[.,]\d+ ?\S{1,3}[,\s]"
-
-# Fixed offsets of zone abbreviations PostgreSQL prints with %t/%m (log_timezone). Ambiguous ones
-# (CST: US or China, IST: India, Israel or Ireland) are left out on purpose: read in --tz instead.
-ZONE_OFFSETS_S = {
-    "UTC": 0, "GMT": 0, "UT": 0, "Z": 0, "WET": 0, "WEST": 3600, "BST": 3600,
-    "CET": 3600, "CEST": 7200, "MET": 3600, "MEST": 7200, "EET": 7200, "EEST": 10800, "MSK": 10800,
-    "SAST": 7200, "EAT": 10800, "WAT": 3600, "CAT": 7200, "PKT": 18000, "WIB": 25200, "HKT": 28800,
-    "AWST": 28800, "JST": 32400, "KST": 32400, "ACST": 34200, "ACDT": 37800, "AEST": 36000, "AEDT": 39600,
-    "NZST": 43200, "NZDT": 46800, "HST": -36000, "AKST": -32400, "AKDT": -28800, "PST": -28800, "PDT": -25200,
-    "MST": -25200, "MDT": -21600, "CDT": -18000, "EST": -18000, "EDT": -14400, "AST": -14400, "ADT": -10800,
-    "NST": -12600, "NDT": -9000,
-}
-
 
 @dataclass(frozen=True)
 class Files:
@@ -157,54 +143,6 @@ ONE_LOG = Files()
 # ---- times --------------------------------------------------------------------------------------
 
 
-def zone_offset_s(zone: str) -> int | None:
-    """Seconds east of UTC for ``UTC``/``CEST``/``+03``/``-0530``/``+05:30``; None when unknown."""
-    match = re.fullmatch(r"([+-])(\d\d):?(\d\d)?", zone)
-    if match:
-        seconds = int(match.group(2)) * 3600 + int(match.group(3) or 0) * 60
-        return -seconds if match.group(1) == "-" else seconds
-    return ZONE_OFFSETS_S.get(zone.upper())
-
-
-def stamp_to_utc(stamp: pl.Expr, zone: pl.Expr, tz: str, zones: list[str | None], with_t: bool = True) -> pl.Expr:
-    """``2024-01-01 10:00:00[.123]`` (or with ``T`` when ``with_t``) and a zone text -> Datetime(us, UTC).
-
-    ``zones`` lists the distinct zone texts, None for entries without one (offsets are looked up once
-    each). A known zone gives a fixed offset; no zone or an unknown/ambiguous one is read in ``tz``.
-    When every zone is known (the usual case) the reading in ``tz`` is left out of the expression."""
-    if with_t:
-        stamp = stamp.str.replace("T", " ", literal=True)
-    naive = stamp.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
-    offsets = {z: zone_offset_s(z) for z in zones if z is not None}
-    if offsets and None not in zones and None not in offsets.values() and set(offsets.values()) == {0}:
-        return naive.dt.replace_time_zone("UTC")
-    offset = zone.replace_strict(offsets, default=None, return_dtype=pl.Int64) if offsets else pl.lit(None, dtype=pl.Int64)
-    fixed = (naive - pl.duration(seconds=offset)).dt.replace_time_zone("UTC")
-    if offsets and None not in zones and None not in offsets.values():
-        return fixed
-    return pl.when(offset.is_not_null()).then(fixed).otherwise(local_to_utc(naive, tz))
-
-
-def zone_notes(zone_counts: dict[str | None, int], tz: str) -> list[str]:
-    """Notes on how zones were read (``zone_counts``: zone text or None -> entries): which
-    abbreviations were converted, which fell back to ``tz``."""
-    names = sorted(z for z in zone_counts if z is not None)
-    unknown = [z for z in names if zone_offset_s(z) is None]
-    notes = []
-    if zone_counts.get(None):
-        notes.append(f"{zone_counts[None]} log times have no zone; read as {tz} (--tz)")
-    if unknown:
-        notes.append(f"zone abbreviation(s) {', '.join(unknown[:5])} unknown or ambiguous; those times read as {tz} (--tz)")
-    known = [z for z in names if z not in unknown]
-    if known:
-        notes.append(f"log times carry zone {', '.join(known[:5])}; converted to UTC")
-    return notes
-
-
-def zone_counts(zones: pl.Series) -> dict[str | None, int]:
-    return {zone: count for zone, count in zones.value_counts().iter_rows()}
-
-
 def records_from_fields(fields: pl.DataFrame, tz: str) -> tuple[pl.DataFrame, list[str]]:
     """Record frame from csvlog/jsonlog fields: string columns named as in RECORD_SCHEMA, the time as
     text in ``ts_text`` (``2021-01-22 10:03:22.785 CET``), ``idx`` the 0-based entry number and
@@ -233,39 +171,6 @@ def records_from_fields(fields: pl.DataFrame, tz: str) -> tuple[pl.DataFrame, li
         *[pl.when(pl.col(c).is_in(["", "[unknown]"])).then(None).otherwise(pl.col(c)).alias(c) for c in ("user", "db", "app", "host", "session")],
     )
     return frame.select([pl.col(name).cast(dtype) for name, dtype in RECORD_SCHEMA.items()]), notes
-
-
-def split_lines(body: str | bytes) -> pl.DataFrame:
-    """One row per line (``idx`` 0-based, ``text`` without its CR). ``body`` is the text or its UTF-8
-    bytes. Big texts go through polars' CSV reader (multi-threaded; NUL as separator, no quoting),
-    which refuses lines holding a NUL: those texts are split in Python instead."""
-    series = None
-    has_cr = ("\r" if isinstance(body, str) else b"\r") in body
-    if len(body) > CSV_READER_MIN_CHARS:
-        data = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
-        try:
-            series = pl.read_csv(
-                data, has_header=False, separator="\x00", quote_char=None,
-                new_columns=["text"], infer_schema=False, truncate_ragged_lines=False,
-            )["text"].fill_null("")
-        except pl.exceptions.PolarsError:
-            series = None
-        if series is not None and not _all_lines(series, data, has_cr):
-            series = None
-    if series is None:
-        text = body if isinstance(body, str) else body.decode("utf-8", "surrogatepass")
-        series = pl.Series("text", text.split("\n"), dtype=pl.String)
-    frame = pl.DataFrame({"text": series}).with_row_index("idx").with_columns(pl.col("idx").cast(pl.Int64))
-    return frame.with_columns(pl.col("text").str.strip_suffix("\r")) if has_cr else frame
-
-
-def _all_lines(lines: pl.Series, data: bytes, has_cr: bool) -> bool:
-    """Whether the CSV reader gave one row per line of ``data``. Without CR (which it may read as a line
-    end) the line lengths and the newlines between them adding up to the size tells it cheaply; else
-    (and when it drops bytes: a leading BOM) the newlines are counted."""
-    if not has_cr and lines.str.len_bytes().sum() + lines.len() - 1 == len(data):
-        return True
-    return lines.len() == data.count(b"\n") + 1
 
 
 def safe_tz(tz: str) -> tuple[str, list[ParseWarning]]:

@@ -33,6 +33,7 @@ import re
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
 from dbdiag.tables import DB_SETTING, conform
 
 _ALIGNED_HEADER_RE = re.compile(r"^\s*name\s*\|\s*setting\s*(?:\|.*)?$")
@@ -51,7 +52,6 @@ _KNOWN_PREFIXES = (
     "shared_buffers", "shared_preload_libraries", "synchronous_commit", "temp_buffers", "timezone", "track_",
     "unix_socket_", "vacuum_", "wal_", "work_mem",
 )
-_MAX_WARNINGS = 50
 
 
 def _row(name: str, value: str, unit: str | None) -> tuple[str, str, str | None]:
@@ -101,7 +101,7 @@ def _aligned(lines: list[str], start: int, warnings: list[ParseWarning]) -> tupl
                 previous_marks[i] = marks[i]
             continue
         if not _NAME_RE.match(texts[0]) or len(line) < spans[-1][0] - 1:
-            if len(warnings) < _MAX_WARNINGS:
+            if len(warnings) < MAX_WARNINGS:
                 warnings.append(ParseWarning(number + 1, f"not a name | setting row; skipped: {line[:60]!r}"))
             continue
         rows.append([texts, marks, number + 1])
@@ -124,7 +124,7 @@ def _unaligned(lines: list[str], header: list[str] | None, warnings: list[ParseW
             continue
         name, sep, rest = line.partition("|")
         if not sep or not _NAME_RE.match(name):
-            if len(warnings) < _MAX_WARNINGS:
+            if len(warnings) < MAX_WARNINGS:
                 warnings.append(ParseWarning(number, f"not a name|setting line; skipped: {line[:60]!r}"))
             continue
         if len(header) == 3:
@@ -147,7 +147,7 @@ def _csv(text: str, warnings: list[ParseWarning]) -> list:
         if not fields:
             continue
         if len(fields) != len(header) or not _NAME_RE.match(fields[0]):
-            if len(warnings) < _MAX_WARNINGS:
+            if len(warnings) < MAX_WARNINGS:
                 warnings.append(ParseWarning(reader.line_num, f"not a pg_settings CSV row; skipped: {fields[:2]!r}"))
             continue
         rows.append(_row(fields[0], fields[1], fields[unit_at] if unit_at is not None else None))

@@ -50,8 +50,10 @@ from dbdiag.parsers import log_events, pg_assemble, pg_batch, pg_events
 from dbdiag.parsers import pg_lines
 from dbdiag.parsers import pg_messages as M
 from dbdiag.parsers import pg_prefix as P
-from dbdiag.parsers.pg_prefix import Prefix, infer_prefix
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers.kit import zones as Z
+from dbdiag.parsers.kit.lines import split_lines
+from dbdiag.parsers.pg_prefix import Prefix, infer_prefix
 
 CHUNK_CHARS = 16_000_000  # pieces read two at a time (one per core); bounds the working memory
 BOUNDARY_WINDOW_CHARS = 1_000_000  # text read at a time when looking for where a piece starts
@@ -132,7 +134,7 @@ def _read_chunk(body: str | bytes, prefix: Prefix, wrapper: str | None, tz: str,
     """One piece of a log (text, or its UTF-8 bytes), or the logs of a batch joined (``files``), its
     lines numbered from 0. The frame of all lines is let go as soon as the entry starts and the other
     lines are apart (two pieces are read at a time, each of them needs several times its size)."""
-    lines = M.split_lines(body)
+    lines = split_lines(body)
     count = lines.height
     if prefix.keyed and not wrapper:
         starts, rest = pg_lines.keyed_starts(lines, prefix)
@@ -274,7 +276,7 @@ def _read_logs(texts: list[str | bytes], sources: list[str], shape: Shape, tz: s
         for chunk in chunks:
             zones.update(chunk.zones[log])
         if zones:
-            notes_each.append(notes + M.zone_notes(dict(zones), tz))
+            notes_each.append(notes + Z.zone_notes(dict(zones), tz))
         else:
             notes_each.append(notes + ["log lines carry no time (log_line_prefix has no %m/%t/%n): statements have no timestamps"])
         warnings_each.append(warnings + _chunk_warnings([c.orphans[log] for c in chunks], [c.unmatched[log] for c in chunks], prefix))

@@ -68,10 +68,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.mpstat_text import cap_warnings
+from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS, cap_warnings
 from dbdiag.tables import LOAD_INTERVAL, LOAD_RUN, LOAD_STATEMENT_LATENCY, conform
 
-MAX_WARNINGS = 50
 TOOL = "pgbench"
 EPOCH_MIN_S = 1e9  # progress times above this are --progress-timestamp epochs (2001 onwards)
 

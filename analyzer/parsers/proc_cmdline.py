@@ -29,7 +29,8 @@ from __future__ import annotations
 import re
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.host_setting import TABLE, capped, frame
+from dbdiag.parsers.host_setting import TABLE, frame
+from dbdiag.parsers.kit.warning_caps import cap_skipped_lines
 
 _TOKEN_RE = re.compile(r'(?:[^\s"]|"[^"]*"?)+')
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
@@ -99,7 +100,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         warnings.append(ParseWarning(extra, f"/proc/cmdline has one line; extra line skipped: {raw[:60]!r}"))
     if not rows:
         raise ParseError(f"no kernel parameter on the line: {line[:80]!r}")
-    return ParseResult(tables={TABLE: frame(rows, ctx.source)}, records=len(rows), warnings=capped(warnings), notes=notes)
+    return ParseResult(tables={TABLE: frame(rows, ctx.source)}, records=len(rows), warnings=cap_skipped_lines(warnings), notes=notes)
 
 
 def detect(head: str, name: str) -> float:

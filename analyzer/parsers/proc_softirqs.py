@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
-from dbdiag.parsers.proc_interrupts import _HEADER_DETECT_RE, finish, long_frame, read_counter_snapshots
+from dbdiag.parsers.kit.snapshots import HEADER_DETECT_RE, counter_result, long_frame, read_counter_snapshots
 from dbdiag.tables import SOFTIRQ_COUNT
 
 _SOFTIRQ_LABEL_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,31}$")
@@ -53,12 +53,12 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         if tail.strip():
             rows.warn(line, f"{label}: text after the counts ignored: {tail.strip()[:40]!r}")
     frame = long_frame(rows, {"softirq": rows.label}, SOFTIRQ_COUNT, ctx.source)
-    return finish(rows, frame, SOFTIRQ_COUNT)
+    return counter_result(rows, frame, SOFTIRQ_COUNT)
 
 
 def detect(head: str, name: str) -> float:
     known = len(_KNOWN_ROW_RE.findall(head))
-    if _HEADER_DETECT_RE.search(head) is None:
+    if HEADER_DETECT_RE.search(head) is None:
         return 0.3 if known >= 3 else 0.0
     if known >= 2:
         return 0.95

@@ -42,7 +42,8 @@ import re
 
 from dbdiag.cpulist import parse_cpu_list
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.host_setting import TABLE, Row, base_name, capped, frame
+from dbdiag.parsers.host_setting import TABLE, Row, base_name, frame
+from dbdiag.parsers.kit.warning_caps import cap_skipped_lines
 
 _KEPT = frozenset({
     "Name", "Pid", "Threads", "Cpus_allowed", "Cpus_allowed_list", "Mems_allowed_list",
@@ -148,7 +149,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     for process in processes:
         subject = _subject(process, fallback)
         rows.extend(("process_affinity", subject, key, value, None) for key, value in process.settings)
-    return ParseResult(tables={TABLE: frame(rows, ctx.source)}, records=len(processes), warnings=capped(warnings), notes=notes)
+    return ParseResult(tables={TABLE: frame(rows, ctx.source)}, records=len(processes), warnings=cap_skipped_lines(warnings), notes=notes)
 
 
 def detect(head: str, name: str) -> float:

@@ -35,7 +35,9 @@ import re
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.proc_interrupts import MAX_WARNINGS, parse_time_line, snapshot_result
+from dbdiag.parsers.kit.snapshots import snapshot_result
+from dbdiag.parsers.kit.times import parse_time_line
+from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
 from dbdiag.tables import UTC_TIME, VMSTAT_COUNT
 
 _COUNTER_PATTERN = r"^([a-z][a-z0-9_]*) (-?\d+)\r?$"

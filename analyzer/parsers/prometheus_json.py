@@ -43,8 +43,8 @@ import polars as pl
 
 from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers import json_text
-from dbdiag.parsers.mpstat_text import cap_warnings
+from dbdiag.parsers.kit import json_text
+from dbdiag.parsers.kit.warning_caps import cap_warnings
 from dbdiag.timebounds import BOUNDS_TEXT, epoch_inside
 
 # Epoch seconds reach 1e11 in the year 5138; epoch milliseconds passed 1e11 in 1973.

@@ -38,16 +38,9 @@ import polars as pl
 from dbdiag import tables as T
 from dbdiag.parsers import log_events as E
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.mpstat_text import (
-    PCT_COLUMNS,
-    SYSTEM_INCLUDES_IRQ_NOTE,
-    cap_warnings,
-    check_tz,
-    host_facts,
-    local_to_utc,
-    to_float,
-    zone_note,
-)
+from dbdiag.parsers._sysstat import PCT_COLUMNS, SYSTEM_INCLUDES_IRQ_NOTE, host_facts, to_float
+from dbdiag.parsers.kit.times import check_tz, local_to_utc, zone_note
+from dbdiag.parsers.kit.warning_caps import cap_warnings
 
 HEADER_PREFIX = "# hostname;interval;timestamp;"
 STAMP_RE = r"^(?P<clock>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?: (?P<zone>\S+))?$|^(?P<epoch>\d{9,11})$"

@@ -39,7 +39,8 @@ from __future__ import annotations
 import re
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.host_setting import TABLE, Row, base_name, capped, frame
+from dbdiag.parsers.host_setting import TABLE, Row, base_name, frame
+from dbdiag.parsers.kit.warning_caps import cap_skipped_lines
 
 _WORD = r"[A-Za-z0-9_+.\-]+"
 _CHOICE_LINE_RE = re.compile(rf"^[ \t]*(?:{_WORD}[ \t]+)*\[{_WORD}\](?:[ \t]+{_WORD})*[ \t]*$")
@@ -167,7 +168,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         raise ParseError("no bracketed choice line (always [madvise] never) or /sys/...:value line found")
     if errors:
         notes.append(f"{errors} error line(s) from the capture command (grep:/cat:/head:) ignored")
-    return ParseResult(tables={TABLE: frame(rows, ctx.source)}, records=len(rows), warnings=capped(warnings), notes=notes)
+    return ParseResult(tables={TABLE: frame(rows, ctx.source)}, records=len(rows), warnings=cap_skipped_lines(warnings), notes=notes)
 
 
 def detect(head: str, name: str) -> float:

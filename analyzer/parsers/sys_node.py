@@ -60,7 +60,10 @@ import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.numastat import MAX_COUNTER, MAX_NODE
-from dbdiag.parsers.proc_interrupts import MAX_WARNINGS, parse_time_line, snapshot_lines, snapshot_result
+from dbdiag.parsers.kit.lines import snapshot_lines
+from dbdiag.parsers.kit.snapshots import snapshot_result
+from dbdiag.parsers.kit.times import parse_time_line
+from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
 from dbdiag.tables import NUMA_COUNTER, UTC_TIME
 
 SYSTEM_COUNTERS = ("numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local_node", "other_node")

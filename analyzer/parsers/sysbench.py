@@ -76,10 +76,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.mpstat_text import cap_warnings
+from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS, cap_warnings
 from dbdiag.tables import LATENCY_HISTOGRAM, LOAD_INTERVAL, LOAD_RUN, conform
 
-MAX_WARNINGS = 50
 TOOL = "sysbench"
 
 _N = r"(\d+(?:\.\d+)?)"

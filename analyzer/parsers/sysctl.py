@@ -35,7 +35,8 @@ import re
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.host_setting import MAX_WARNINGS, TABLE
+from dbdiag.parsers.host_setting import TABLE
+from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
 from dbdiag.tables import conform
 
 # sysctl's top-level directories; a dotted key under one of them is what tells sysctl output

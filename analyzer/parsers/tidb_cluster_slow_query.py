@@ -28,17 +28,12 @@ from __future__ import annotations
 
 import polars as pl
 
+from dbdiag.parsers._tidb_fields import parse_times, start_from_end, typed_measures
+from dbdiag.parsers._tidb_plans import statements_with_text_plans
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
-from dbdiag.parsers.mpstat_text import check_tz, zone_note
+from dbdiag.parsers.kit.times import check_tz, zone_note
+from dbdiag.parsers.kit.warning_caps import cap_warnings, row_warnings
 from dbdiag.parsers.sql_table_export import header_names, read_export
-from dbdiag.parsers.tidb_slowlog import (
-    cap,
-    parse_times,
-    row_warnings,
-    start_from_end,
-    statements_with_text_plans,
-    typed_measures,
-)
 
 # statement column -> table column (lower case)
 COLUMNS = {
@@ -112,7 +107,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         lambda value: f"unreadable Time {str(value)[:40]!r}; statement kept without times",
     )
     notes = [zone_note(tz)] if st.filter(pl.col("end_ts").is_not_null() & ~pl.col("zoned")).height else []
-    return statements_with_text_plans(st, ctx.source, cap(warnings), notes)
+    return statements_with_text_plans(st, ctx.source, cap_warnings(warnings), notes)
 
 
 def detect(head: str, name: str) -> float:

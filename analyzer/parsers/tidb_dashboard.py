@@ -39,10 +39,11 @@ import re
 
 import polars as pl
 
+from dbdiag.parsers._tidb_fields import RAW_MEASURES, start_from_end, typed_measures
+from dbdiag.parsers._tidb_plans import statements_with_text_plans
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers import json_text
-from dbdiag.parsers.mpstat_text import cap_warnings
-from dbdiag.parsers.tidb_slowlog import RAW_MEASURES, start_from_end, statements_with_text_plans, typed_measures
+from dbdiag.parsers.kit import json_text
+from dbdiag.parsers.kit.warning_caps import cap_warnings
 
 # typed_measures' raw fields under the names this parser gives them (see FIELDS)
 DASHBOARD_MEASURES = {

@@ -32,8 +32,8 @@ import re
 import polars as pl
 
 from dbdiag.parsers import log_events as E
-from dbdiag.parsers import pg_messages as M
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
+from dbdiag.parsers.kit import zones as Z
 from dbdiag.tables import EVENT
 
 _HEAD = r"^\[[^\]\n]*\] \[(?:DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\] \[[^\]\n]*\] "
@@ -83,9 +83,9 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     stamp = pl.col("text").str.extract_groups(STAMP_RE)
     rows = rows.with_columns(stamp.struct.field("stamp").str.replace_all("/", "-", literal=True).alias("stamp"),
                              stamp.struct.field("zone").alias("zone"))
-    zones = M.zone_counts(rows.filter(pl.col("stamp").is_not_null())["zone"])
+    zones = Z.zone_counts(rows.filter(pl.col("stamp").is_not_null())["zone"])
     rows = rows.with_columns(
-        M.stamp_to_utc(pl.col("stamp"), pl.col("zone"), ctx.tz, list(zones) or [None], with_t=False).alias("ts"),
+        Z.stamp_to_utc(pl.col("stamp"), pl.col("zone"), ctx.tz, list(zones) or [None], with_t=False).alias("ts"),
         pl.coalesce(
             pl.col("component"), pl.col("component").forward_fill(), pl.lit(by_name, pl.String),
             pl.col("component").backward_fill(), by_file,

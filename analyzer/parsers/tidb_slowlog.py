@@ -59,19 +59,25 @@ from __future__ import annotations
 
 import re
 
-import cramjam
 import numpy as np
 import polars as pl
 
 from dbdiag import tables as T
+from dbdiag.parsers._tidb_fields import parse_times, start_from_end, typed_measures
+from dbdiag.parsers._tidb_plans import (
+    MAX_PLAN_TEXT_BYTES,
+    checked_plan_rows,
+    decode_plan_payloads,
+    encoded_plan_rows,
+    plan_tables,
+    render_plans,
+)
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning, decode_text
-from dbdiag.parsers.mpstat_text import check_tz, local_to_utc, zone_note
+from dbdiag.parsers.kit.times import check_tz, zone_note
+from dbdiag.parsers.kit.warning_caps import HIDDEN, MAX_WARNINGS, cap_warnings, row_warnings
 
 # Chunks of about this many characters, cut at entry starts, bound the per-line frames.
 CHUNK_CHARS = 32 * 1024 * 1024
-MAX_WARNINGS = 50
-HIDDEN = ParseWarning(None, "")  # stands for a warning counted but not built (see row_warnings)
-
 START_PREFIX = "# Time:"
 # Lines whose value is free text (spaces, JSON, SQL): read whole, never searched for pairs.
 FREE_TEXT_KEYS = (
@@ -110,41 +116,9 @@ PAIR_FIELDS = {
     "succ_raw": "Succ",
     "plan_digest": "Plan_digest",
 }
-
-# ``# Time:`` values: RFC 3339 (``Z`` or ``+08:00``) or the old ``2019-08-14-09:26:59.1 +0800``.
-TIME_RE = (
-    r"^\s*(?P<date>\d{4}-\d{2}-\d{2})[T -](?P<clock>\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d{1,9}))?"
-    r"\s*(?P<zone>Z|[+-]\d{2}:?\d{2})?\s*$"
-)
 USE_LINE_RE = r"(?i)^use\s+`?([^`;\s]+)`?\s*;\s*$"
 PLAN_PAYLOAD_RE = r"tidb_decode_plan\('([^']*)'\)"
 PLAN_DISCARDED = "[discard]"  # what TiDB logs instead of a plan over its size limit
-
-# Operator type codes of the encoded plan (pingcap/tidb util/plancodec/id.go). From v4.0 on the
-# codes are fixed; v3.0 had HashLeftJoin/HashRightJoin at 17/18, shifting the codes after them.
-MODERN_TYPES = dict(enumerate((
-    "Selection", "Set", "Projection", "Aggregation", "StreamAgg", "HashAgg", "Show", "Join",
-    "Union", "TableScan", "MemTableScan", "UnionScan", "IndexScan", "Sort", "TopN", "Limit",
-    "HashJoin", "MergeJoin", "IndexJoin", "IndexMergeJoin", "IndexHashJoin", "Apply",
-    "MaxOneRow", "Exists", "TableDual", "SelectLock", "Insert", "Update", "Delete",
-    "IndexLookUp", "TableReader", "IndexReader", "Window", "TiKVSingleGather", "IndexMerge",
-    "Point_Get", "ShowDDLJobs", "Batch_Point_Get", "ClusterMemTableReader", "DataSource",
-    "LoadData", "TableSample", "TableFullScan", "TableRangeScan", "TableRowIDScan",
-    "IndexFullScan", "IndexRangeScan", "ExchangeReceiver", "ExchangeSender", "CTEFullScan",
-    "CTE", "CTETable", "PartitionUnion", "Shuffle", "ShuffleReceiver", "Foreign_Key_Check",
-    "Foreign_Key_Cascade", "Expand", "ImportInto", "ScalarSubQuery",
-), start=1))
-LEGACY_TYPES = dict(enumerate((
-    "Selection", "Set", "Projection", "Aggregation", "StreamAgg", "HashAgg", "Show", "Join",
-    "Union", "TableScan", "MemTableScan", "UnionScan", "IndexScan", "Sort", "TopN", "Limit",
-    "HashLeftJoin", "HashRightJoin", "MergeJoin", "IndexJoin", "IndexMergeJoin",
-    "IndexHashJoin", "Apply", "MaxOneRow", "Exists", "TableDual", "SelectLock", "Insert",
-    "Update", "Delete", "IndexLookUp", "TableReader", "IndexReader", "Window", "TableGather",
-    "IndexMerge", "Point_Get", "ShowDDLJobs", "Batch_Point_Get",
-), start=1))
-STORE_TYPES = {"0": "tikv", "1": "tiflash", "2": "tidb", "3": "unspecified"}
-PLAN_HEADER = ("id", "task", "estRows", "operator info", "actRows", "execution info", "memory", "disk")
-
 # Detection: lines only TiDB writes (MySQL/Percona slow logs share ``# Time:`` and Query_time).
 DETECT_TIME_RE = re.compile(r"^# Time: \d{4}-\d{2}-\d{2}[T-]\d{2}:\d{2}:\d{2}", re.MULTILINE)
 DETECT_MARKER_RE = re.compile(
@@ -153,306 +127,6 @@ DETECT_MARKER_RE = re.compile(
     r"Plan_from_cache|Prepared|Compile_time|Optimize_time|Process_time|Request_count):",
     re.MULTILINE,
 )
-
-
-# ---- plan nodes, shared with the SLOW_QUERY table and dashboard parsers -----------------------
-
-# Bounds on what a plan may make us allocate: a 760-byte log whose plan row said depth 1,000,000,000
-# asked polars for a 4 GiB indent; 2 M operator rows did the same. Real plans nest a few dozen deep,
-# and TiDB discards an encoded plan over 1 MiB.
-MAX_PLAN_DEPTH = 1_000
-MAX_PLAN_OPERATORS = 10_000  # per statement; the rest are cut, with a warning
-MAX_PLAN_TEXT_BYTES = 8 * 1024 * 1024  # decoded; a block announcing more is not decompressed
-
-
-def snappy_length(block: bytes) -> int:
-    """The decoded length a raw snappy block announces first (a little-endian base-128 varint).
-
-    >>> snappy_length(bytes([0xFE, 0xFF, 0x7F]))
-    2097150
-    """
-    length = 0
-    for shift, byte in zip(range(0, 35, 7), block[:5]):
-        length |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            break
-    return length
-
-
-def snappy_text(block: bytes | None) -> str | None:
-    """A raw snappy block -> text, or None when it is not one or announces over MAX_PLAN_TEXT_BYTES."""
-    if block is None or snappy_length(block) > MAX_PLAN_TEXT_BYTES:
-        return None
-    try:
-        return bytes(cramjam.snappy.decompress_raw(block)).decode("utf-8", "backslashreplace")
-    except (ValueError, cramjam.DecompressionError):
-        return None
-
-
-def decode_plan_payloads(payloads: pl.Series) -> pl.Series:
-    """``tidb_decode_plan`` payloads (base64 of a snappy block) -> the encoded plan rows, or null."""
-    blocks = payloads.str.decode("base64", strict=False)
-    # One decompression per plan: snappy has no vectorised form in polars.
-    texts = pl.Series("encoded", [snappy_text(b) for b in blocks.to_list()], dtype=pl.String)
-    return pl.when(texts.str.contains(r"^\d+\t\d+(?:_\d+)?\t")).then(texts).otherwise(None).alias("encoded")
-
-
-def encoded_plan_rows(plans: pl.DataFrame) -> pl.DataFrame:
-    """Decoded ``tidb_decode_plan`` rows -> one row per operator in plan order.
-
-    ``plans`` has stmt_id, encoded (the decompressed text) and legacy_hint (bool: no
-    Plan_digest in the entry). Output: stmt_id, depth, op_id, task, est_rows, operator_info,
-    act_rows, exec_info, rest (the fields after task, tab-joined, for the rendered text).
-    """
-    rows = (
-        plans.select("stmt_id", "legacy_hint", pl.col("encoded").str.strip_chars_end("\n").str.split("\n").alias("row"))
-        .with_columns(operators=pl.col("row").list.len(), row=pl.col("row").list.head(MAX_PLAN_OPERATORS))
-        .explode("row")
-        .filter(pl.col("row") != "")
-        .with_columns(pl.col("row").str.split("\t").alias("f"))
-    )
-    task_raw = pl.col("f").list.get(2, null_on_oob=True)
-    code = pl.col("f").list.get(1, null_on_oob=True)
-    rows = rows.with_columns(
-        code=code.str.extract(r"^(\d+)").cast(pl.Int64, strict=False),
-        num=code.str.extract(r"^\d+_(.+)$"),  # "8", or "8(Build)" with a join-side label
-        task_raw=task_raw,
-    ).with_columns(
-        legacy=(
-            (pl.col("task_raw") == "1").any()
-            | (~pl.col("task_raw").str.starts_with("1_").any() & pl.col("legacy_hint").first())
-        ).over("stmt_id"),
-    )
-    name = (
-        pl.when(pl.col("legacy"))
-        .then(pl.col("code").replace_strict(LEGACY_TYPES, default=None, return_dtype=pl.String))
-        .otherwise(pl.col("code").replace_strict(MODERN_TYPES, default=None, return_dtype=pl.String))
-        .fill_null(pl.concat_str(pl.lit("UnknownPlanID"), pl.col("code").cast(pl.String)))
-    )
-    store = pl.col("task_raw").str.extract(r"^1_(\d+)$")
-    task = (
-        pl.when(pl.col("task_raw") == "0").then(pl.lit("root"))
-        .when(pl.col("task_raw") == "1").then(pl.lit("cop"))
-        .when(store.is_not_null())
-        .then(pl.concat_str(pl.lit("cop["), store.replace_strict(STORE_TYPES, default="unspecified"), pl.lit("]")))
-        .otherwise(pl.col("task_raw"))
-    )
-    field = lambda i: pl.col("f").list.get(i, null_on_oob=True)  # noqa: E731
-    return rows.select(
-        "stmt_id",
-        depth=field(0).cast(pl.Int32, strict=False),
-        op_id=pl.when(pl.col("num").is_not_null()).then(pl.concat_str(name, pl.lit("_"), pl.col("num"))).otherwise(name),
-        task=task,
-        est_rows=field(3),
-        operator_info=field(4),
-        act_rows=field(5),
-        exec_info=field(6),
-        rest=pl.col("f").list.slice(3).list.join("\t"),
-        width=pl.col("f").list.len() - 1,
-        operators="operators",
-    )
-
-
-def checked_plan_rows(
-    rows: pl.DataFrame, lines: pl.DataFrame, limit: int | None = MAX_WARNINGS
-) -> tuple[pl.DataFrame, list[ParseWarning]]:
-    """Operator rows (with ``operators``, the plan's row count before the cut at MAX_PLAN_OPERATORS) ->
-    the rows of the plans that can be read, and a warning for each plan cut or dropped (depth outside
-    0..MAX_PLAN_DEPTH: nothing of it read). ``lines`` maps stmt_id to the entry's line."""
-    per_plan = rows.group_by("stmt_id", maintain_order=True).agg(
-        operators=pl.col("operators").first(), deepest=pl.col("depth").max(), shallowest=pl.col("depth").min()
-    )
-    too_deep = (pl.col("deepest") > MAX_PLAN_DEPTH) | (pl.col("shallowest") < 0)
-    reason = (
-        pl.when(too_deep)
-        .then(pl.format("plan depth {} outside 0..{}: plan not read", pl.col("deepest"), pl.lit(MAX_PLAN_DEPTH)))
-        .otherwise(pl.format("plan of {} operators: the first {} read", pl.col("operators"), pl.lit(MAX_PLAN_OPERATORS)))
-    )
-    faults = per_plan.filter(too_deep | (pl.col("operators") > MAX_PLAN_OPERATORS)).select(
-        "stmt_id", dropped=too_deep, reason=reason
-    )
-    if faults.is_empty():
-        return rows.drop("operators"), []
-    warnings = row_warnings(faults.join(lines, on="stmt_id", how="left").select("line", "reason"), str, limit)
-    kept = rows.join(faults.filter("dropped").select("stmt_id"), on="stmt_id", how="anti")
-    return kept.drop("operators"), warnings
-
-
-def render_plans(rows: pl.DataFrame) -> pl.DataFrame:
-    """Operator rows -> stmt_id, plan: the text ``tidb_decode_plan()`` shows (without its padding)."""
-    indent = pl.when(pl.col("depth") > 0).then(
-        pl.concat_str(pl.lit("  ").repeat_by((pl.col("depth") - 1).clip(0)).list.join(""), pl.lit("└─"))
-    ).otherwise(pl.lit(""))
-    line = pl.concat_str(pl.lit("\t"), indent, pl.col("op_id"), pl.lit("\t"), pl.col("task"), pl.lit("\t"), pl.col("rest"))
-    headers = {n: "\t" + "\t".join(PLAN_HEADER[:n]) for n in range(1, len(PLAN_HEADER) + 1)}
-    return rows.group_by("stmt_id", maintain_order=True).agg(
-        header=pl.col("width").first().clip(1, len(PLAN_HEADER)).replace_strict(headers, default=None, return_dtype=pl.String),
-        body=line.fill_null("").str.join("\n"),
-    ).select("stmt_id", plan=pl.concat_str("header", pl.lit("\n"), "body"))
-
-
-def text_plan_rows(plans: pl.DataFrame) -> pl.DataFrame:
-    """Decoded plan texts (``stmt_id``, ``plan``) as TiDB's SLOW_QUERY table and the dashboard show them
-    (tab-separated, a header row, ids indented with ``└─``/``├─``/``│``) -> operator rows."""
-    rows = (
-        plans.select("stmt_id", pl.col("plan").str.split("\n").alias("row"))
-        .with_columns(operators=pl.col("row").list.len() - 1, row=pl.col("row").list.head(MAX_PLAN_OPERATORS + 1))
-        .explode("row")
-        .with_columns(pl.col("row").str.strip_chars_end("\r").str.strip_prefix("\t").str.split("\t").alias("f"))
-    )
-    field = lambda i: pl.col("f").list.get(i, null_on_oob=True).str.strip_chars(" ")  # noqa: E731
-    id_cell = pl.col("f").list.get(0, null_on_oob=True)
-    prefix = id_cell.str.extract(r"^([ │├└─]*)", 1)
-    rows = rows.with_columns(
-        depth=(prefix.str.len_chars() // 2).cast(pl.Int32),
-        op_id=id_cell.str.strip_chars_start(" │├└─").str.strip_chars_end(" "),
-    ).filter(pl.col("op_id").is_not_null() & (pl.col("op_id") != "") & (pl.col("op_id") != "id"))
-    return rows.select(
-        "stmt_id", "depth", "op_id",
-        task=field(1), est_rows=field(2), operator_info=field(3), act_rows=field(4), exec_info=field(5),
-        operators="operators",  # the rows after the header
-    )
-
-
-def plan_tables(rows: pl.DataFrame, source: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Operator rows -> (plan_node table, per statement: stmt_id, plan_signature, full_scan)."""
-    info = pl.col("operator_info").fill_null("")
-    nodes = rows.with_columns(
-        node_id=pl.int_range(pl.len(), dtype=pl.Int32).over("stmt_id"),
-        node_type=pl.col("op_id").str.replace(r"_\d+(?:\(.*\))?$", ""),
-        relation=info.str.extract(r"^table:([^\s,]+)", 1),
-        index_name=info.str.extract(r"^table:[^\s,]+.*?, (?:clustered )?index:([^\s,(]+)", 1),
-    )
-    nodes = nodes.with_columns(
-        est_rows=pl.col("est_rows").str.strip_chars().cast(pl.Float64, strict=False),
-        actual_rows=pl.col("act_rows").str.strip_chars().cast(pl.Float64, strict=False),
-        loops=pl.col("exec_info").str.extract(r"(?:^|[\s,{])loops:(\d+)", 1).cast(pl.Float64, strict=False),
-        filter=pl.when(pl.col("node_type") == "Selection").then(pl.col("operator_info")),
-        source=pl.lit(source),
-    )
-    access = pl.when(pl.col("index_name").is_not_null()).then(
-        pl.concat_str(pl.col("relation"), pl.lit("."), pl.col("index_name"))
-    ).otherwise(pl.col("relation"))
-    piece = pl.when(access.is_not_null()).then(
-        pl.concat_str(pl.col("node_type"), pl.lit("("), access, pl.lit(")"))
-    ).otherwise(pl.col("node_type"))
-    full = (pl.col("node_type") == "TableFullScan") | (
-        (pl.col("node_type") == "TableScan") & info.str.contains("range:[-inf,+inf]", literal=True)
-    )
-    per_statement = nodes.group_by("stmt_id", maintain_order=True).agg(
-        plan_signature=piece.str.join(">"),
-        full_scan=full.any(),
-    )
-    return T.conform(T.PLAN_NODE, nodes), per_statement
-
-
-def statements_with_text_plans(
-    st: pl.DataFrame, source: str, warnings: list[ParseWarning], notes: list[str]
-) -> ParseResult:
-    """The result of a table export of statements (one row each, ``plan`` as TiDB's text table):
-    plan nodes and signatures from the plans, the ``statement`` table, its time range."""
-    rows = text_plan_rows(st.filter(pl.col("plan").is_not_null()).select("stmt_id", "plan"))
-    rows, plan_warnings = checked_plan_rows(rows, st.select("stmt_id", "line"))
-    warnings = cap(warnings + plan_warnings) if plan_warnings else warnings
-    nodes, shape = plan_tables(rows, source)
-    statement = T.conform(T.STATEMENT, st.join(shape, on="stmt_id", how="left").sort("stmt_id"))
-    start, end = statement["start_ts"].min(), statement["end_ts"].max()
-    return ParseResult(
-        tables={T.STATEMENT: statement, T.PLAN_NODE: nodes},
-        records=statement.height,
-        warnings=warnings,
-        notes=notes,
-        time_range=(start, end) if start is not None and end is not None else None,
-    )
-
-
-# ---- small expression helpers -----------------------------------------------------------------
-
-
-def to_bool(expr: pl.Expr) -> pl.Expr:
-    """``true``/``false``/``1``/``0`` (any case) -> Boolean; anything else -> null."""
-    low = expr.str.strip_chars().str.to_lowercase()
-    return pl.when(low.is_in(["true", "1"])).then(True).when(low.is_in(["false", "0"])).then(False).otherwise(None)
-
-
-def parse_times(raw: pl.Expr, tz: str) -> tuple[pl.Expr, pl.Expr]:
-    """Text times (RFC 3339, the old TiDB layout, or zone-less) -> (UTC Datetime(us), zoned flag).
-
-    Zone-less times are read in ``tz``; an offset is applied exactly (no DST lookup).
-    """
-    parts = raw.str.extract_groups(TIME_RE)
-    naive = pl.concat_str(parts.struct.field("date"), pl.lit(" "), parts.struct.field("clock")).str.to_datetime(
-        "%Y-%m-%d %H:%M:%S", time_unit="us", strict=False
-    )
-    micros = parts.struct.field("frac").str.pad_end(9, "0").str.slice(0, 6).cast(pl.Int64, strict=False).fill_null(0)
-    naive = naive + pl.duration(microseconds=micros)
-    zone = parts.struct.field("zone")
-    digits = zone.str.replace(":", "", literal=True)
-    offset_s = pl.when(zone == "Z").then(0).otherwise(
-        digits.str.slice(1, 2).cast(pl.Int64, strict=False) * 3600 + digits.str.slice(3, 2).cast(pl.Int64, strict=False) * 60
-    ) * pl.when(digits.str.starts_with("-")).then(-1).otherwise(1)
-    zoned_utc = (naive - pl.duration(seconds=offset_s)).dt.replace_time_zone("UTC")
-    utc = pl.when(zone.is_not_null()).then(zoned_utc).otherwise(local_to_utc(naive, tz))
-    return utc, zone.is_not_null()
-
-
-def start_from_end(end: pl.Expr, query_time_s: pl.Expr) -> pl.Expr:
-    return end - pl.duration(microseconds=(query_time_s * 1e6).round(0).cast(pl.Int64, strict=False))
-
-
-# Where the three TiDB parsers keep each raw field before typing it (the slow log's names).
-RAW_MEASURES = {
-    "query_time": "query_time_raw",
-    "process_time": "process_time_raw",
-    "wait_time": "wait_time_raw",
-    "backoff_time": "backoff_time_raw",
-    "process_keys": "process_keys_raw",
-    "total_keys": "total_keys_raw",
-    "result_rows": "result_rows_raw",
-    "mem_max": "mem_max_raw",
-    "txn": "txn_raw",
-    "prepared": "prepared_raw",
-    "plan_from_cache": "plan_from_cache_raw",
-    "is_internal": "is_internal_raw",
-    "succ": "succ_raw",
-}
-
-
-def typed_measures(raw: dict[str, str] = RAW_MEASURES, counts_may_be_decimal: bool = False) -> dict[str, pl.Expr]:
-    """Statement columns every TiDB source carries, typed from their raw text columns.
-
-    ``rows_examined`` is Process_keys, else Total_keys (which also counts old MVCC versions).
-    JSON exports may write counts as ``12.0``: ``counts_may_be_decimal`` reads them through Float64.
-    """
-    def num(name: str) -> pl.Expr:
-        return pl.col(raw[name]).cast(pl.Float64, strict=False)
-
-    def count(name: str) -> pl.Expr:
-        text = pl.col(raw[name])
-        return (text.cast(pl.Float64, strict=False) if counts_may_be_decimal else text).cast(pl.Int64, strict=False)
-
-    return {
-        "query_time_s": num("query_time"),
-        "process_time_s": num("process_time"),
-        "wait_time_s": num("wait_time"),
-        "backoff_time_s": num("backoff_time"),
-        "rows_examined": pl.coalesce(count("process_keys"), count("total_keys")),
-        "rows_sent": count("result_rows"),
-        "mem_max_bytes": count("mem_max"),
-        "txn_id": null_if_zero_txn(pl.col(raw["txn"])),
-        "prepared": to_bool(pl.col(raw["prepared"])),
-        "plan_from_cache": to_bool(pl.col(raw["plan_from_cache"])),
-        "is_internal": to_bool(pl.col(raw["is_internal"])),
-        "success": to_bool(pl.col(raw["succ"])),
-    }
-
-
-def null_if_zero_txn(expr: pl.Expr) -> pl.Expr:
-    text = expr.cast(pl.String).str.strip_chars()
-    return pl.when(text.is_in(["", "0"])).then(None).otherwise(text)
-
-
-# ---- the slow log ---------------------------------------------------------------------------------
 
 
 def _chunks(text: str) -> list[str]:
@@ -576,22 +250,6 @@ def _statements(fields: pl.DataFrame, sql: pl.DataFrame, tz: str) -> pl.DataFram
     ).with_columns(start_ts=start_from_end(pl.col("end_ts"), pl.col("query_time_s")))
 
 
-def row_warnings(frame: pl.DataFrame, reason, limit: int | None = MAX_WARNINGS) -> list[ParseWarning]:
-    """One warning per row of (line, value), made by ``reason(value)``, for the first ``limit``
-    rows; the other rows become HIDDEN placeholders that cap() counts without showing, so a file
-    whose every entry has the same fault costs no per-row Python. (A batch takes them all, then caps
-    them per file: ``_per_file``.)"""
-    shown = [ParseWarning(line, reason(value)) for line, value in (frame if limit is None else frame.head(limit)).iter_rows()]
-    return shown + [HIDDEN] * (frame.height - len(shown))
-
-
-def cap(warnings: list[ParseWarning]) -> list[ParseWarning]:
-    """At most MAX_WARNINGS in line order, then one saying how many more there were."""
-    real = sorted((w for w in warnings if w is not HIDDEN), key=lambda w: (w.line is None, w.line or 0))
-    rest = len(warnings) - min(len(real), MAX_WARNINGS)
-    return real[:MAX_WARNINGS] + ([ParseWarning(None, f"{rest} more warnings not shown")] if rest else [])
-
-
 def _entry_warnings(st: pl.DataFrame, limit: int | None = MAX_WARNINGS) -> list[list[ParseWarning]]:
     """The warnings about entries, one list per kind of fault."""
     no_time = st.filter(pl.col("end_ts").is_null()).select("line", "time_raw")
@@ -676,7 +334,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     return ParseResult(
         tables={T.STATEMENT: statement, T.PLAN_NODE: nodes},
         records=statement.height,
-        warnings=cap(warnings),
+        warnings=cap_warnings(warnings),
         notes=notes,
         time_range=_time_range(statement),
     )
@@ -729,8 +387,6 @@ def detect(head: str, name: str) -> float:
         return 0.6
     return 0.0
 
-
-# ---- many small logs at once -------------------------------------------------------------------
 
 BOUNDARY = "# Time: (dbdiag: the next file of the batch starts below)"  # a START_PREFIX line: ends an entry
 
@@ -812,7 +468,7 @@ def parse_batch(members: list[tuple[bytes, ParseContext]]) -> list[ParseResult |
         results.append(ParseResult(
             tables={T.STATEMENT: mine, T.PLAN_NODE: nodes.slice(int(np.searchsorted(node_file, f)), int(node_counts[f]))},
             records=mine.height,
-            warnings=cap(warnings[f]),
+            warnings=cap_warnings(warnings[f]),
             notes=notes[f] + instance,
             time_range=_time_range(mine),
         ))

@@ -45,9 +45,10 @@ import polars as pl
 
 from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers import json_text
-from dbdiag.parsers.grafana_csv import true_divide
-from dbdiag.parsers.mpstat_text import cap_warnings, check_tz, local_to_utc, zone_note
+from dbdiag.parsers.kit import json_text
+from dbdiag.parsers.kit.numeric import true_divide
+from dbdiag.parsers.kit.times import check_tz, local_to_utc, zone_note
+from dbdiag.parsers.kit.warning_caps import cap_warnings
 from dbdiag.parsers.sql_table_export import header_names, read_export
 from dbdiag.timebounds import inside
 

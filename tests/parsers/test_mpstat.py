@@ -15,7 +15,7 @@ from golden import check_golden
 from dbdiag import tables as T
 from dbdiag.parsers import mpstat_json, mpstat_text, sadf
 from dbdiag.parsers.base import DETECT_HEAD_BYTES, ParseContext, ParseError
-from dbdiag.parsers.mpstat_text import parse_sysstat_date
+from dbdiag.parsers._sysstat import parse_sysstat_date
 
 PARSERS = {"mpstat-text": mpstat_text.SPEC, "mpstat-json": mpstat_json.SPEC, "sadf-csv": sadf.SPEC}
 CORPUS_FILES = {  # corpus path -> the parser that owns it

@@ -21,6 +21,8 @@ from golden import check_golden
 from dbdiag import tables as T
 from dbdiag.parsers import PARSERS, mysql_slowlog
 from dbdiag.parsers.base import DETECT_HEAD_BYTES, ParseContext, ParseError, ParseResult
+from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
+from dbdiag.parsers.mysql_slowlog import pieces as slowlog_pieces
 
 SLOWLOG_DIR = CORPUS / "slowlog-mysql"
 CORPUS_FILES = corpus_names("slowlog-mysql")
@@ -172,8 +174,8 @@ def test_chunked_reading_gives_the_same_tables(monkeypatch: pytest.MonkeyPatch) 
     the # Time and database carried over from one entry to the next, plans."""
     text = _capture_text()
     whole = _capture_result()
-    monkeypatch.setattr(mysql_slowlog, "CHUNK_CHARS", 60_000)
-    assert len(mysql_slowlog._chunk_bounds(text, mysql_slowlog.CHUNK_CHARS)) > 40
+    monkeypatch.setattr(slowlog_pieces, "CHUNK_CHARS", 60_000)
+    assert len(slowlog_pieces.chunk_bounds(text, slowlog_pieces.CHUNK_CHARS)) > 40
     pieces = _parse(text, source=CAPTURE_MEMBER)
     for name in (T.STATEMENT, T.PLAN_NODE):
         assert pieces.tables[name].equals(whole.tables[name]), name
@@ -436,16 +438,16 @@ def test_time_line_longer_than_a_piece_ends_the_cutting(monkeypatch: pytest.Monk
     # a "# Time:" line longer than a piece, then User@Host: the next entry start found was the piece's own
     # start, and the cutting looped for ever (the count below makes a relapse fail instead of hang)
     text = "# Time: 240101 10:00:00 " + "x" * 5000 + "\n# User@Host: a[a] @ b []\nSELECT 1;\n" + "y" * 3000
-    next_entry_start, calls = mysql_slowlog._next_entry_start, []
+    next_entry_start, calls = slowlog_pieces.next_entry_start, []
 
     def counted(*args):
         calls.append(1)
         assert len(calls) < 100, "_chunk_bounds keeps asking for the same entry start"
         return next_entry_start(*args)
 
-    monkeypatch.setattr(mysql_slowlog, "_next_entry_start", counted)
+    monkeypatch.setattr(slowlog_pieces, "next_entry_start", counted)
     for data in (text, text.encode()):
-        bounds = mysql_slowlog._chunk_bounds(data, 1000)
+        bounds = slowlog_pieces.chunk_bounds(data, 1000)
         assert bounds[0][0] == 0 and bounds[-1][1] == len(data)
         assert all(start < end for start, end in bounds)
 
@@ -540,7 +542,7 @@ def test_many_bad_entries_cap_warnings() -> None:
     bad = "# Time: 240101 10:00:00\n# Query_time: x.y  Lock_time: 0 Rows_sent: 0  Rows_examined: 0\nSELECT 1;\n"
     result = _parse(bad * 300)
     assert result.records == 300
-    assert len(result.warnings) <= mysql_slowlog.MAX_WARNINGS + 2
+    assert len(result.warnings) <= MAX_WARNINGS + 2
 
 
 # Written by MariaDB 10.11.19 (this machine, long_query_time=0): thread 8 held a row lock in an open

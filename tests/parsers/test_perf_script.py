@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from dbdiag.native import perf_fold, perf_fold_polars
 from dbdiag.parsers import perf_script
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult
 from tests.conftest import CORPUS, corpus_names
@@ -80,10 +81,10 @@ def _read(name: str, kernel: bool = True) -> tuple[ParseResult, bool]:
     fell_back = []
     with pytest.MonkeyPatch.context() as patched:
         if kernel:
-            fold_chunk = perf_script._fold_chunk
-            patched.setattr(perf_script, "_fold_chunk", lambda *args: fell_back.append(1) or fold_chunk(*args))
+            fold_chunk = perf_fold_polars.fold_chunk
+            patched.setattr(perf_fold_polars, "fold_chunk", lambda *args: fell_back.append(1) or fold_chunk(*args))
         else:
-            patched.setattr(perf_script, "_kernel", lambda: None)
+            patched.setattr(perf_fold, "kernel", lambda: None)
         return _parse(_input_text(name)), bool(fell_back)
 
 
@@ -279,7 +280,7 @@ def test_no_header_at_all_is_an_error() -> None:
 def _parse_general_only(text: str, monkeypatch: pytest.MonkeyPatch) -> ParseResult:
     """The parse without the C kernel (as when it was not built): every piece goes through the line-by-line reading."""
     with monkeypatch.context() as patched:
-        patched.setattr(perf_script, "_kernel", lambda: None)
+        patched.setattr(perf_fold, "kernel", lambda: None)
         return _parse(text)
 
 
@@ -318,7 +319,7 @@ def test_irregular_text_gives_the_general_result(variant: str, monkeypatch: pyte
 
 def test_stacks_met_in_earlier_pieces_are_not_added_again() -> None:
     data = _member("numa2x2-guest-iperf-debian12.tar.gz", "perf-script.txt").encode("ascii")
-    folder = perf_script._kernel().Folder()
+    folder = perf_fold.kernel().Folder()
     first = folder.scan(data, 0, len(data))
     assert first is not None and first[0] == SAMPLES["numa2x2-guest-iperf-debian12.tar.gz"]
     sizes = (len(folder.symbols()), len(folder.keys()), len(folder.spell(folder.symbols())[0]))
@@ -341,7 +342,7 @@ def test_repeated_text_in_many_pieces_counts_every_sample() -> None:
 def test_pieces_the_kernel_refuses_are_read_line_by_line(monkeypatch: pytest.MonkeyPatch) -> None:
     text = _member("numa2x2-guest-iperf-debian12.tar.gz", "perf-script.txt")
     expected = _chunked("numa2x2-guest-iperf-debian12.tar.gz", 50_000)
-    kernel = perf_script._kernel()
+    kernel = perf_fold.kernel()
     refused: list[int] = []
 
     class EveryOtherPiece:
@@ -360,10 +361,10 @@ def test_pieces_the_kernel_refuses_are_read_line_by_line(monkeypatch: pytest.Mon
             return self.folder.scan(data, start, end)
 
     general: list[int] = []
-    fold_chunk = perf_script._fold_chunk
-    monkeypatch.setattr(perf_script, "_kernel", lambda: type("Kernel", (), {"Folder": EveryOtherPiece}))
-    monkeypatch.setattr(perf_script, "_fold_chunk", lambda *args: general.append(1) or fold_chunk(*args))
+    fold_chunk = perf_fold_polars.fold_chunk
+    monkeypatch.setattr(perf_fold, "kernel", lambda: type("Kernel", (), {"Folder": EveryOtherPiece}))
+    monkeypatch.setattr(perf_fold_polars, "fold_chunk", lambda *args: general.append(1) or fold_chunk(*args))
     result = perf_script.parse_chunked(text, ParseContext(source="x"), 50_000)
-    pieces = len(list(perf_script._chunks(text, 50_000)))
+    pieces = len(list(perf_fold.chunks(text, 50_000)))
     assert len(general) == len(refused) and 2 < len(refused) < pieces
     assert result_as_json(result) == result_as_json(expected)

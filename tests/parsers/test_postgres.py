@@ -26,6 +26,8 @@ from dbdiag import tables as T
 from dbdiag.detect import detect as detect_member
 from dbdiag.parsers import PARSERS as REGISTRY
 from dbdiag.parsers import pg_assemble, pg_csvlog, pg_explain, pg_jsonlog, pg_lines, pg_messages, pg_prefix, pg_stderr
+from dbdiag.parsers.kit import lines as kit_lines
+from dbdiag.parsers.kit.lines import split_lines
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult
 from tests.conftest import CORPUS
 from tests.golden import check_golden
@@ -247,7 +249,7 @@ def test_chunked_and_parallel_reads_give_the_same_rows(monkeypatch: pytest.Monke
     text = _capture_member("db/postgresql.log") * 3
     whole = _statements(_parse("postgresql-log", text))
     monkeypatch.setattr(pg_stderr, "CHUNK_CHARS", 100_000)
-    monkeypatch.setattr(pg_messages, "CSV_READER_MIN_CHARS", 10_000)
+    monkeypatch.setattr(kit_lines, "CSV_READER_MIN_CHARS", 10_000)
     prefix = pg_stderr.infer_prefix(text.split("\n")[:3000])
     bounds = pg_stderr._chunk_bounds(text, len(text) - 1, prefix, None)
     assert len(bounds) > 5 and all(text[start:start + 4] == "2026" and text[start - 1] == "\n" for start, _ in bounds[1:])
@@ -287,7 +289,7 @@ def test_keyed_leads_read_lines_as_the_prefix_regexes_do() -> None:
     text = PG15_STDERR + "\n".join(ODD_LINES) + "\n" + PG15_STDERR
     prefix = pg_stderr.infer_prefix(text.split("\n"))
     assert prefix.template == "%m [%p] %q%u@%d " and prefix.keyed is not None and prefix.keyed.short_regex
-    lines = pg_messages.split_lines(text[:-1])
+    lines = split_lines(text[:-1])
     keyed_starts, keyed_rest = pg_lines.keyed_starts(lines, prefix)
     starts, rest = pg_lines.scanned_starts(lines, prefix, None)
     assert keyed_starts.select(sorted(starts.columns)).equals(starts.select(sorted(starts.columns)))
@@ -336,7 +338,7 @@ def test_bytes_are_read_as_the_decoded_text(variant: str, monkeypatch: pytest.Mo
     }[variant].encode()
     if variant == "chunked":
         monkeypatch.setattr(pg_stderr, "CHUNK_CHARS", 100_000)
-        monkeypatch.setattr(pg_messages, "CSV_READER_MIN_CHARS", 10_000)
+        monkeypatch.setattr(kit_lines, "CSV_READER_MIN_CHARS", 10_000)
     assert data.isascii() == (variant not in ("bom", "not ascii"))
     decoded = data.decode("utf-8", "backslashreplace").replace("\r\n", "\n")  # as pipeline.decode
     from_bytes = pg_stderr.SPEC.parse_bytes(data, ParseContext(source="test"))
