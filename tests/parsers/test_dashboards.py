@@ -12,7 +12,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 from conftest import CORPUS, REPO, corpus_present
-from golden import check_golden
 
 from dbdiag import tables as T
 from dbdiag.detect import detect as detect_member
@@ -79,18 +78,6 @@ def _rows(result, table: str) -> list[dict]:
 
 
 # ---- goldens, coverage, detection ----------------------------------------------------------------
-
-
-@pytest.mark.parametrize("key", sorted(INPUTS))
-def test_golden(key: str, update_goldens: bool) -> None:
-    kind = INPUTS[key]
-    result = _parse(kind, _text(key), source=key.split(":", 1)[1])
-    assert result.records > 0
-    assert set(result.tables) == {T.METRIC_SAMPLE if kind in ("prometheus-json", "tidb-dashboard-metrics", "grafana-csv")
-                                  else T.STATEMENT_SUMMARY if kind == "tidb-dashboard-statements" else T.PROXY_STAT}
-    for name, frame in result.tables.items():
-        assert frame.schema == pl.Schema(T.SCHEMAS[name])
-    check_golden(f"{kind}__{Path(key.split(':', 1)[1]).name}", result, update_goldens)
 
 
 @pytest.mark.parametrize("key", sorted(k for k in INPUTS if _lf_only(k)))

@@ -20,7 +20,6 @@ from dbdiag.parsers.base import DETECT_HEAD_BYTES, ParseContext, ParseError
 from dbdiag.settings import setting, size_bytes
 from tests.captures import capture_text
 from tests.conftest import CORPUS, REPO
-from tests.golden import check_golden
 
 FIXTURES = REPO / "fixtures" / "dbconfig"
 MARIADB_CAPTURE = "mariadb-sysbench-debian12.tar.gz"
@@ -77,26 +76,6 @@ def _assert_only(spec, text: str, name: str) -> None:
 
 # --------------------------------------------------------------------------------------------
 # Goldens
-
-
-@pytest.mark.parametrize("member", CAPTURE_MEMBERS)
-def test_mariadb_capture_golden(member: str, update_goldens: bool) -> None:
-    text = capture_text(MARIADB_CAPTURE, member)
-    _assert_only(mysql_variables.SPEC, text, member.rsplit("/", 1)[-1])
-    result = _parse(mysql_variables.SPEC, text, member)
-    assert result.warnings == []
-    check_golden(f"mysql-variables__mariadb-sysbench-debian12__{member.rsplit('/', 1)[-1]}", result, update_goldens)
-
-
-@pytest.mark.parametrize("name", FIXTURE_FILES)
-def test_fixture_golden(name: str, update_goldens: bool) -> None:
-    spec = _spec_for_fixture(name)
-    text = _read(FIXTURES / name)
-    _assert_only(spec, text, name)
-    result = _parse(spec, text, f"fixtures/dbconfig/{name}")
-    assert result.warnings == []
-    assert result.records == result.tables["db_setting"].height
-    check_golden(f"{spec.kind}__{name}", result, update_goldens)
 
 
 def test_fixture_sizes_and_readme() -> None:

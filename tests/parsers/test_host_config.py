@@ -12,10 +12,9 @@ import pytest
 
 from dbdiag.parsers import PARSERS, ethtool_channels, irq_affinity, proc_cmdline, proc_status, sys_choice, sysctl
 from dbdiag.parsers.base import DETECT_HEAD_BYTES, ParseContext, ParseError
-from dbdiag.tables import HOST_SETTING, HOST_SETTING_SCHEMA
+from dbdiag.tables import HOST_SETTING
 from tests.captures import capture_files, decoded
 from tests.conftest import CORPUS, REPO, corpus_names
-from tests.golden import check_golden
 
 HOST_SPECS = {s.kind: s for s in (sysctl.SPEC, proc_cmdline.SPEC, sys_choice.SPEC, irq_affinity.SPEC,
                                   ethtool_channels.SPEC, proc_status.SPEC)}
@@ -150,31 +149,6 @@ def test_every_fixture_is_listed_in_readme_and_small() -> None:
 
 
 # --- goldens --------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("capture", CAPTURES)
-def test_capture_members_golden(capture: str, update_goldens: bool) -> None:
-    seen = 0
-    for name, kind in CAPTURE_KINDS.items():
-        text = _member_text(capture, name)
-        if text is None or text.startswith("grep: "):
-            continue
-        seen += 1
-        spec = HOST_SPECS[kind]
-        result = _parse(spec, text, f"capture/os/{name}")
-        assert result.warnings == []
-        assert dict(result.tables[HOST_SETTING].schema) == HOST_SETTING_SCHEMA
-        check_golden(f"{kind}__{capture.removesuffix('.tar.gz')}__{name}", result, update_goldens)
-    assert seen >= 3
-
-
-@pytest.mark.parametrize("name", sorted(FIXTURE_KINDS))
-def test_fixture_golden(name: str, update_goldens: bool) -> None:
-    spec = HOST_SPECS[FIXTURE_KINDS[name]]
-    result = _parse(spec, (FIXTURES / name).read_text(), f"fixtures/host/{name}")
-    assert result.warnings == []
-    assert dict(result.tables[HOST_SETTING].schema) == HOST_SETTING_SCHEMA
-    check_golden(f"{spec.kind}__host__{name}", result, update_goldens)
 
 
 # --- sysctl ---------------------------------------------------------------------------------------------
