@@ -6,8 +6,8 @@ Run ``pytest --update-goldens`` to rewrite them after a deliberate change, then 
 ``tests/parsers/cases/<kind>.cases``: a header object (the case's input, records, warnings, notes),
 then per table a schema object and one JSON array per row, so a changed value is one changed line.
 A column whose value is the same in every row is given once in the schema line (``same``) and left
-out of the rows; a string of 3 characters or more equal to the one in the row above is written
-``"^"``. Sample::
+out of the rows; a value of 3 characters or more (as JSON) equal to the one in the row above is
+written ``"^"``. Sample::
 
     {"case":"capture:mariadb-sysbench-debian12/capture/db/mariadb-error.log","records":1,"warnings":[],"notes":[]}
     {"table":"event","schema":{"ts":"Datetime(time_unit='us', time_zone='UTC')","kind":"String","source":"String"},"height":2,"same":{"source":"capture/db/mariadb-error.log"}}
@@ -26,7 +26,7 @@ from dbdiag.parsers.base import ParseResult
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 DITTO = "^"
-DITTO_MIN_CHARS = 3  # shorter strings are written out: "^" would save nothing
+DITTO_MIN_CHARS = 3  # shorter values are written out: "^" would save nothing
 
 
 def _frame_as_json(frame: pl.DataFrame) -> dict:
@@ -56,7 +56,7 @@ def _line(value: object) -> str:
 
 
 def _dittoed(value: object, above: object) -> bool:
-    return isinstance(value, str) and len(value) >= DITTO_MIN_CHARS and value == above
+    return type(value) is type(above) and value == above and len(_line(value)) >= DITTO_MIN_CHARS
 
 
 def _table_lines(name: str, table: dict) -> list[str]:
@@ -85,7 +85,7 @@ def encode_section(key: str, data: dict) -> list[str]:
 
 
 def _row(shown: list, above: list | None, columns: list[str], same: dict) -> list:
-    kept = shown if above is None else [a if v == DITTO and isinstance(a, str) else v for v, a in zip(shown, above)]
+    kept = shown if above is None else [a if v == DITTO else v for v, a in zip(shown, above)]
     values = iter(kept)
     return [same[c] if c in same else next(values) for c in columns], kept
 

@@ -149,3 +149,27 @@ def parse_case(case: Case, specs: dict) -> ParseResult:
         return result
     tables = {name: frame.head(case.head_rows) for name, frame in result.tables.items()}
     return ParseResult(tables, result.records, result.warnings, result.notes, result.time_range)
+
+
+_SKIPPED_NAMES = ("SHA256SUMS", "SOURCES.md")
+
+
+@cache
+def all_inputs() -> tuple[str, ...]:
+    """Every input a case could name: each corpus file, each file member of each capture, each file
+    under ``fixtures/`` (archives there are captures, read whole by their own tests)."""
+    refs = []
+    if corpus_present():
+        for path in sorted(CORPUS.rglob("*")):
+            if not path.is_file() or path.name in _SKIPPED_NAMES:
+                continue
+            if path.name.endswith(".tar.gz"):
+                with tarfile.open(path, "r:gz") as tar:
+                    stem = path.name.removesuffix(".tar.gz")
+                    refs += [f"capture:{stem}/{member.name}" for member in tar.getmembers() if member.isfile()]
+            else:
+                refs.append(f"corpus:{path.relative_to(CORPUS)}")
+    fixtures = REPO / "fixtures"
+    refs += [f"fixture:{path.relative_to(fixtures)}" for path in sorted(fixtures.rglob("*"))
+             if path.is_file() and not path.name.endswith((".tar.gz", ".tgz", ".tar", ".zip"))]
+    return tuple(refs)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 
 from dbdiag import tables as T
-from dbdiag.detect import MIN_CONFIDENCE, detect
+from dbdiag.detect import MIN_CONFIDENCE, detect, looks_binary
 from dbdiag.parsers import registry
 from dbdiag.parsers.base import DETECT_HEAD_BYTES
-from tests.conftest import skip_without_corpus
+from tests.conftest import ABSENT_NAME, skip_without_corpus
 from tests.golden import check_golden, read_golden
-from tests.parser_cases import all_cases, case_bytes, case_params, parse_case
+from tests.parser_cases import FROM_CORPUS, all_cases, all_inputs, case_bytes, case_params, parse_case
 
 SPECS = registry()
 BY_KIND = {spec.kind: spec for spec in SPECS}
@@ -61,3 +61,51 @@ def test_cases_files_name_registered_kinds_and_goldens_hold_only_cases() -> None
         stale = set(read_golden(kind)) - set(_order(kind)) if kind not in NOT_PARSER_KINDS else set()
         assert stale == set(), f"golden {kind}.jsonl holds sections of no case: {sorted(stale)} (--update-goldens drops them)"
     assert len({case.id for case in CASES}) == len(CASES), "a case is listed twice"
+
+
+# Inputs some detector claims that are no parser case, each with why. A fix (or a new case) removes its line.
+SCRIPT_CLAIMED = "a fixture's generator script: its 'name = value' lines are claimed (a detector false positive, left as is in issue 13)"
+CLAIMED_WITHOUT_A_CASE = {
+    "corpus:jmeter/jmeter__Bug52968.csv": ({"jmeter-jtl-csv"}, "refused: its 10 fields match no JMeter layout (test_jmeter.py)"),
+    "corpus:slowlog-mysql/percona-toolkit__slow015.txt": ({"mysql-slowlog"}, "refused: no entry has a Query_time and a statement (test_mysql_slowlog.py)"),
+    "corpus:slowlog-tidb/diag__avg_process_time_by_plan.csv": ({"tidb-slow-query-table"}, "refused: an aggregate without statements (test_tidb.py)"),
+    "fixture:causes/make_cause_captures.sh": ({"postgresql-conf"}, SCRIPT_CLAIMED),
+    "fixture:edges/make-edges.sh": ({"postgresql-conf"}, SCRIPT_CLAIMED),
+    "fixture:lockwait/make_captures.sh": ({"postgresql-conf"}, SCRIPT_CLAIMED),
+    "fixture:pgbench-haproxy-connect/make_capture.sh": ({"haproxy-cfg", "postgresql-conf"}, SCRIPT_CLAIMED),
+}
+
+
+def _input_params() -> list:
+    refs = all_inputs()
+    params = [pytest.param(ref, id=ref) for ref in refs]
+    if not any(ref.startswith(FROM_CORPUS) for ref in refs):
+        params.append(pytest.param(None, id=ABSENT_NAME))
+    return params
+
+
+CASE_KINDS: dict[str, set[str]] = {}
+for _case in CASES:
+    CASE_KINDS.setdefault(_case.input, set()).update({_case.kind, *_case.rivals})
+
+
+@pytest.mark.parametrize("ref", _input_params())
+def test_no_detector_claims_what_is_not_its_case(ref) -> None:
+    """No false positive over the corpus, the captures and the fixtures: the detectors that claim an
+    input (with its name or none) are the kinds of its cases, or the listed exceptions; binary is nobody's."""
+    if ref is None:
+        skip_without_corpus()
+    data = case_bytes(ref)[:DETECT_HEAD_BYTES]
+    name = ref.rsplit("/", 1)[-1]
+    if looks_binary(data):
+        claims = set()
+    else:
+        head = data.decode("utf-8", "backslashreplace").replace("\r\n", "\n")
+        claims = {s.kind for s in SPECS for hint in (name, "member") if s.detect(head, hint) >= MIN_CONFIDENCE}
+    expected = CASE_KINDS.get(ref) or CLAIMED_WITHOUT_A_CASE.get(ref, (set(), ""))[0]
+    assert claims == expected, f"{ref}: claimed by {sorted(claims)}, expected {sorted(expected)}"
+
+
+def test_the_listed_claims_are_inputs_and_no_case() -> None:
+    stale = [ref for ref in CLAIMED_WITHOUT_A_CASE if ref in CASE_KINDS or (ref.startswith("fixture:") and ref not in all_inputs())]
+    assert stale == []

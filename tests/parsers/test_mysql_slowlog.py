@@ -253,12 +253,6 @@ def test_detect_capture() -> None:
     assert mysql_slowlog.detect(_capture_text()[:DETECT_HEAD_BYTES], "member") > 0.9
 
 
-@pytest.mark.parametrize("path", [CORPUS / "slowlog-tidb" / name for name in corpus_names("slowlog-tidb", exclude=())], ids=lambda p: p.name)
-def test_tidb_files_are_not_claimed(path: Path) -> None:
-    head = path.read_bytes()[:DETECT_HEAD_BYTES].decode("utf-8", "backslashreplace")
-    assert mysql_slowlog.detect(head, path.name) < 0.5
-
-
 def test_general_log_banner_is_not_a_slow_log() -> None:
     general = (
         "/usr/sbin/mysqld, Version: 8.0.36 (MySQL Community Server - GPL). started with:\n"
