@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dbdiag import tables as t
 from tests.rules.rule_cases import RuleCase
-from tests.rules.test_config_rules import db, host, nodes
+from tests.rules.test_config_rules import GIB, PLAIN_CMDLINE, STATEMENTS, _innodb, db, host, nodes
 
 THP_CHOICES = "always madvise never"
 SCHEDULERS = "none mq-deadline kyber bfq"
@@ -33,6 +33,17 @@ def _shared_buffers(value: str) -> dict:
     return {t.DB_SETTING: db(("variable", "shared_buffers", value), engine="postgresql"), **nodes(1, size_mb=RAM_MB)}
 
 
+def _bound_pool(pool_bytes: int) -> dict:
+    """mariadbd bound to node 0 of two 64 GiB nodes."""
+    bound = host(("process_affinity", "mariadbd 4242", "Mems_allowed_list", "0"))
+    return {t.DB_SETTING: _innodb(pool_bytes), t.HOST_SETTING: bound, **nodes(2, size_mb=65536)}
+
+
+def _database_host(*cmdline: tuple, node_count: int = 2) -> dict:
+    """A database host (two slow-log statements) of ``node_count`` 4-CPU nodes booted with ``cmdline`` added."""
+    return {t.HOST_SETTING: host(*PLAIN_CMDLINE, *cmdline), t.STATEMENT: STATEMENTS, **nodes(node_count)}
+
+
 CASES = (
     RuleCase("transparent-hugepages-enabled", "fires", lambda: _thp("always"), (("transparent_hugepage", "warning", "enabled = always"),)),
     RuleCase("transparent-hugepages-enabled", "passes", lambda: _thp("never")),
@@ -52,4 +63,13 @@ CASES = (
     RuleCase("buffer-pool-undersized", "passes", lambda: _shared_buffers("4GB")),
     # exactly 10% of RAM: the threshold is "below"
     RuleCase("buffer-pool-undersized", "just-under", lambda: _shared_buffers("1GB")),
+    RuleCase("buffer-pool-exceeds-numa-node", "fires", lambda: _bound_pool(64 * GIB + 2**20),
+             (("innodb_buffer_pool_size on node(s) 0", "warning", "exceeds the 64.0 GiB of node(s) 0"),)),
+    RuleCase("buffer-pool-exceeds-numa-node", "passes", lambda: _bound_pool(32 * GIB)),
+    # exactly the node's memory: it fits
+    RuleCase("buffer-pool-exceeds-numa-node", "just-under", lambda: _bound_pool(64 * GIB)),
+    RuleCase("no-cpu-isolation", "fires", lambda: _database_host(), (("cpu isolation", "info", "no isolcpus/nohz_full/rcu_nocbs/irqaffinity"),)),
+    RuleCase("no-cpu-isolation", "passes", lambda: _database_host(("cmdline", None, "nohz_full", "2-7"))),
+    # one node under MIN_NODES = 2: never judged
+    RuleCase("no-cpu-isolation", "just-under", lambda: _database_host(node_count=1)),
 )
