@@ -10,13 +10,14 @@ from dbdiag.findings import Status
 from dbdiag.rules import RULES, rule_by_id
 from dbdiag.rules.base import RuleInput
 from tests.rules.rule_cases import ROLES, all_rule_cases
+from tests.rules.synthetic import rule_input
 
 CASES = all_rule_cases()
 
 # Rules whose three cases are still hand-written tests (tests/rules/test_*.py) and not yet cases here;
 # the list only shrinks: a rule with all three cases must leave it.
 WITHOUT_CASES = {
-    "bottleneck-outside-database", "softirq-concentration", "irq-affinity-skew", "context-switch-overhead",
+    "bottleneck-outside-database", "irq-affinity-skew", "context-switch-overhead",
     "lock-contention", "cross-numa-memory", "unbound-processes", "oom-restart", "load-test-inflation",
     "connection-ceiling", "connection-pool-oversized", "tail-latency-spikes", "rate-limit-advice", "plan-flip",
     "stale-statistics", "lock-wait", "full-table-scan", "or-without-index-merge", "plan-cache-miss",
@@ -28,7 +29,8 @@ WITHOUT_CASES = {
 def test_rule_case(case) -> None:
     rule = rule_by_id(case.rule)
     assert rule is not None, f"{case.id}: no such rule"
-    outcome = run_rule(rule, RuleInput(tables=case.build(), derived={}, metrics=case.metrics))
+    tables = case.build()
+    outcome = run_rule(rule, rule_input(tables) if case.derive else RuleInput(tables=tables, derived={}, metrics=case.metrics))
     assert outcome.status is (Status.FIRED if case.expect else Status.PASSED), f"{case.id}: {outcome.status} {outcome.missing or outcome.error}"
     got = [(f.subject, f.severity.value, f.title) for f in outcome.findings]
     assert [(s, sev) for s, sev, _ in got] == [(s, sev) for s, sev, _ in case.expect], f"{case.id}: {got}"
