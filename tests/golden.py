@@ -18,6 +18,7 @@ written ``"^"``. Sample::
 from __future__ import annotations
 
 import json
+from functools import cache
 from pathlib import Path
 
 import polars as pl
@@ -116,13 +117,21 @@ def golden_path(kind: str) -> Path:
 
 
 def read_golden(kind: str) -> dict[str, dict]:
+    """The sections of ``<kind>.jsonl``, decoded once per version of the file (do not change them)."""
     path = golden_path(kind)
-    return decode_golden(path.read_text(encoding="utf-8")) if path.exists() else {}
+    return _decoded(path, path.stat().st_mtime_ns) if path.exists() else {}
+
+
+@cache
+def _decoded(path: Path, mtime_ns: int) -> dict[str, dict]:
+    return decode_golden(path.read_text(encoding="utf-8"))
 
 
 def write_golden_section(kind: str, key: str, data: dict, order: list[str]) -> None:
     """Put ``key``'s section into ``<kind>.jsonl``; sections are kept in ``order`` and the ones not in it dropped."""
-    sections = read_golden(kind) | {key: data}
+    path = golden_path(kind)
+    sections = decode_golden(path.read_text(encoding="utf-8")) if path.exists() else {}  # not the cache: written a moment ago
+    sections[key] = data
     lines = [line for name in order if name in sections for line in encode_section(name, sections[name])]
     golden_path(kind).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -134,7 +143,7 @@ def check_golden(kind: str, key: str, result: ParseResult, update: bool, order: 
     """
     actual = as_plain(result)
     if update:
-        existing = list(read_golden(kind))
+        existing = list(decode_golden(golden_path(kind).read_text(encoding="utf-8"))) if golden_path(kind).exists() else []
         write_golden_section(kind, key, actual, order or (existing + [key] if key not in existing else existing))
         return
     expected = read_golden(kind).get(key)

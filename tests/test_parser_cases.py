@@ -1,5 +1,5 @@
 """Every parser case (``tests/parsers/cases/<kind>.cases``, see ``tests/parser_cases.py``) read by its
-parser equals its golden, and detection over the whole registry picks its kind.
+parser equals its golden, and the detection matrix: every input against every detector.
 
 ``pytest --update-goldens`` rewrites the goldens of the cases that ran (``tests/golden/<kind>.jsonl``).
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from dbdiag import tables as T
-from dbdiag.detect import MIN_CONFIDENCE, detect, looks_binary
+from dbdiag.detect import MIN_CONFIDENCE, looks_binary
 from dbdiag.parsers import registry
 from dbdiag.parsers.base import DETECT_HEAD_BYTES
 from tests.conftest import ABSENT_NAME, skip_without_corpus
@@ -37,23 +37,6 @@ def test_case_reads_as_its_golden(case, update_goldens: bool) -> None:
     check_golden(case.kind, case.input, result, update_goldens, _order(case.kind))
 
 
-@pytest.mark.parametrize("case", case_params(CASES))
-def test_detection_picks_only_the_case_kind(case) -> None:
-    """The detection matrix: the case's input against every detector of the registry. Its kind wins
-    (``detect.detect``), no other detector claims it (score >= MIN_CONFIDENCE), and its content is
-    enough without the name, save the exceptions its cases line names (``rivals=``, ``needs_name=``)."""
-    if case is None:
-        skip_without_corpus()
-    data = case_bytes(case.input)
-    found = detect(data, case.name, SPECS)
-    assert found.spec is not None and found.spec.kind == case.kind, f"{case.id}: detection picks {found.spec and found.spec.kind}"
-    head = data[:DETECT_HEAD_BYTES].decode("utf-8", "backslashreplace").replace("\r\n", "\n")
-    claims = {s.kind for s in SPECS if s.kind != case.kind and s.detect(head, case.name) >= MIN_CONFIDENCE}
-    assert claims == set(case.rivals), f"{case.id}: other detectors claiming it {sorted(claims)}, expected {list(case.rivals)}"
-    anonymous = BY_KIND[case.kind].detect(head, "member") >= MIN_CONFIDENCE
-    assert anonymous != case.needs_name, f"{case.id}: content alone {'is' if anonymous else 'is not'} enough"
-
-
 def test_cases_files_name_registered_kinds_and_goldens_hold_only_cases() -> None:
     kinds = {case.kind for case in CASES}
     assert kinds - set(BY_KIND) == set(), "a cases file is named after no registered parser kind"
@@ -77,7 +60,7 @@ CLAIMED_WITHOUT_A_CASE = {
 
 
 def _input_params() -> list:
-    refs = all_inputs()
+    refs = all_inputs() + tuple(dict.fromkeys(case.input for case in CASES if case.where == "text"))
     params = [pytest.param(ref, id=ref) for ref in refs]
     if not any(ref.startswith(FROM_CORPUS) for ref in refs):
         params.append(pytest.param(None, id=ABSENT_NAME))
@@ -85,27 +68,43 @@ def _input_params() -> list:
 
 
 CASE_KINDS: dict[str, set[str]] = {}
+CASES_BY_INPUT: dict[str, list] = {}
 for _case in CASES:
     CASE_KINDS.setdefault(_case.input, set()).update({_case.kind, *_case.rivals})
+    CASES_BY_INPUT.setdefault(_case.input, []).append(_case)
 
 
 @pytest.mark.parametrize("ref", _input_params())
-def test_no_detector_claims_what_is_not_its_case(ref) -> None:
-    """No false positive over the corpus, the captures and the fixtures: the detectors that claim an
-    input (with its name or none) are the kinds of its cases, or the listed exceptions; binary is nobody's."""
+def test_detection_matrix(ref) -> None:
+    """Every corpus file, capture member and fixture against every detector of the registry.
+
+    The detectors that claim it (score >= MIN_CONFIDENCE, with its name or none) are exactly the
+    kinds of its cases (and their listed ``rivals=``), or the listed exceptions: no false positive
+    anywhere. For a case, its kind scores highest with the name (``detect.detect`` picks it) and the
+    content alone is enough, unless its line says ``needs_name=yes``. Binary is nobody's."""
     if ref is None:
         skip_without_corpus()
     data = case_bytes(ref)[:DETECT_HEAD_BYTES]
-    name = ref.rsplit("/", 1)[-1]
     if looks_binary(data):
-        claims = set()
-    else:
-        head = data.decode("utf-8", "backslashreplace").replace("\r\n", "\n")
-        claims = {s.kind for s in SPECS for hint in (name, "member") if s.detect(head, hint) >= MIN_CONFIDENCE}
+        assert ref not in CASE_KINDS and ref not in CLAIMED_WITHOUT_A_CASE
+        return
+    name = ref.rsplit("/", 1)[-1]
+    head = data.decode("utf-8", "backslashreplace").replace("\r\n", "\n")
+    named = {spec.kind: spec.detect(head, name) for spec in SPECS}
+    anonymous = {spec.kind: spec.detect(head, "member") for spec in SPECS}
+    claims = {kind for kind in named if max(named[kind], anonymous[kind]) >= MIN_CONFIDENCE}
     expected = CASE_KINDS.get(ref) or CLAIMED_WITHOUT_A_CASE.get(ref, (set(), ""))[0]
     assert claims == expected, f"{ref}: claimed by {sorted(claims)}, expected {sorted(expected)}"
+    for case in CASES_BY_INPUT.get(ref, ()):
+        top = max(named.values())
+        assert named[case.kind] == top and sorted(named.values()).count(top) == 1, f"{case.id}: does not win detection {named}"
+        content_enough = anonymous[case.kind] >= MIN_CONFIDENCE
+        assert content_enough != case.needs_name, f"{case.id}: content alone {'is' if content_enough else 'is not'} enough"
 
 
-def test_the_listed_claims_are_inputs_and_no_case() -> None:
-    stale = [ref for ref in CLAIMED_WITHOUT_A_CASE if ref in CASE_KINDS or (ref.startswith("fixture:") and ref not in all_inputs())]
+def test_the_listed_exceptions_are_inputs_and_every_case_is_one() -> None:
+    inputs = set(all_inputs())
+    stale = [ref for ref in CLAIMED_WITHOUT_A_CASE if ref in CASE_KINDS or (ref.startswith("fixture:") and ref not in inputs)]
     assert stale == []
+    outside = [case.id for case in CASES if case.where == "fixture" and case.input not in inputs]
+    assert outside == [], "a case's input is not among the inputs the matrix reads"
