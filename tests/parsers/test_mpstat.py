@@ -10,7 +10,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 from conftest import ABSENT_NAME, CORPUS, corpus_names, corpus_present
-from golden import check_golden
 
 from dbdiag import tables as T
 from dbdiag.parsers import mpstat_json, mpstat_text, sadf
@@ -60,19 +59,6 @@ def _parse(kind: str, text: str, source: str = "test", tz: str = "UTC"):
 
 
 # ---- goldens ----------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("rel", sorted(CORPUS_FILES))
-def test_corpus_golden(corpus: Path, rel: str, update_goldens: bool) -> None:
-    kind = CORPUS_FILES[rel]
-    result = _parse(kind, _corpus_text(corpus, rel), source=rel)
-    check_golden(f"{kind}__{Path(rel).name}", result, update_goldens)
-
-
-@pytest.mark.parametrize(("capture", "member", "kind"), _capture_members())
-def test_capture_golden(capture: str, member: str, kind: str, update_goldens: bool) -> None:
-    result = _parse(kind, _read_member(capture, member), source=member)
-    check_golden(f"{kind}__{capture}__{Path(member).name}", result, update_goldens)
 
 
 def test_every_corpus_file_is_covered(corpus: Path) -> None:

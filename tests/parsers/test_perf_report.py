@@ -11,7 +11,6 @@ import pytest
 from dbdiag.parsers import PARSERS, perf_report, perf_top
 from dbdiag.parsers.base import ParseContext, ParseError
 from tests.conftest import CORPUS, REPO, corpus_names
-from tests.golden import check_golden
 
 FIXTURES = REPO / "fixtures" / "perf"
 REPORT_CORPUS = ["tidesdb__perf_report.txt", "lock-contention__perf-report.txt"]
@@ -59,46 +58,6 @@ def _assert_detected_only_as(kind: str, text: str, name: str) -> None:
 
 
 # --- goldens -----------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("name", REPORT_CORPUS)
-def test_report_corpus_golden(name: str, update_goldens: bool) -> None:
-    text = _corpus(name)
-    _assert_detected_only_as("perf-report", text, name)
-    result = _report(text, f"perf/{name}")
-    assert result.records == result.tables["perf_symbol"].height > 0
-    check_golden(f"perf-report__{name}", result, update_goldens)
-
-
-@pytest.mark.parametrize("capture", CAPTURES)
-def test_report_capture_golden(capture: str, update_goldens: bool) -> None:
-    text = _member(capture, "perf-report.txt")
-    _assert_detected_only_as("perf-report", text, "perf-report.txt")
-    result = _report(text, "capture/os/perf-report.txt")
-    assert result.warnings == []
-    assert result.records > 0 and result.tables["perf_callchain"].height > 0
-    check_golden(f"perf-report__{capture.removesuffix('.tar.gz')}__perf-report.txt", result, update_goldens)
-
-
-@pytest.mark.parametrize("name", REPORT_FIXTURES)
-def test_report_fixture_golden(name: str, update_goldens: bool) -> None:
-    text = _fixture(name)
-    _assert_detected_only_as("perf-report", text, name)
-    result = _report(text, f"fixtures/perf/{name}")
-    assert result.warnings == []
-    assert set(result.tables["perf_symbol"]["event"]) == {"cpu-clock", "page-faults"}
-    check_golden(f"perf-report__{name}", result, update_goldens)
-
-
-@pytest.mark.parametrize("name", TOP_FIXTURES)
-def test_top_fixture_golden(name: str, update_goldens: bool) -> None:
-    text = _fixture(name)
-    _assert_detected_only_as("perf-top", text, name)
-    result = _top(text, f"fixtures/perf/{name}")
-    assert result.warnings == []
-    assert result.records == result.tables["perf_symbol"].height > 0
-    assert result.tables["perf_symbol"]["event"].unique().to_list() == ["cpu-clock:pppH"]
-    check_golden(f"perf-top__{name}", result, update_goldens)
 
 
 def test_fixtures_are_small() -> None:

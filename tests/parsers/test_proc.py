@@ -12,7 +12,6 @@ import pytest
 from dbdiag.parsers import lscpu, numactl, proc_interrupts, proc_softirqs
 from dbdiag.parsers.base import ParseContext, ParseError
 from tests.conftest import CORPUS, corpus_names
-from tests.golden import check_golden
 
 PROC_FILES = [name for name in corpus_names("proc") if "stat" not in name]
 CAPTURES = corpus_names("captures", "*.tar.gz")
@@ -35,37 +34,6 @@ def _members(capture: str, prefix: str) -> dict[str, str]:
 
 def _parse(spec, text: str, source: str = "test"):
     return spec.parse(text, ParseContext(source=source))
-
-
-@pytest.mark.parametrize("name", PROC_FILES)
-def test_corpus_golden(name: str, corpus: Path, update_goldens: bool) -> None:
-    text = (corpus / "proc" / name).read_text(encoding="utf-8", errors="backslashreplace")
-    spec = _spec_for(name)
-    other = proc_interrupts.SPEC if spec is proc_softirqs.SPEC else proc_softirqs.SPEC
-    assert spec.detect(text[:8192], "member") > 0.5
-    assert other.detect(text[:8192], "member") <= 0.5
-    result = spec.parse(text, ParseContext(source=f"proc/{name}"))
-    assert result.records == 1
-    assert result.warnings == []
-    check_golden(f"{spec.kind}__{name}", result, update_goldens)
-
-
-def test_proc_stat_is_not_claimed(corpus: Path) -> None:
-    head = (corpus / "proc" / "jc__linux-proc__stat").read_text()[:8192]
-    for spec in OURS:
-        assert spec.detect(head, "stat") <= 0.5, spec.kind
-
-
-@pytest.mark.parametrize("capture", CAPTURES)
-def test_capture_members_golden(capture: str, update_goldens: bool) -> None:
-    members = {**_members(capture, "softirqs"), **_members(capture, "interrupts")}
-    assert len(members) == 4
-    for path, text in sorted(members.items()):
-        spec = _spec_for(path)
-        assert spec.detect(text[:8192], path.rsplit("/", 1)[-1]) > 0.5
-        result = spec.parse(text, ParseContext(source=path))
-        assert result.warnings == [] and result.records == 1
-        check_golden(f"{spec.kind}__{capture.removesuffix('.tar.gz')}__{path.rsplit('/', 1)[-1]}", result, update_goldens)
 
 
 def _delta(spec, before: str, after: str, key: str) -> pl.DataFrame:

@@ -14,7 +14,6 @@ import cramjam
 import polars as pl
 import pytest
 from conftest import CORPUS
-from golden import check_golden
 
 from dbdiag import tables as T
 from dbdiag.detect import detect as detect_member
@@ -56,14 +55,6 @@ def _rows(result, table: str = T.STATEMENT) -> list[dict]:
 
 
 # ---- corpus: goldens, coverage, refusals, detection -------------------------------------------
-
-
-@pytest.mark.parametrize("name", sorted(PARSED))
-def test_corpus_golden(name: str, update_goldens: bool) -> None:
-    kind = PARSED[name]
-    result = _parse(kind, _text(name), source=f"{DIR}/{name}")
-    assert result.records > 0
-    check_golden(f"{kind}__{name}", result, update_goldens)
 
 
 def test_every_corpus_file_is_covered(corpus: Path) -> None:

@@ -12,7 +12,6 @@ import pytest
 from dbdiag.parsers import lscpu, numactl
 from dbdiag.parsers.base import ParseContext, ParseError
 from tests.conftest import CORPUS, corpus_names
-from tests.golden import check_golden
 
 LSCPU_FILES = corpus_names("lscpu")
 NUMACTL_FILES = ["percona-toolkit__pt-summary-006__numactl.txt", "percona-toolkit__pt-summary-007__numactl.txt"]
@@ -42,43 +41,6 @@ def _facts(result) -> dict[str, list[str]]:
 
 def _parse(spec, text: str, source: str = "test"):
     return spec.parse(text, ParseContext(source=source))
-
-
-@pytest.mark.parametrize("name", LSCPU_FILES)
-def test_lscpu_corpus_golden(name: str, corpus: Path, update_goldens: bool) -> None:
-    text = (corpus / "lscpu" / name).read_text(encoding="utf-8", errors="backslashreplace")
-    assert lscpu.SPEC.detect(text[:8192], "member") > 0.5
-    assert numactl.SPEC.detect(text[:8192], "member") <= 0.5
-    result = lscpu.SPEC.parse(text, ParseContext(source=f"lscpu/{name}"))
-    assert result.warnings == []
-    assert result.records == result.tables["topology"].height > 0
-    check_golden(f"lscpu__{name}", result, update_goldens)
-
-
-@pytest.mark.parametrize("name", NUMACTL_FILES)
-def test_numactl_corpus_golden(name: str, corpus: Path, update_goldens: bool) -> None:
-    text = (corpus / "numastat" / name).read_text(encoding="utf-8", errors="backslashreplace")
-    assert numactl.SPEC.detect(text[:8192], "member") > 0.5
-    assert lscpu.SPEC.detect(text[:8192], "member") <= 0.5
-    result = numactl.SPEC.parse(text, ParseContext(source=f"numastat/{name}"))
-    assert result.warnings == []
-    check_golden(f"numactl-hardware__{name}", result, update_goldens)
-
-
-@pytest.mark.parametrize("capture", CAPTURES)
-def test_capture_members_golden(capture: str, update_goldens: bool) -> None:
-    seen = 0
-    for name in TOPOLOGY_MEMBERS:
-        text = _member(capture, name)
-        if text is None:
-            continue
-        seen += 1
-        spec = _spec_for(name)
-        assert spec.detect(text[:8192], name) > 0.5
-        result = spec.parse(text, ParseContext(source=f"capture/os/{name}"))
-        assert result.warnings == []
-        check_golden(f"{spec.kind}__{capture.removesuffix('.tar.gz')}__{name}", result, update_goldens)
-    assert seen >= 2
 
 
 def test_epyc_7451_96_cpus_8_nodes_2_sockets(corpus: Path) -> None:
