@@ -47,15 +47,10 @@ def test_cases_files_name_registered_kinds_and_goldens_hold_only_cases() -> None
 
 
 # Inputs some detector claims that are no parser case, each with why. A fix (or a new case) removes its line.
-SCRIPT_CLAIMED = "a fixture's generator script: its 'name = value' lines are claimed (a detector false positive, left as is in issue 13)"
 CLAIMED_WITHOUT_A_CASE = {
     "corpus:jmeter/jmeter__Bug52968.csv": ({"jmeter-jtl-csv"}, "refused: its 10 fields match no JMeter layout (test_jmeter.py)"),
     "corpus:slowlog-mysql/percona-toolkit__slow015.txt": ({"mysql-slowlog"}, "refused: no entry has a Query_time and a statement (test_mysql_slowlog.py)"),
     "corpus:slowlog-tidb/diag__avg_process_time_by_plan.csv": ({"tidb-slow-query-table"}, "refused: an aggregate without statements (test_tidb.py)"),
-    "fixture:causes/make_cause_captures.sh": ({"postgresql-conf"}, SCRIPT_CLAIMED),
-    "fixture:edges/make-edges.sh": ({"postgresql-conf"}, SCRIPT_CLAIMED),
-    "fixture:lockwait/make_captures.sh": ({"postgresql-conf"}, SCRIPT_CLAIMED),
-    "fixture:pgbench-haproxy-connect/make_capture.sh": ({"haproxy-cfg", "postgresql-conf"}, SCRIPT_CLAIMED),
 }
 
 

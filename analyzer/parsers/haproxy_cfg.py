@@ -48,6 +48,7 @@ import re
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers.kit.lines import is_script
 from dbdiag.tables import PROXY_CONFIG, conform
 
 SECTIONS = (
@@ -123,6 +124,8 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
 
 
 def detect(head: str, name: str) -> float:
+    if is_script(head):
+        return 0.0  # a script writing a haproxy.cfg (a heredoc) is not one
     sections = len(_SECTION_LINE_RE.findall(head))
     directives = len(_DIRECTIVE_LINE_RE.findall(head))
     if sections >= 2 and directives >= 2:

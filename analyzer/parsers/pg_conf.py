@@ -29,6 +29,7 @@ from collections import Counter
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers.kit.lines import is_script
 from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
 from dbdiag.tables import DB_SETTING, conform
 
@@ -130,6 +131,8 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
 
 
 def detect(head: str, name: str) -> float:
+    if is_script(head):
+        return 0.0  # a script writing a postgresql.conf (a heredoc) is not one
     if _SECTION_LINE_RE.search(head):
         return 0.0  # sections: an INI/TOML file (my.cnf, tikv.toml), never a postgresql.conf
     if any(head.lstrip().startswith(s) or f"\n{s}" in head[:400] for s in _SIGNATURES):

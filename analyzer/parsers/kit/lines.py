@@ -60,3 +60,13 @@ def _all_lines(lines: pl.Series, data: bytes, has_cr: bool) -> bool:
     if not has_cr and lines.str.len_bytes().sum() + lines.len() - 1 == len(data):
         return True
     return lines.len() == data.count(b"\n") + 1
+
+
+def is_script(head: str) -> bool:
+    """Whether a member is a script (``#!`` first): the config lines a script writes (a heredoc of
+    ``name = value``) are no configuration the server runs with.
+
+    >>> is_script("#!/bin/bash\\ncat > pg.conf <<EOF\\nshared_buffers = 1GB\\n"), is_script("shared_buffers = 1GB\\n")
+    (True, False)
+    """
+    return head.lstrip("\ufeff").startswith("#!")
