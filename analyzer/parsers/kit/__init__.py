@@ -1,9 +1,12 @@
 """The parser kit: helpers any parser may import, whatever its format.
 
 - ``times``: the ``--tz`` check, zone-less wall time to UTC and its note, time lines between snapshots.
+- ``zones``: times written with a zone abbreviation or offset (``CEST``, ``+05:30``) to UTC, and the
+  notes on how each zone was read (PostgreSQL, MySQL error, TiDB and kernel logs).
 - ``warning_caps``: ``MAX_WARNINGS`` and the caps (one definition for every parser).
 - ``snapshots``: members that repeat a table of cumulative counters (``/proc/interrupts``, numastat...).
-- ``lines``: line splitting for parsers that read line by line in Python.
+- ``lines``: line splitting (line by line in Python, or a frame of lines for the vectorised readers),
+  and ``is_script`` for detectors.
 - ``json_text``: JSON loaded with one bound on its nesting.
 - ``numeric``: IEEE division of polars columns.
 
