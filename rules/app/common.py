@@ -26,7 +26,7 @@ CPU_INPUTS = "lscpu / numactl --hardware / mpstat (topology, host facts or per-C
 
 
 def window_s(inp: RuleInput) -> float:
-    accounting = inp.metrics.get("time_accounting")
+    accounting = inp.metric(t.TIME_ACCOUNTING_METRIC)
     value = accounting.get("window_s") if isinstance(accounting, dict) else None
     return float(value) if isinstance(value, (int, float)) and value > 0 else DEFAULT_WINDOW_S
 
@@ -36,7 +36,7 @@ def cpu_count(inp: RuleInput) -> tuple[int | None, str]:
     topology = inp.table(t.TOPOLOGY)
     if topology is not None:
         return int(topology["cpu"].n_unique()), f"topology ({', '.join(sorted(topology['source'].unique().to_list()))})"
-    host = inp.metrics.get("host")
+    host = inp.metric(t.HOST_METRIC)
     if isinstance(host, dict) and isinstance(host.get("cpus"), int) and host["cpus"] > 0:
         return int(host["cpus"]), "host facts (cpu_count)"
     util = inp.table(t.CPU_UTIL)

@@ -141,8 +141,8 @@ def check(inp: RuleInput) -> Verdict:
     judged_any = False
     stats = inp.table(t.PROXY_STAT)
     if stats is not None:
-        proxy_findings, proxy_measured, judged = _proxy_findings(stats, inp.metrics.get("time_accounting"), inp.table(t.PROXY_CONFIG),
-                                                                  (inp.metrics.get("engine_version") or {}).get("engine"))
+        proxy_findings, proxy_measured, judged = _proxy_findings(stats, inp.metric(t.TIME_ACCOUNTING_METRIC), inp.table(t.PROXY_CONFIG),
+                                                                  (inp.metric(t.ENGINE_VERSION_METRIC) or {}).get("engine"))
         findings += proxy_findings
         measured.append(proxy_measured)
         judged_any |= judged

@@ -83,7 +83,7 @@ def _finding(inp: RuleInput, runtime: Value | None, boot: Value | None, nodes: i
         rows.append(("cmdline numa_balancing", boot.value, boot.source))
     rows.append(("NUMA nodes", str(nodes), nodes_source))
     evidence = [Evidence(title="NUMA balancing setting and nodes", columns=("setting", "value", "source"), rows=tuple(rows))]
-    vmstat = inp.metrics.get("vmstat_numa") or {}
+    vmstat = inp.metric(t.VMSTAT_NUMA_METRIC) or {}
     counters: dict[str, Any] = vmstat.get("counters") or {}
     vm_sources = [str(s) for s in vmstat.get("sources") or []]
     impact: dict[str, Any] = {"description": "NUMA hinting faults and page migrations in every process", "nodes": nodes}

@@ -39,7 +39,7 @@ def node_count(inp: RuleInput) -> int:
 
 
 def cpu_node_map(inp: RuleInput) -> dict[int, int]:
-    nodes = inp.derived.get("cpu_nodes")
+    nodes = inp.table(t.CPU_NODE, keep_empty=True)
     if nodes is None or nodes.height == 0:
         return {}
     return {cpu: node for cpu, node in nodes.select("cpu", "node").drop_nulls().rows()}

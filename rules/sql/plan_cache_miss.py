@@ -95,7 +95,7 @@ def check(inp: RuleInput) -> Verdict:
     measured = f"plan cache hit ratio {ratio_pct:.1f}% over {executions:,} prepared executions (fires below {MIN_HIT_RATIO_PCT:.0f}%)"
     if ratio_pct >= MIN_HIT_RATIO_PCT:
         return Verdict(measured=measured)
-    return Verdict(findings=[_finding(prepared, tidb.height, hits, ratio_pct, inp.metrics.get("engine_version"))], measured=measured)
+    return Verdict(findings=[_finding(prepared, tidb.height, hits, ratio_pct, inp.metric(t.ENGINE_VERSION_METRIC))], measured=measured)
 
 
 def _per_fingerprint(prepared: pl.DataFrame) -> pl.DataFrame:
@@ -237,7 +237,7 @@ RULE = Rule(
     id=RULE_ID,
     title="TiDB prepared statements miss the plan cache",
     area="sql",
-    requires=((t.STATEMENT,),),
+    requires=((t.FINGERPRINTED_STATEMENT,),),
     check=check,
     doc=__doc__ or "",
 )

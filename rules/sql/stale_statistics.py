@@ -260,7 +260,7 @@ def _estimated_nodes(inp: RuleInput) -> pl.DataFrame | None:
     """source, stmt_id of the plan nodes with both estimated and actual rows, and ``could_be_off``: whether the
     node's own numbers can make it a signal (by_rows / by_filter of :func:`_misestimate_signals`, less their
     conditions on engine, node type and parent); None without plan nodes."""
-    nodes = inp.table(t.PLAN_NODE)
+    nodes = inp.table(t.PUBLIC_PLAN_NODE)
     if nodes is None:
         return None
     est, act = pl.col("est_rows"), pl.col("actual_rows")
@@ -366,7 +366,7 @@ def _misestimate_signals(inp: RuleInput, frame: pl.DataFrame, suspects: pl.DataF
     ``suspects``: the plan nodes whose own numbers can make them a signal (see :func:`_estimated_nodes`); the
     parent lookups below are for their few plans only.
     """
-    nodes = inp.table(t.PLAN_NODE)
+    nodes = inp.table(t.PUBLIC_PLAN_NODE)
     est, act = pl.col("est_rows"), pl.col("actual_rows")
     removed = pl.col("rows_removed_by_filter")
     read_through_index = act + removed.fill_null(0.0)
@@ -704,7 +704,7 @@ RULE = Rule(
     id=RULE_ID,
     title="Optimizer statistics missing, outdated or far from the data",
     area="sql",
-    requires=((t.STATEMENT,),),
+    requires=((t.FINGERPRINTED_STATEMENT,),),
     check=check,
     doc=__doc__ or "",
 )
