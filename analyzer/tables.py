@@ -570,6 +570,13 @@ CPU_NODE = "cpu_nodes"
 CPU_NODE_SCHEMA = {"cpu": pl.Int32, "node": pl.Int32, "socket": pl.Int32, "core": pl.Int32}
 IRQ_DELTA = "irq_delta"
 IRQ_DELTA_SCHEMA = {"irq": pl.String, "device": pl.String, "cpu": pl.Int32, "delta": pl.Int64, "chip": pl.String, "node": pl.Int32}
+# derive/cpu.py: the IRQ lines of real devices (timers, IPIs left out), with the device behind a line's queues
+# (``family``: "virtio0" for virtio0-input.0) and its class ("io", "gpu", "usb", "input", "other").
+DEVICE_INTERRUPT = "device_interrupt"
+DEVICE_INTERRUPT_SCHEMA = {**IRQ_DELTA_SCHEMA, "family": pl.String, "device_class": pl.String}
+# derive/sql.py: lock waits with the literals of their statement and DETAIL replaced (unless shown).
+PUBLIC_LOCK_WAIT = "public_lock_wait"
+PUBLIC_LOCK_WAIT_SCHEMA = dict(LOCK_WAIT_SCHEMA)
 # derive/cpu_profile.py: the chosen event's stacks with their category, and per (comm, symbol, category) shares.
 CPU_PROFILE_STACK = "cpu_profile_stacks"
 CPU_PROFILE_STACK_SCHEMA = {**PERF_STACK_SCHEMA, "category": pl.String, "database_process": pl.Boolean, "weight": pl.Float64, "tooling": pl.Boolean}
@@ -597,12 +604,13 @@ TIMELINE_SCHEMA = {"window_start": UTC_TIME, "series": pl.String, "value": pl.Fl
 DERIVED_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     CHANGE: CHANGE_SCHEMA, FINGERPRINTED_STATEMENT: FINGERPRINTED_STATEMENT_SCHEMA, PUBLIC_PLAN_NODE: PUBLIC_PLAN_NODE_SCHEMA,
     WORKING_STATEMENT: WORKING_STATEMENT_SCHEMA, STATEMENT_LAYOUT: STATEMENT_LAYOUT_SCHEMA, FULL_SCAN: FULL_SCAN_SCHEMA,
-    PER_CPU: PER_CPU_SCHEMA, CPU_NODE: CPU_NODE_SCHEMA, IRQ_DELTA: IRQ_DELTA_SCHEMA, CPU_PROFILE_STACK: CPU_PROFILE_STACK_SCHEMA,
+    PER_CPU: PER_CPU_SCHEMA, CPU_NODE: CPU_NODE_SCHEMA, IRQ_DELTA: IRQ_DELTA_SCHEMA, DEVICE_INTERRUPT: DEVICE_INTERRUPT_SCHEMA,
+    PUBLIC_LOCK_WAIT: PUBLIC_LOCK_WAIT_SCHEMA, CPU_PROFILE_STACK: CPU_PROFILE_STACK_SCHEMA,
     CPU_PROFILE_SYMBOL: CPU_PROFILE_SYMBOL_SCHEMA, NUMA_REMOTE: NUMA_REMOTE_SCHEMA, NUMA_PROCESS_MEMORY: NUMA_PROCESS_MEMORY_SCHEMA,
     TIME_ACCOUNTING_WINDOW: TIME_ACCOUNTING_WINDOW_SCHEMA, TIMELINE: TIMELINE_SCHEMA,
 }
 # A rule skipped for lack of a derived table names the input a user can add (the report's names stay).
-SHOWN_AS = {FINGERPRINTED_STATEMENT: STATEMENT, WORKING_STATEMENT: STATEMENT, PUBLIC_PLAN_NODE: PLAN_NODE}
+SHOWN_AS = {FINGERPRINTED_STATEMENT: STATEMENT, WORKING_STATEMENT: STATEMENT, PUBLIC_PLAN_NODE: PLAN_NODE, PUBLIC_LOCK_WAIT: LOCK_WAIT}
 
 # Derived metrics (JSON-ready values; ``metrics`` in the report, in this order).
 METRICS = (

@@ -39,6 +39,16 @@ def plan_nodes(view: View, options: DeriveOptions) -> dict[str, Any]:
     return {t.PUBLIC_PLAN_NODE: sql_module.public_plan_nodes(nodes, options.sql) if nodes is not None else None}
 
 
+def lock_waits(view: View, options: DeriveOptions) -> dict[str, Any]:
+    waits = view.get(t.LOCK_WAIT)
+    return {t.PUBLIC_LOCK_WAIT: sql_module.public_lock_waits(waits, options.sql.show_literals) if waits is not None else None}
+
+
+def device_interrupts(view: View, options: DeriveOptions) -> dict[str, Any]:
+    irq_delta = view.get(t.IRQ_DELTA)
+    return {t.DEVICE_INTERRUPT: cpu_module.device_interrupts(irq_delta) if irq_delta is not None and irq_delta.height else None}
+
+
 def idle_gaps(view: View, options: DeriveOptions) -> dict[str, Any]:
     return {t.IDLE_GAPS_METRIC: idle_gaps_module.idle_gaps(dict(view))}
 

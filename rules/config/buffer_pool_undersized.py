@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive.engine_version import at_least
+from dbdiag.versions import at_least
 from dbdiag.derive.host_config import Amount, Value, db_value, gib, ram_mb
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive.cpu import device_interrupts
 from dbdiag.rules.base import RuleInput
 
 HOT_CPU_MIN_SOFT_PCT = 10.0
@@ -99,7 +98,9 @@ def judge_devices(inp: RuleInput) -> list[DeviceSkew]:
         return []
     cpus = machine_cpus(inp)
     node_count = cpu_nodes(inp)["node"].drop_nulls().n_unique()
-    lines = device_interrupts(irq_delta)
+    lines = inp.table(t.DEVICE_INTERRUPT, keep_empty=True)
+    if lines is None:
+        return []
     io_families = set(lines.filter(pl.col("device_class") == "io")["family"].to_list())
     grouped = lines.group_by("family", "cpu").agg(
         pl.col("delta").sum(), pl.col("node").first(), pl.col("irq").unique().sort().alias("irqs")

@@ -56,7 +56,6 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.charts import per_cpu_by_node
 from dbdiag.cpulist import format_cpu_list
-from dbdiag.derive.cpu import device_interrupts
 from dbdiag.findings import CPU_SHARE, Evidence, Finding, Scope, Severity, finding_id
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 from dbdiag.rules.cpu import interrupt_placement as P
@@ -311,8 +310,11 @@ def _irq_device_evidence(inp: RuleInput, hot: list[int]) -> tuple[Evidence, ...]
     irq_delta = inp.table(t.IRQ_DELTA, keep_empty=True)
     if irq_delta is None or irq_delta.height == 0:
         return ()
+    lines = inp.table(t.DEVICE_INTERRUPT, keep_empty=True)
+    if lines is None:
+        return ()
     on_hot = (
-        device_interrupts(irq_delta).group_by("irq", "device")
+        lines.group_by("irq", "device")
         .agg(
             pl.col("delta").filter(pl.col("cpu").is_in(hot)).sum().alias("on_hot"),
             pl.col("delta").sum().alias("total"),
@@ -342,7 +344,10 @@ def _nic_devices(inp: RuleInput, hot: list[int]) -> list[tuple[str, list[str]]]:
     irq_delta = inp.table(t.IRQ_DELTA, keep_empty=True)
     if irq_delta is None or irq_delta.height == 0:
         return []
-    per_irq = device_interrupts(irq_delta).group_by("irq", "family").agg(
+    lines = inp.table(t.DEVICE_INTERRUPT, keep_empty=True)
+    if lines is None:
+        return []
+    per_irq = lines.group_by("irq", "family").agg(
         pl.col("delta").filter(pl.col("cpu").is_in(hot)).sum().alias("on_hot"),
         pl.col("delta").sum().alias("total"),
         (pl.col("device_class") == "io").any().alias("io"),

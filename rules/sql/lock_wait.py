@@ -56,7 +56,6 @@ from datetime import timedelta
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive.sql import public_lock_waits
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.sql.common import db_time_s, seconds, short_sql, statements, where
@@ -83,8 +82,7 @@ HOLD_LOOKAHEAD = timedelta(minutes=10)  # and its release until this long after 
 def check(inp: RuleInput) -> Verdict:
     everything = statements(inp)
     total_s = db_time_s(everything) or 1.0
-    logged = inp.table(t.LOCK_WAIT)
-    logged = public_lock_waits(logged, (inp.metric(t.SQL_SUMMARY_METRIC) or {}).get("literals_shown", False)) if logged is not None else None
+    logged = inp.table(t.PUBLIC_LOCK_WAIT)
     mostly = (pl.col("lock_time_s").fill_null(0.0) >= MIN_WAIT_S) & (
         pl.col("lock_time_s").fill_null(0.0) >= MOSTLY_WAIT_PCT / 100.0 * pl.col("query_time_s")
     )

@@ -60,7 +60,7 @@ import polars as pl
 from dbdiag import sqlnorm
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
-from dbdiag.derive.engine_version import at_least
+from dbdiag.versions import at_least
 from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.sql import plan_check
 from dbdiag.rules.sql.common import db_time_s, from_one_source, has_statement, seconds, short_sql, statement_evidence, statements

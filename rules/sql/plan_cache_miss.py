@@ -51,7 +51,7 @@ import re
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive.engine_version import at_least
+from dbdiag.versions import at_least
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 from dbdiag.rules.sql.common import exec_time_column, seconds, short_sql, statements

@@ -14,9 +14,8 @@ FORBIDDEN = ("dbdiag.derive", "dbdiag.parsers")
 NOT_YET_MOVED = {
     "app/tail_latency_spikes.py", "config/buffer_pool_exceeds_numa_node.py", "config/buffer_pool_undersized.py",
     "config/io_scheduler_not_none.py", "config/no_cpu_isolation.py", "config/numa_balancing_enabled.py",
-    "config/transparent_hugepages_enabled.py", "cpu/interrupt_placement.py", "cpu/irq_affinity_skew.py",
-    "cpu/softirq_concentration.py", "numa/common.py", "sql/common.py", "sql/full_table_scan.py", "sql/lock_wait.py",
-    "sql/or_without_index_merge.py", "sql/plan_cache_miss.py", "sql/plan_check.py",
+    "config/transparent_hugepages_enabled.py", "cpu/irq_affinity_skew.py", "numa/common.py", "sql/common.py",
+    "sql/full_table_scan.py",
 }
 
 
