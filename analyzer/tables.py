@@ -570,6 +570,9 @@ CPU_NODE = "cpu_nodes"
 CPU_NODE_SCHEMA = {"cpu": pl.Int32, "node": pl.Int32, "socket": pl.Int32, "core": pl.Int32}
 IRQ_DELTA = "irq_delta"
 IRQ_DELTA_SCHEMA = {"irq": pl.String, "device": pl.String, "cpu": pl.Int32, "delta": pl.Int64, "chip": pl.String, "node": pl.Int32}
+# derive/host_counts.py: how many CPUs ("cpus") and NUMA nodes ("numa_nodes") the host has, and the input that said so.
+HOST_COUNT = "host_count"
+HOST_COUNT_SCHEMA = {"fact": pl.String, "value": pl.Int64, "source": pl.String}
 # derive/cpu.py: the IRQ lines of real devices (timers, IPIs left out), with the device behind a line's queues
 # (``family``: "virtio0" for virtio0-input.0) and its class ("io", "gpu", "usb", "input", "other").
 DEVICE_INTERRUPT = "device_interrupt"
@@ -605,7 +608,7 @@ DERIVED_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     CHANGE: CHANGE_SCHEMA, FINGERPRINTED_STATEMENT: FINGERPRINTED_STATEMENT_SCHEMA, PUBLIC_PLAN_NODE: PUBLIC_PLAN_NODE_SCHEMA,
     WORKING_STATEMENT: WORKING_STATEMENT_SCHEMA, STATEMENT_LAYOUT: STATEMENT_LAYOUT_SCHEMA, FULL_SCAN: FULL_SCAN_SCHEMA,
     PER_CPU: PER_CPU_SCHEMA, CPU_NODE: CPU_NODE_SCHEMA, IRQ_DELTA: IRQ_DELTA_SCHEMA, DEVICE_INTERRUPT: DEVICE_INTERRUPT_SCHEMA,
-    PUBLIC_LOCK_WAIT: PUBLIC_LOCK_WAIT_SCHEMA, CPU_PROFILE_STACK: CPU_PROFILE_STACK_SCHEMA,
+    PUBLIC_LOCK_WAIT: PUBLIC_LOCK_WAIT_SCHEMA, HOST_COUNT: HOST_COUNT_SCHEMA, CPU_PROFILE_STACK: CPU_PROFILE_STACK_SCHEMA,
     CPU_PROFILE_SYMBOL: CPU_PROFILE_SYMBOL_SCHEMA, NUMA_REMOTE: NUMA_REMOTE_SCHEMA, NUMA_PROCESS_MEMORY: NUMA_PROCESS_MEMORY_SCHEMA,
     TIME_ACCOUNTING_WINDOW: TIME_ACCOUNTING_WINDOW_SCHEMA, TIMELINE: TIMELINE_SCHEMA,
 }

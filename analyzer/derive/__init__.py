@@ -64,6 +64,7 @@ DERIVATIONS: tuple[Derivation, ...] = (
                steps.cpu, fallback=steps.cpu_fallback),
     Derivation("device_interrupts", (t.IRQ_DELTA,), (t.DEVICE_INTERRUPT,), steps.device_interrupts),
     Derivation("host", (t.HOST_FACT,), (t.HOST_METRIC,), steps.host),
+    Derivation("host_counts", (t.TOPOLOGY, t.CPU_UTIL, t.NUMA_NODE, t.NUMA_COUNTER, t.HOST_FACT, t.HOST_METRIC), (t.HOST_COUNT,), steps.host_counts),
     Derivation("cpu_profile", (t.PERF_STACK, t.PERF_SYMBOL, t.PERF_CALLCHAIN), (t.CPU_PROFILE_STACK, t.CPU_PROFILE_SYMBOL, t.CPU_PROFILE_METRIC), steps.cpu_profile),
     Derivation("numa_remote", (t.NUMA_COUNTER,), (t.NUMA_REMOTE,), steps.numa_remote),
     Derivation("numa_process_memory", (t.NUMA_COUNTER,), (t.NUMA_PROCESS_MEMORY,), steps.numa_process_memory),

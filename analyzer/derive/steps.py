@@ -15,6 +15,7 @@ from dbdiag.derive import cpu as cpu_module
 from dbdiag.derive import cpu_profile as cpu_profile_module
 from dbdiag.derive import engine_version as engine_version_module
 from dbdiag.derive import full_scans as full_scans_module, host as host_module, host_config as host_config_module, idle_gaps as idle_gaps_module
+from dbdiag.derive import host_counts as host_counts_module
 from dbdiag.derive import numa, public_text as public_text_module, sql as sql_module, sql_statements
 from dbdiag.derive import time_accounting as time_accounting_module
 from dbdiag.derive import timeline as timeline_module
@@ -86,6 +87,10 @@ def _rounded_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
 
 def host(view: View, options: DeriveOptions) -> dict[str, Any]:
     return {t.HOST_METRIC: host_module.host_summary(dict(view)) or None}
+
+
+def host_counts(view: View, options: DeriveOptions) -> dict[str, Any]:
+    return {t.HOST_COUNT: host_counts_module.host_counts(view)}
 
 
 def cpu_profile(view: View, options: DeriveOptions) -> dict[str, Any]:
