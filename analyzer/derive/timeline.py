@@ -21,7 +21,7 @@ with ``[label]`` when it is one of several (``tps[Login]``, ``connections[fe_mys
   and pgbench's average (``latency_avg``) per progress line are kept as the tool printed them (the
   largest of the lines in a window; the transaction-weighted mean for averages). A statement log
   that lacks the short statements (a slow log with a threshold, by
-  :func:`~dbdiag.derive.time_accounting.log_completeness`) gives ``logged_qps`` and
+  :func:`~dbdiag.derive.time_db_side.log_completeness`) gives ``logged_qps`` and
   ``logged_latency_*`` instead: the statements it holds, not the load.
 - ``connections[...]`` (sessions): HAProxy ``scur`` per frontend (the largest in the window,
   summed over snapshots' frontends of that proxy) with its ``slim`` as ``session_limit[...]``;
@@ -64,7 +64,7 @@ from dbdiag import tables as t
 from dbdiag.derive.histogram import counter_deltas, histogram_quantile, label_value
 from dbdiag.derive.idle_gaps import resolution_us
 from dbdiag.derive.sql import is_sleep
-from dbdiag.derive.time_accounting import log_completeness
+from dbdiag.derive.time_db_side import log_completeness
 from dbdiag.timebounds import inside
 
 QUANTILES = {"latency_p50": 0.5, "latency_p99": 0.99, "latency_p999": 0.999, "latency_p9999": 0.9999}
