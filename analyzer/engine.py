@@ -12,6 +12,7 @@ from typing import Iterable
 
 import polars as pl
 
+from dbdiag import tables as t
 from dbdiag.findings import RuleOutcome, Status
 from dbdiag.rules.base import Rule, RuleInput, Skip
 
@@ -19,10 +20,10 @@ MAX_WORKERS = 4  # rule threads: the big rules are a handful, and more threads t
 
 
 def run_rule(rule: Rule, rule_input: RuleInput) -> RuleOutcome:
-    available = {name for name, frame in rule_input.tables.items() if frame.height > 0}
-    missing = rule.missing_inputs(available)
+    available = rule_input.available()
+    missing = [group for group in rule.requires if not available.intersection(group)]
     if missing:
-        return RuleOutcome(rule.id, rule.title, Status.SKIPPED, missing=tuple(missing))
+        return RuleOutcome(rule.id, rule.title, Status.SKIPPED, missing=tuple(_shown(group) for group in missing))
     try:
         verdict = rule.check(rule_input)
     except Skip as lacking:
@@ -38,6 +39,11 @@ def run_rule(rule: Rule, rule_input: RuleInput) -> RuleOutcome:
         )
     status = Status.FIRED if verdict.findings else Status.PASSED
     return RuleOutcome(rule.id, rule.title, status, findings=tuple(verdict.findings), measured=verdict.measured, examined=True)
+
+
+def _shown(group: tuple[str, ...]) -> str:
+    """A missing group as the report names it: a derived table by the parsed table a user can add."""
+    return " or ".join(dict.fromkeys(t.SHOWN_AS.get(name, name) for name in group))
 
 
 def run_rules(rules: Iterable[Rule], rule_input: RuleInput, workers: int | None = None) -> list[RuleOutcome]:

@@ -306,16 +306,6 @@ def _merged(name: str, frames: list[pl.DataFrame]) -> pl.DataFrame:
     return t.conform(name, stacked)
 
 
-def _public_tables(tables: dict[str, pl.DataFrame], derived: Derived) -> dict[str, pl.DataFrame]:
-    """What rules see: SQL, plan and log tables in the form derive made safe to show (literals replaced)."""
-    public = {**tables, **derived.public}
-    if "statements" in derived.tables:
-        public[t.STATEMENT] = derived.tables["statements"]
-    if "plan_nodes" in derived.tables:
-        public[t.PLAN_NODE] = derived.tables["plan_nodes"]
-    return public
-
-
 def analyze_capture(
     capture: Capture,
     options: Options = Options(),
@@ -359,7 +349,7 @@ def _analyze(
     results = _parse_all(detected, context, progress)
     tables = merge_tables(results)
     derived = derive_all(tables, SqlOptions(show_literals=options.show_literals), options.window_s)
-    outcomes = run_rules(rules, RuleInput(tables=_public_tables(tables, derived), derived=derived.tables, metrics=derived.metrics))
+    outcomes = run_rules(rules, RuleInput(tables=tables, derived=derived.tables, metrics=derived.metrics))
     return Analysis(capture, inputs, tables, derived, outcomes, context.zone, context.zone_origin, options)
 
 

@@ -8,9 +8,8 @@ raise ``Skip`` when the inputs are present but not enough (e.g. a single snapsho
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Mapping
 
 import polars as pl
 
@@ -29,35 +28,33 @@ class Skip(Exception):
     """Raised by a rule whose inputs exist but cannot answer; the message says what is lacking."""
 
 
-SharedValue = TypeVar("SharedValue")
-
-
 @dataclass(frozen=True)
 class RuleInput:
-    """The read-only view a rule gets: parsed tables, derived tables and JSON-ready metrics (by name)."""
+    """The read-only view a rule gets: one namespace of tables (parsed and derived, by the names in
+    ``dbdiag.tables``) and the derived JSON-ready metrics.
 
-    tables: dict[str, pl.DataFrame]
-    derived: dict[str, pl.DataFrame]
-    metrics: dict[str, Any]
-    _shared: dict[Callable[..., Any], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
-    _locks: dict[Callable[..., Any], threading.Lock] = field(default_factory=dict, init=False, repr=False, compare=False)
+    ``tables`` are the parsed tables, ``derived`` what derive made of them (``DERIVATIONS``); a derived table
+    with a parsed name (the text made safe to show, ``tables.PUBLIC_TEXT_TABLES``) is the one rules see.
+    """
 
-    def table(self, name: str) -> pl.DataFrame | None:
-        frame = self.tables.get(name)
-        return frame if frame is not None and frame.height > 0 else None
+    tables: Mapping[str, pl.DataFrame]
+    derived: Mapping[str, pl.DataFrame] = field(default_factory=dict)
+    metrics: Mapping[str, Any] = field(default_factory=dict)
 
-    def shared(self, compute: Callable[[RuleInput], SharedValue]) -> SharedValue:
-        """``compute(self)``, computed once for all the rules that ask (``compute`` must be a pure function of the input).
+    def table(self, name: str, keep_empty: bool = False) -> pl.DataFrame | None:
+        """The table ``name``, derived or parsed; None when absent, or empty unless ``keep_empty``."""
+        frame = self.derived.get(name)
+        if frame is None:
+            frame = self.tables.get(name)
+        return frame if frame is not None and (keep_empty or frame.height > 0) else None
 
-        For what several rules derive from the same big tables (e.g. the full-scan executions). Rules
-        may run at the same time: the first to ask computes while the others wait. An exception is not
-        kept: the next rule to ask computes again (and meets it again).
-        """
-        lock = self._locks.setdefault(compute, threading.Lock())  # setdefault is atomic under the GIL
-        with lock:
-            if compute not in self._shared:
-                self._shared[compute] = compute(self)
-            return self._shared[compute]
+    def metric(self, name: str) -> Any:
+        """The derived metric ``name`` (``tables.METRICS``), None when derive had nothing to say."""
+        return self.metrics.get(name)
+
+    def available(self) -> set[str]:
+        """The names of the tables with rows, parsed and derived."""
+        return {name for frames in (self.tables, self.derived) for name, frame in frames.items() if frame.height > 0}
 
 
 @dataclass(frozen=True)
@@ -70,7 +67,8 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Rule:
-    """``requires``: all-of groups of any-of table names, e.g. ``(("cpu_util", "softirq_rate"),)``."""
+    """``requires``: all-of groups of any-of table names (parsed or derived), e.g. ``(("cpu_util", "softirq_rate"),)``;
+    a rule whose group has no table with rows is skipped without running, naming the group."""
 
     id: str
     title: str

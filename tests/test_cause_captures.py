@@ -242,7 +242,7 @@ def test_pg_timeline_marks_the_changes(pg: Analysis):
 
 
 def test_mariadb_statistics_steps_run_on_mariadb(mariadb):
-    from dbdiag.rules.sql.stale_statistics import _remediation
+    from dbdiag.rules.sql.stale_statistics_remedies import remediation as _remediation
 
     db = scratch_database(mariadb)
     run_sql(db, MARIADB_SCHEMA)
@@ -254,7 +254,7 @@ def test_mariadb_statistics_steps_run_on_mariadb(mariadb):
 
 
 def test_postgresql_statistics_steps_run_on_postgresql(postgres):
-    from dbdiag.rules.sql.stale_statistics import _remediation
+    from dbdiag.rules.sql.stale_statistics_remedies import remediation as _remediation
 
     db = scratch_database(postgres)
     run_sql(db, PG_SCHEMA)

@@ -13,6 +13,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import dbdiag.derive as derive
+from dbdiag import tables as t
 from dbdiag.capture import read_capture
 from dbdiag.derive import derive_all, idle_gaps, sql
 from dbdiag.pipeline import analyze_capture
@@ -56,7 +57,37 @@ def test_threads_give_what_one_thread_gives(demo_tables, monkeypatch: pytest.Mon
     monkeypatch.setattr(derive, "ThreadPoolExecutor", _InOrder)
     _same(threaded, derive_all(demo_tables))
     assert {"time_accounting", "idle_gaps", "timeline", "sql_profile"} <= set(threaded.metrics)
-    assert list(threaded.tables)[-2:] == ["statements", "plan_nodes"]
+    assert {t.FINGERPRINTED_STATEMENT, t.PUBLIC_PLAN_NODE, t.WORKING_STATEMENT, t.FULL_SCAN} <= set(threaded.tables)
+
+
+def test_every_derived_name_is_declared_and_produced_once() -> None:
+    """Each derivation writes names ``dbdiag.tables`` declares (a table schema or a metric), no two the same name."""
+    produced = [name for d in derive.DERIVATIONS for name in d.produces]
+    assert len(produced) == len(set(produced))
+    declared = set(t.DERIVED_SCHEMAS) | set(t.METRICS) | set(t.PUBLIC_TEXT_TABLES)
+    assert set(produced) <= declared, set(produced) - declared
+    assert set(t.DERIVED_SCHEMAS) | (set(t.METRICS) - {t.DERIVE_ERRORS_METRIC}) <= set(produced)
+
+
+def test_derived_tables_have_their_declared_columns(demo_tables) -> None:
+    for name, frame in derive_all(demo_tables).tables.items():
+        declared = t.schema_of(name)
+        assert {c: frame.schema[c] for c in frame.columns} == {c: declared[c] for c in frame.columns}, name
+
+
+def test_derivations_wait_for_what_they_require(demo_tables, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A derivation that reads a derived table runs after the one producing it, however late that ends."""
+    original = derive.steps.sql
+
+    def late(*args):
+        time.sleep(0.2)
+        return original(*args)
+
+    monkeypatch.setattr(derive, "DERIVATIONS", tuple(
+        derive.Derivation(d.name, d.requires, d.produces, late if d.name == "sql" else d.compute, d.guarded, d.fallback) for d in derive.DERIVATIONS))
+    derived = derive_all(demo_tables, derivations=derive.DERIVATIONS)
+    assert derived.tables[t.WORKING_STATEMENT].height == derived.tables[t.FINGERPRINTED_STATEMENT].height > 0
+    assert "derive_errors" not in derived.metrics
 
 
 @pytest.mark.parametrize("slow", ["sql", "gaps"])

@@ -66,37 +66,23 @@ def test_rules_run_at_the_same_time():
     assert [o.measured for o in outcomes] == ["met", "met"]
 
 
-def test_shared_is_computed_once_for_rules_that_ask_at_the_same_time():
-    calls = []
+def test_a_rule_may_require_a_derived_table_and_is_skipped_without_it():
+    """``requires`` names parsed and derived tables alike; a missing derived one is named by the parsed table a user can add."""
+    from dbdiag import tables as t
 
-    def expensive(inp: RuleInput) -> int:
-        calls.append(1)
-        time.sleep(0.05)
-        return inp.tables["t1"].height
-
-    def asks(inp: RuleInput) -> Verdict:
-        return Verdict(measured=str(inp.shared(expensive)))
-
-    outcomes = run_rules([_rule(f"r{i}", asks) for i in range(4)], _input(t1=pl.DataFrame({"a": [1, 2]})), workers=4)
-    assert [o.measured for o in outcomes] == ["2"] * 4
-    assert len(calls) == 1
+    rule = _rule("sql", lambda inp: Verdict(measured=str(inp.table(t.FINGERPRINTED_STATEMENT).height)), requires=((t.FINGERPRINTED_STATEMENT,),))
+    frame = pl.DataFrame({"a": [1, 2]})
+    (found,) = run_rules([rule], RuleInput(tables={}, derived={t.FINGERPRINTED_STATEMENT: frame}, metrics={}))
+    assert found.status is Status.PASSED and found.measured == "2"
+    (lacking,) = run_rules([rule], RuleInput(tables={t.STATEMENT: frame}, derived={t.FINGERPRINTED_STATEMENT: frame.head(0)}, metrics={}))
+    assert lacking.status is Status.SKIPPED and lacking.missing == ("statement",) and not lacking.examined
 
 
-def test_shared_keeps_no_exception_and_no_value_across_inputs():
-    calls = []
-
-    def fails_once(inp: RuleInput) -> int:
-        calls.append(1)
-        if len(calls) == 1:
-            raise ValueError("first time")
-        return len(calls)
-
-    inp = _input(t1=pl.DataFrame({"a": [1]}))
-    with pytest.raises(ValueError):
-        inp.shared(fails_once)
-    assert inp.shared(fails_once) == 2 and inp.shared(fails_once) == 2
-    assert _input(t1=pl.DataFrame({"a": [1]})).shared(fails_once) == 3  # another input: computed anew
-
+def test_a_derived_table_with_a_parsed_name_is_the_one_rules_see():
+    """The text made safe to show (derive's public_text) takes the parsed name: a rule never sees the raw log line."""
+    raw, public = pl.DataFrame({"message": ["card = '4111'"]}), pl.DataFrame({"message": ["card = ?"]})
+    inp = RuleInput(tables={"event": raw}, derived={"event": public}, metrics={"m": 1})
+    assert inp.table("event")["message"][0] == "card = ?" and inp.metric("m") == 1 and inp.metric("other") is None
 
 def test_empty_table_counts_as_missing():
     outcomes = run_rules([_rule("needs", lambda _: Verdict(), requires=(("t1", "t2"), ("t3",)))], _input(t1=pl.DataFrame({"a": []})))

@@ -30,7 +30,8 @@ def test_rule_case(case) -> None:
     rule = rule_by_id(case.rule)
     assert rule is not None, f"{case.id}: no such rule"
     tables = case.build()
-    outcome = run_rule(rule, rule_input(tables) if case.derive else RuleInput(tables=tables, derived={}, metrics=case.metrics))
+    derived = rule_input(tables)
+    outcome = run_rule(rule, RuleInput(tables=tables, derived=derived.derived, metrics={**derived.metrics, **case.metrics}))
     assert outcome.status is (Status.FIRED if case.expect else Status.PASSED), f"{case.id}: {outcome.status} {outcome.missing or outcome.error}"
     got = [(f.subject, f.severity.value, f.title) for f in outcome.findings]
     assert [(s, sev) for s, sev, _ in got] == [(s, sev) for s, sev, _ in case.expect], f"{case.id}: {got}"

@@ -7,6 +7,7 @@ import pytest
 from polars.testing import assert_frame_equal, assert_series_equal
 
 from dbdiag import tables as t
+from dbdiag.derive.sql_statements import statement_layout
 from dbdiag.rules.base import RuleInput
 from dbdiag.rules.sql.common import from_one_source, has_statement, join_statements
 
@@ -65,6 +66,6 @@ def test_one_source_known_by_the_caller_gives_the_same_join(how: str) -> None:
     ],
 )
 def test_from_one_source_looks_at_statements_and_plan_nodes(statement_sources, node_sources, expected) -> None:
-    tables = {} if node_sources is None else {t.PLAN_NODE: _nodes(node_sources, list(range(len(node_sources))))}
-    derived = {"statements": _statements(statement_sources, list(range(len(statement_sources))))}
-    assert from_one_source(RuleInput(tables=tables, derived=derived, metrics={})) is expected
+    nodes = None if node_sources is None else _nodes(node_sources, list(range(len(node_sources))))
+    layout = statement_layout(_statements(statement_sources, list(range(len(statement_sources)))), nodes)
+    assert from_one_source(RuleInput(tables={}, derived={t.STATEMENT_LAYOUT: layout}, metrics={})) is expected

@@ -44,7 +44,7 @@ def _utilisation(tables: dict[str, pl.DataFrame]) -> pl.DataFrame | None:
     if util is None or util.height == 0:
         return None
     # The same run is often captured twice (mpstat text and JSON): one row per (time, cpu).
-    per_cpu = util.filter(pl.col("cpu") >= 0).unique(subset=["ts", "cpu"], keep="first")
+    per_cpu = util.filter(pl.col("cpu") >= 0).unique(subset=["ts", "cpu"], keep="first", maintain_order=True)
     return per_cpu.group_by("cpu").agg(
         pl.len().alias("intervals"),
         pl.col("usr_pct").mean(),
@@ -63,7 +63,7 @@ def _softirq_rates(tables: dict[str, pl.DataFrame]) -> pl.DataFrame | None:
     if rates.height == 0:
         return None
     return (
-        rates.unique(subset=["ts", "cpu", "softirq"], keep="first")
+        rates.unique(subset=["ts", "cpu", "softirq"], keep="first", maintain_order=True)
         .group_by("cpu")
         .agg(
             pl.col("per_s").filter(pl.col("softirq") == name).mean().alias(f"{name.lower()}_per_s")

@@ -412,7 +412,7 @@ def _from_stacks(stacks: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], dict[st
         (tooling_expr(pl.col("comm")) & (pl.col("category") != IDLE)).alias("tooling"),
     )
     rows = (
-        chosen.group_by("comm", "leaf", "category", "tooling")
+        chosen.group_by("comm", "leaf", "category", "tooling", maintain_order=True)
         .agg(pl.col("samples").sum(), pl.col("weight").sum(), pl.col("leaf_kernel").any().alias("kernel"), pl.col("database_process").any())
         .rename({"leaf": "symbol"})
     )
@@ -493,7 +493,7 @@ def _from_symbols(symbols: pl.DataFrame, chains: pl.DataFrame | None) -> tuple[d
                                           "database_process": pl.Boolean, "self_pct": pl.Float64, "samples": pl.Int64})
     rows = (
         frame.with_columns((tooling_expr(pl.col("comm")) & (pl.col("category") != IDLE)).alias("tooling"))
-        .group_by("comm", "symbol", "category", "tooling")
+        .group_by("comm", "symbol", "category", "tooling", maintain_order=True)
         .agg(pl.col("samples").sum(), pl.col("kernel").any(), pl.col("database_process").any(), pl.col("self_pct").sum().alias("weight"))
     )
     metric = summarise(rows, weight="percent", categories=CATEGORIES, total_weight=100.0)

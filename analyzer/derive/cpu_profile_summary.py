@@ -102,14 +102,14 @@ def _shares(frame: pl.DataFrame, total_w: float, busy_w: float) -> pl.DataFrame:
 
 
 def _categories(rows: pl.DataFrame, names: tuple[str, ...], total_w: float, busy_w: float) -> list[dict[str, Any]]:
-    by_category = _shares(rows.group_by("category").agg(pl.col("samples", "weight").sum()), total_w, busy_w)
+    by_category = _shares(rows.group_by("category", maintain_order=True).agg(pl.col("samples", "weight").sum()), total_w, busy_w)
     present = {row["category"]: row for row in by_category.to_dicts()}
     order = list(names) + sorted(set(present) - set(names))
     result = []
     for name in order:
         row = present.get(name, {"samples": 0, "weight": 0.0, "share_pct": 0.0, "busy_share_pct": None if name == IDLE else 0.0})
         top = _shares(
-            rows.filter(pl.col("category") == name).group_by("symbol", "category").agg(pl.col("samples", "weight").sum())
+            rows.filter(pl.col("category") == name).group_by("symbol", "category", maintain_order=True).agg(pl.col("samples", "weight").sum())
             .sort(["weight", "symbol"], descending=[True, False]).head(TOP_SYMBOLS_PER_CATEGORY),
             total_w, busy_w,
         )
@@ -131,16 +131,16 @@ def _categories(rows: pl.DataFrame, names: tuple[str, ...], total_w: float, busy
 def _top_symbols(busy_rows: pl.DataFrame, total_w: float, busy_w: float) -> list[dict[str, Any]]:
     """One row per leaf symbol (whatever categories its stacks fell in), the categories as its breakdown."""
     per_category = (
-        busy_rows.group_by("symbol", "category").agg(pl.col("samples", "weight").sum())
+        busy_rows.group_by("symbol", "category", maintain_order=True).agg(pl.col("samples", "weight").sum())
         .sort(["weight", "category"], descending=[True, False])
     )
     processes = (
-        busy_rows.filter(pl.col("comm").is_not_null()).group_by("symbol", "comm").agg(pl.col("weight").sum())
+        busy_rows.filter(pl.col("comm").is_not_null()).group_by("symbol", "comm", maintain_order=True).agg(pl.col("weight").sum())
         .sort(["symbol", "weight", "comm"], descending=[False, True, False])
         .group_by("symbol", maintain_order=True).agg(pl.col("comm").head(SYMBOL_PROCESSES).alias("processes"))
     )
     symbols = _shares(
-        busy_rows.group_by("symbol")
+        busy_rows.group_by("symbol", maintain_order=True)
         .agg(pl.col("samples", "weight").sum(), pl.col("kernel").any())
         .join(processes, on="symbol", how="left")
         .with_columns(pl.lit(OTHER).alias("category"), pl.col("processes").fill_null([]))  # category: any non-idle value gives the busy share
@@ -167,12 +167,12 @@ def _processes(rows: pl.DataFrame, total_w: float, whole_w: float, share_name: s
     if not named.height:
         return []
     top_category = (
-        named.group_by("comm", "category").agg(pl.col("weight").sum())
+        named.group_by("comm", "category", maintain_order=True).agg(pl.col("weight").sum())
         .sort(["weight", "category"], descending=[True, False])
         .group_by("comm", maintain_order=True).agg(pl.col("category").first().alias("top_category"))
     )
     ranked = (
-        named.group_by("comm").agg(pl.col("samples", "weight").sum())
+        named.group_by("comm", maintain_order=True).agg(pl.col("samples", "weight").sum())
         .join(top_category, on="comm", how="left")
         .sort(["weight", "comm"], descending=[True, False])
         .head(TOP_PROCESSES)

@@ -23,8 +23,8 @@ from typing import Any
 import polars as pl
 
 from dbdiag import tables as t
+from dbdiag.versions import MYSQL_FAMILY, at_least  # noqa: F401 - at_least re-exported for derive's callers
 
-MYSQL_FAMILY = ("mysql", "mariadb", "percona")
 _SETTING_NAMES = ("version", "server_version", "tidb_version")
 _CLUSTER_ENGINE = {"tikv": "tidb", "pd": "tidb"}  # a TiDB cluster's components: its SQL is TiDB's
 _NUMBER_RE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
@@ -56,21 +56,6 @@ def parse_number(version: str | None) -> list[int] | None:
     tidb = re.search(r"TiDB-v?(\d+\.\d+(?:\.\d+)?)", version)
     found = _NUMBER_RE.search(tidb.group(1) if tidb else version)
     return [int(part) for part in found.groups() if part is not None] if found else None
-
-
-def at_least(metric: dict[str, Any] | None, engine: str, number: tuple[int, ...]) -> bool | None:
-    """Whether the capture's server is ``engine`` at ``number`` or later; None when its version is unknown.
-
-    >>> at_least({"engine": "mariadb", "number": [10, 11, 19]}, "mariadb", (10, 6))
-    True
-    >>> at_least({"engine": "mysql", "number": [8, 0, 15]}, "mysql", (8, 0, 18))
-    False
-    >>> at_least({"engine": "mariadb", "number": None}, "mariadb", (10, 6)) is None
-    True
-    """
-    if not metric or metric.get("engine") != engine or not metric.get("number"):
-        return None
-    return tuple(metric["number"]) >= number
 
 
 def _engine_word(text: str) -> str | None:

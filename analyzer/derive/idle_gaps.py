@@ -22,7 +22,7 @@ SAVEPOINT``, not ``AND CHAIN``) close it, a nested ``BEGIN`` changes nothing (th
 not, not a depth), and after ``SET autocommit=0`` every statement but a COMMIT/ROLLBACK leaves one
 open until ``SET autocommit=1``. The state is a forward fill per connection (no Python loop).
 Statements the log did not hold (a slow log with a threshold) would make gaps up: only a log of
-every statement is used (:func:`~dbdiag.derive.time_accounting.log_completeness`).
+every statement is used (:func:`~dbdiag.derive.time_db_side.log_completeness`).
 
 **Resolution.** The gap resolution is the coarsest of ``start_ts`` and ``end_ts`` (one of them is
 often derived from the other and a duration, which gives it digits it does not have): 1 s when all
@@ -50,7 +50,7 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.derive.histogram import counter_deltas, histogram_quantile, label_value
 from dbdiag.derive.sql import is_sleep
-from dbdiag.derive.time_accounting import log_completeness
+from dbdiag.derive.time_db_side import log_completeness
 
 QUANTILES = {"p50_ms": 0.50, "p80_ms": 0.80, "p99_ms": 0.99}
 MAX_RESOLUTION_MS = 1.0  # coarser timestamps cannot measure gaps of OLTP round trips (0.05-5 ms)

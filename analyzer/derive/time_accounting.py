@@ -74,80 +74,15 @@ window where it started, and a counter increase in the window where its scrape i
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive.connection_time import interval_connect, run_connect
-from dbdiag.derive.histogram import counter_deltas
-from dbdiag.derive.sql import is_sleep
-
-# Application latency histograms/summaries: family -> (seconds per unit, what emits it).
-USER_FAMILIES: dict[str, tuple[float, str]] = {
-    "http_server_requests_seconds": (1.0, "Spring Boot Micrometer HTTP server requests"),
-    "http_server_request_duration_seconds": (1.0, "OpenTelemetry HTTP server request duration"),
-    "http_request_duration_seconds": (1.0, "Prometheus client HTTP request duration"),
-    "http_server_duration_milliseconds": (1e-3, "OpenTelemetry (semconv < 1.21) HTTP server duration"),
-}
-GENERIC_USER_FAMILY_RE = r"^[a-zA-Z_:][a-zA-Z0-9_:]*(?:_request[a-zA-Z0-9_:]*_seconds|_duration_seconds)$"
-NOT_USER_PREFIXES = (
-    "tidb_", "tikv_", "pd_", "tiflash_", "tiproxy_", "mysql_", "mysqld_", "pg_", "postgres", "mariadb",
-    "etcd_", "prometheus_", "go_", "process_", "node_", "haproxy_", "scrape_", "promhttp_",
-)
-IGNORED_ENDPOINT_RE = r"(?:^|,)(?:uri|handler|path|route|endpoint|http_route)=[^,]*(?:actuator|metrics|health|prometheus)"
-
-
-@dataclass(frozen=True)
-class DbCounter:
-    """A counter of seconds spent executing statements, from a database exporter."""
-
-    metric: str
-    count_metric: str | None  # the matching statement counter (QPS), when there is one
-    kind: str
-    exclude_labels_re: str | None = None  # series left out (TiDB's internal statements)
-
-
-DB_TIME_COUNTERS: tuple[DbCounter, ...] = (
-    DbCounter("tidb_server_handle_query_duration_seconds_sum", "tidb_server_handle_query_duration_seconds_count",
-              "TiDB handle_query_duration: QPS x average latency", r"(?:^|,)sql_type=internal(?:,|$)"),
-    DbCounter("pg_stat_statements_seconds_total", "pg_stat_statements_calls_total",
-              "postgres_exporter pg_stat_statements: Σ execution time"),
-    DbCounter("pg_stat_statements_total_time_seconds", "pg_stat_statements_calls",
-              "postgres_exporter pg_stat_statements (queries.yaml): Σ execution time"),
-    DbCounter("pg_stat_database_active_time_seconds_total", None,
-              "postgres_exporter pg_stat_database active_time: time backends spent executing statements"),
-    DbCounter("mysql_perf_schema_events_statements_seconds_total", "mysql_perf_schema_events_statements_total",
-              "mysqld_exporter events_statements_summary_by_digest: Σ statement latency of the digests kept"),
-)
-QPS_ONLY_COUNTERS = ("mysql_global_status_queries", "mysql_global_status_questions")
-
-COMPLETE_LOG_MAX_MIN_S = 0.001  # a log of every statement has sub-millisecond ones (BEGIN, point reads)
-COMPLETE_LOG_MIN_SHARE = 0.8  # of the queries a load test counted, when it counted them
-SPAN_SLACK = 1.5  # a load test's connections may span up to 1.5 x its duration (+ 2 s) ...
-SPAN_SLACK_S = 2.0  # ... to allow for 1-second log timestamps and connection set-up
-EDGE_GAP_S = 1.0  # a -C run's stretch takes in the statements just outside it, while they follow each other this closely
-THRESHOLD_SETTINGS = ("long_query_time", "log_min_duration_statement", "log_slow_rate_limit", "log_statement_sample_rate")
-
-
-@dataclass
-class Side:
-    """One side of the account: timestamped contributions (``ts``, ``seconds``, ``source``) or a total."""
-
-    side: str
-    kind: str
-    events: pl.DataFrame | None = None  # ts, seconds, source, weight (what "busiest" counts)
-    total_s: float | None = None  # when there are no timestamps
-    sources: list[dict[str, Any]] = field(default_factory=list)  # load-test runs: one entry each
-    coverage: tuple[datetime, datetime] | None = None
-    counter: DbCounter | None = None  # the exporter counter the DB side comes from
-    what: str = ""  # what the contributions are, for ``detail``
-    connect_s: float | None = None  # user time spent connecting, for a side given as a total (load-test runs)
-    connect_detail: str = ""
-    connect_per_transaction: bool = False  # a new connection per transaction (pgbench -C)
+from dbdiag.derive.time_db_side import db_side, log_completeness, threshold_settings
+from dbdiag.derive.time_sides import COMPLETE_LOG_MIN_SHARE, EDGE_GAP_S, SPAN_SLACK, SPAN_SLACK_S, Side
+from dbdiag.derive.time_user_side import JMETER_CONNECT, load_runs, user_side
 
 
 def time_accounting(tables: dict[str, pl.DataFrame], window_s: float = 10.0) -> tuple[dict[str, Any] | None, pl.DataFrame | None]:
@@ -157,9 +92,9 @@ def time_accounting(tables: dict[str, pl.DataFrame], window_s: float = 10.0) -> 
     ``unavailable_reason``.
     """
     notes: list[str] = []
-    user, user_reason = _user_side(tables, notes)
-    runs = _runs(tables) if user is not None and user.kind == "load-test-run" else None
-    db, db_reason = _db_side(tables, notes)
+    user, user_reason = user_side(tables, notes)
+    runs = load_runs(tables) if user is not None and user.kind == "load-test-run" else None
+    db, db_reason = db_side(tables, notes)
     if user is None and db is None:
         return None, None
     metric: dict[str, Any] = {
@@ -205,327 +140,6 @@ def time_accounting(tables: dict[str, pl.DataFrame], window_s: float = 10.0) -> 
             for row in windows.with_columns(pl.col(pl.Float64).round(6)).to_dicts()
         ]
     return metric, windows
-
-
-# ---------------------------------------------------------------- user side
-
-
-def _user_side(tables: dict[str, pl.DataFrame], notes: list[str]) -> tuple[Side | None, str]:
-    samples = tables.get(t.LOAD_SAMPLE)
-    if samples is not None and samples.filter(pl.col("elapsed_ms").is_not_null()).height:
-        return _from_samples(samples, notes), ""
-    intervals = _timed_intervals(tables.get(t.LOAD_INTERVAL), tables.get(t.LOAD_RUN))
-    if intervals is not None:
-        return intervals, ""
-    runs = _runs(tables)
-    if runs is not None:
-        return _from_runs(runs), ""
-    metrics = tables.get(t.METRIC_SAMPLE)
-    if metrics is not None:
-        side = _from_app_metrics(metrics, notes)
-        if side is not None:
-            return side, ""
-    return None, (
-        "no user response time: no load-test samples (JMeter), no sysbench/pgbench run with a latency, "
-        "no application latency histogram (" + ", ".join(USER_FAMILIES) + ", *_request*_seconds, *_duration_seconds)"
-    )
-
-
-def _from_samples(samples: pl.DataFrame, notes: list[str]) -> Side:
-    frame = samples.filter(pl.col("elapsed_ms").is_not_null())
-    level = "all samples"
-    if "is_transaction" in frame.columns and frame["is_transaction"].any():
-        dropped = frame.filter(~pl.col("is_transaction").fill_null(False)).height
-        frame = frame.filter(pl.col("is_transaction").fill_null(False))
-        level = "transaction-controller samples"
-        notes.append(
-            f"JMeter: {dropped:,} sampler rows not counted: the transaction controllers' samples span their children "
-            "(a JTL does not link children to parents, so samplers outside any controller are left out as well)"
-        )
-    connect_s = (pl.col("connect_ms") / 1000.0) if "connect_ms" in frame.columns else pl.lit(None, pl.Float64)
-    if frame["start_ts"].null_count() == frame.height:
-        sources = [
-            {"side": "user", "kind": "jmeter-samples", "detail": f"JMeter Σ elapsed of {level} from {row['source']} "
-             f"({row['count']:,} samples, no timeStamp column)", "source": row["source"], "from": None, "to": None,
-             "count": row["count"], "seconds": round(row["seconds"], 6)}
-            for row in frame.group_by("source", maintain_order=True)
-            .agg(pl.len().alias("count"), (pl.col("elapsed_ms").sum() / 1000.0).alias("seconds")).iter_rows(named=True)
-        ]
-        connected = frame.select(connect_s.alias("s"))["s"].drop_nulls()
-        return Side("user", "jmeter-samples", total_s=float(frame["elapsed_ms"].sum()) / 1000.0, sources=sources,
-                    what=f"JMeter samples without timeStamp ({frame.height:,})",
-                    connect_s=float(connected.sum()) if connected.len() else None, connect_detail=_JMETER_CONNECT)
-    frame = frame.filter(pl.col("start_ts").is_not_null())
-    events = frame.select(
-        pl.col("start_ts").alias("ts"), (pl.col("elapsed_ms") / 1000.0).alias("seconds"), "source", pl.lit(1.0).alias("weight"),
-        connect_s.alias("connect_s"),
-    )
-    ends = frame.select((pl.col("start_ts") + pl.duration(microseconds=(pl.col("elapsed_ms") * 1000).cast(pl.Int64))).max())
-    side = Side("user", "jmeter-samples", events=events, what=f"JMeter Σ elapsed of {level}",
-                coverage=(frame["start_ts"].min(), ends.item()))
-    return side
-
-
-_JMETER_CONNECT = "JMeter Σ Connect of the samples counted (the time to open the connection, or to get one from the pool; part of elapsed)"
-
-
-def _timed_intervals(intervals: pl.DataFrame | None, runs: pl.DataFrame | None) -> Side | None:
-    """pgbench --progress-timestamp: each progress line's TPS x average latency x interval, at its wall time.
-
-    A -C run's connection time (its summary's average, per transaction) is added to each line
-    when the progress latency leaves it out (``connection_time.interval_connect``).
-
-    Only when every interval line has a wall time and an average latency (sysbench prints a
-    percentile, and no wall time); the interval length is the time since the previous line (for the
-    first line, its offset, else the next gap).
-    """
-    if intervals is None or not intervals.height:
-        return None
-    usable = intervals.filter(pl.col("ts").is_not_null() & pl.col("latency_pct").is_null() & pl.col("latency_ms").is_not_null())
-    if usable.height != intervals.height:
-        return None
-    key = ["source", "run"]
-    step = (pl.col("ts") - pl.col("ts").shift(1)).over(key).dt.total_microseconds() / 1e6
-    frame = interval_connect(usable, runs).sort(*key, "ts").with_columns(step.alias("interval_s")).with_columns(
-        pl.col("interval_s").fill_null(pl.col("interval_s").shift(-1).over(key)).fill_null(1.0)
-    )
-    connect_s = pl.col("tps") * pl.col("connect_ms") / 1000.0 * pl.col("interval_s")
-    latency_s = pl.col("tps") * pl.col("latency_ms") / 1000.0 * pl.col("interval_s")
-    events = frame.select(  # at the interval's start, as samples and statements are placed by theirs
-        (pl.col("ts") - pl.duration(microseconds=(pl.col("interval_s") * 1e6).cast(pl.Int64))).alias("ts"),
-        (latency_s + pl.when(pl.col("connect_added")).then(connect_s).otherwise(0.0)).alias("seconds"), "source",
-        pl.lit(1.0).alias("weight"), pl.col("ts").alias("end_ts"), connect_s.alias("connect_s"),
-    ).filter(pl.col("seconds").is_not_null())
-    if not events.height:
-        return None
-    return Side("user", "load-test-intervals", events=events,
-                what=f"{frame['tool'][0]} progress lines: TPS x average latency x interval",
-                coverage=(events["ts"].min(), events["end_ts"].max()))
-
-
-def _runs(tables: dict[str, pl.DataFrame]) -> pl.DataFrame | None:
-    runs = tables.get(t.LOAD_RUN)
-    if runs is None:
-        return None
-    runs = run_connect(runs).with_columns(
-        (
-            pl.when(pl.col("latency_sum_ms").is_not_null())
-            .then(pl.col("latency_sum_ms") / 1000.0)
-            .when(pl.col("transactions").is_not_null() & pl.col("latency_avg_ms").is_not_null())
-            .then(pl.col("transactions") * pl.col("latency_avg_ms") / 1000.0)
-            .otherwise(pl.col("tps") * pl.col("latency_avg_ms") * pl.col("duration_s") / 1000.0)
-            + pl.when(pl.col("connect_added")).then(pl.col("connect_s")).otherwise(0.0)
-        ).alias("user_s"),
-        pl.when(pl.col("latency_sum_ms").is_not_null())
-        .then(pl.format("{} latency sum ({} ms over {} transactions)", "tool", "latency_sum_ms", "transactions"))
-        .when(pl.col("transactions").is_not_null() & pl.col("latency_avg_ms").is_not_null())
-        .then(pl.format("{} transactions x latency average ({} x {} ms)", "tool", "transactions", "latency_avg_ms"))
-        .otherwise(pl.format("{} tps x latency average x duration ({} x {} ms x {} s)", "tool", "tps", "latency_avg_ms", "duration_s"))
-        .alias("detail"),
-    ).with_columns(
-        pl.when(pl.col("connect_detail").is_not_null())
-        .then(pl.format("{}; connecting: {}", "detail", "connect_detail")).otherwise("detail").alias("detail")
-    ).filter(pl.col("user_s").is_not_null())
-    if not runs.height:
-        return None
-    expected, told = _expected_queries(runs, tables.get(t.LOAD_STATEMENT_LATENCY))
-    return runs.with_columns(pl.Series("expected_queries", expected, dtype=pl.Int64), pl.Series("expected_text", told, dtype=pl.String))
-
-
-def _expected_queries(runs: pl.DataFrame, statements: pl.DataFrame | None) -> tuple[list[int | None], list[str | None]]:
-    """Queries the run sent, and how that is known: sysbench counts them; pgbench -r lists its script."""
-    expected = runs["queries"].to_list()
-    told = [f"the run counted {n:,} queries" if n is not None else None for n in expected]
-    if statements is not None:
-        per_run = (
-            statements.filter(~pl.col("statement").str.starts_with("\\"))
-            .group_by("source", "run")
-            .agg(pl.len().alias("n"), pl.col("script").n_unique().alias("scripts"))
-        )
-        for i, row in enumerate(runs.iter_rows(named=True)):
-            match = per_run.filter((pl.col("source") == row["source"]) & (pl.col("run") == row["run"]) & (pl.col("scripts") == 1))
-            if expected[i] is None and match.height and row["transactions"] is not None:
-                expected[i] = row["transactions"] * match["n"][0]
-                told[i] = f"the run sent {row['transactions']:,} transactions x {match['n'][0]} SQL statements = {expected[i]:,}"
-    return expected, told
-
-
-def _from_runs(runs: pl.DataFrame) -> Side:
-    sources = [
-        {"side": "user", "kind": "load-test-run", "detail": row["detail"], "source": row["source"],
-         "from": None, "to": None, "count": row["transactions"], "seconds": round(row["user_s"], 6)}
-        for row in runs.iter_rows(named=True)
-    ]
-    connecting = runs.filter(pl.col("connect_s").is_not_null())
-    return Side(
-        "user", "load-test-run", total_s=float(runs["user_s"].sum()), sources=sources,
-        connect_s=float(connecting["connect_s"].sum()) if connecting.height else None,
-        connect_detail="; ".join(connecting["connect_detail"].to_list()),
-        connect_per_transaction=bool(runs["connect_per_transaction"].any()),
-    )
-
-
-def _from_app_metrics(metrics: pl.DataFrame, notes: list[str]) -> Side | None:
-    sums = metrics.filter(pl.col("metric").str.ends_with("_sum")).with_columns(
-        pl.col("metric").str.strip_suffix("_sum").alias("family")
-    )
-    if not sums.height:
-        return None
-    families = sums["family"].unique().to_list()
-    known = [f for f in families if f in USER_FAMILIES]
-    generic = [
-        f for f in families
-        if f not in USER_FAMILIES and re.match(GENERIC_USER_FAMILY_RE, f) and not f.startswith(NOT_USER_PREFIXES)
-    ]
-    candidates = known or generic
-    if not candidates:
-        return None
-    best: tuple[float, str, pl.DataFrame] | None = None
-    for family in sorted(candidates):
-        scale = USER_FAMILIES.get(family, (1.0, ""))[0]
-        series = sums.filter((pl.col("family") == family) & ~pl.col("labels").str.contains(IGNORED_ENDPOINT_RE))
-        deltas = counter_deltas(series.drop("family")).with_columns((pl.col("delta") * scale).alias("seconds"))
-        total = float(deltas["seconds"].sum())
-        if best is None or total > best[0]:
-            best = (total, family, deltas)
-    assert best is not None
-    total, family, deltas = best
-    if len(candidates) > 1:
-        notes.append(f"application latency families found: {', '.join(sorted(candidates))}; {family} has the most time and was used")
-    what = USER_FAMILIES.get(family, (1.0, "application latency histogram"))[1]
-    samples = sums.filter(pl.col("family") == family)
-    events = deltas.select(pl.col("start_ts").alias("ts"), "seconds", "source", pl.col("seconds").alias("weight"), pl.col("ts").alias("end_ts"))
-    return Side("user", "app-latency-metric", events=events, what=f"increase of {family}_sum ({what}): TPS x average latency",
-                coverage=(samples["ts"].min(), samples["ts"].max()))
-
-
-# ---------------------------------------------------------------- DB side
-
-
-def _db_side(tables: dict[str, pl.DataFrame], notes: list[str]) -> tuple[Side | None, str]:
-    reasons: list[str] = []
-    statements = tables.get(t.STATEMENT)
-    if statements is not None:
-        timed = db_statements(statements)
-        if timed.height:
-            complete, why = log_completeness(timed, _threshold_settings(tables))
-            if complete:
-                return _from_statements(timed), ""
-            reasons.append(why)
-            notes.append(why)
-        else:
-            reasons.append("the statement log has no durations")
-    metrics = tables.get(t.METRIC_SAMPLE)
-    if metrics is not None:
-        side = _from_db_metrics(metrics)
-        if side is not None:
-            return side, ""
-    summary = _from_statement_summary(tables.get(t.STATEMENT_SUMMARY))
-    if summary is not None:
-        return summary, ""
-    if metrics is not None:
-        qps_only = [m for m in QPS_ONLY_COUNTERS if metrics.filter(pl.col("metric") == m).height]
-        if qps_only:
-            reasons.append(
-                f"{qps_only[0]} gives the DB's QPS but no latency: DB time needs a latency source as well "
-                "(a slow log with long_query_time=0, or mysqld_exporter --collect.perf_schema.eventsstatements)"
-            )
-    if not reasons:
-        reasons.append(
-            "no DB time: no statement log with durations, no DB-time counter (" + ", ".join(c.metric for c in DB_TIME_COUNTERS) + ")"
-        )
-    return None, "; ".join(reasons)
-
-
-def db_statements(statements: pl.DataFrame) -> pl.DataFrame:
-    """The statements whose durations are DB time: timed, placed, not the server's own.
-
-    The one place time accounting chooses statements: a statement that only sleeps (``SELECT SLEEP(2)``,
-    ``pg_sleep``) is not work and is left out here.
-    """
-    return statements.filter(
-        pl.col("query_time_s").is_not_null() & pl.col("start_ts").is_not_null() & ~pl.col("is_internal").fill_null(False)
-        & ~is_sleep(pl.col("sql"))
-    )
-
-
-def log_completeness(statements: pl.DataFrame, settings: dict[str, str] | None = None,
-                     expected: int | None = None) -> tuple[bool, str]:
-    """Does the statement log hold every statement? (answer, why), decided from the data.
-
-    A log with a duration threshold (slow log) has no statement shorter than it, and a log of
-    every statement always has sub-millisecond ones. When the count the load test sent is
-    known, the log must hold at least :data:`COMPLETE_LOG_MIN_SHARE` of it (sampling such as
-    ``log_slow_rate_limit`` or ``log_statement_sample_rate`` drops statements at any duration).
-    """
-    smallest = statements["query_time_s"].min()
-    # an expression: statements["source"] would write out the column polars keeps as one repeated value
-    sources = ", ".join(statements.select(pl.col("source").unique(maintain_order=True)).to_series().to_list())
-    told = "".join(f"; {name} = {value}" for name, value in (settings or {}).items())
-    if smallest is None:
-        return False, f"{sources}: no statement durations"
-    if smallest > COMPLETE_LOG_MAX_MIN_S:
-        return False, (
-            f"{sources} is a slow log: its shortest statement took {smallest * 1000:.3f} ms (a log of every statement "
-            f"has some under {COMPLETE_LOG_MAX_MIN_S * 1000:g} ms){told}; the statements under its threshold are "
-            "missing, so it is not used as DB time"
-        )
-    if expected and statements.height < COMPLETE_LOG_MIN_SHARE * expected:
-        return False, (
-            f"{sources} holds {statements.height:,} statements where the load test sent {expected:,}: the log is "
-            f"sampled or filtered{told}, so it is not used as DB time"
-        )
-    return True, f"{sources}: shortest statement {smallest * 1000:.3f} ms{told}"
-
-
-def _threshold_settings(tables: dict[str, pl.DataFrame]) -> dict[str, str]:
-    settings = tables.get(t.DB_SETTING)
-    if settings is None:
-        return {}
-    rows = settings.filter(pl.col("name").str.to_lowercase().is_in(THRESHOLD_SETTINGS) & (pl.col("kind") != "status"))
-    return {row["name"].lower(): row["value"] for row in rows.iter_rows(named=True)}
-
-
-def _from_statements(statements: pl.DataFrame) -> Side:
-    events = statements.select(
-        pl.col("start_ts").alias("ts"), pl.col("query_time_s").alias("seconds"), "source", pl.lit(1.0).alias("weight"),
-        "conn_id", pl.coalesce("end_ts", "start_ts").alias("end_ts"),
-    )
-    return Side("db", "statement-log", events=events,
-                coverage=(events["ts"].min(), events["end_ts"].max()))
-
-
-def _from_statement_summary(summary: pl.DataFrame | None) -> Side | None:
-    """TiDB statements summary rows: each row's ``sum_latency_s`` between its first and last execution."""
-    if summary is None:
-        return None
-    rows = summary.filter(pl.col("sum_latency_s").is_not_null() & pl.col("first_seen").is_not_null())
-    if not rows.height:
-        return None
-    events = rows.select(
-        pl.col("first_seen").alias("ts"), pl.col("sum_latency_s").alias("seconds"), "source", pl.lit(1.0).alias("weight"),
-        pl.coalesce("last_seen", "first_seen").alias("end_ts"),
-    )
-    return Side("db", "statement-summary", events=events, what="Σ sum_latency of statement digests (statements summary)",
-                coverage=(events["ts"].min(), events["end_ts"].max()))
-
-
-def _from_db_metrics(metrics: pl.DataFrame) -> Side | None:
-    for counter in DB_TIME_COUNTERS:
-        series = metrics.filter(pl.col("metric") == counter.metric)
-        if counter.exclude_labels_re:
-            series = series.filter(~pl.col("labels").str.contains(counter.exclude_labels_re))
-        if series.group_by("source", "labels").len()["len"].max() is None:
-            continue
-        deltas = counter_deltas(series)
-        if not deltas.height:
-            continue
-        events = deltas.select(
-            pl.col("start_ts").alias("ts"), pl.col("delta").alias("seconds"), "source", pl.col("delta").alias("weight"),
-            pl.col("ts").alias("end_ts"),
-        )
-        return Side("db", "db-time-metric", events=events, what=counter.kind, coverage=(series["ts"].min(), series["ts"].max()), counter=counter)
-    return None
 
 
 # ---------------------------------------------------------------- alignment
@@ -668,7 +282,7 @@ def _complete_for_run(events: pl.DataFrame, run: dict[str, Any], tables: dict[st
 
 
 def _complete_reason(events: pl.DataFrame, run: dict[str, Any], tables: dict[str, pl.DataFrame]) -> str:
-    return log_completeness(events.rename({"seconds": "query_time_s"}), _threshold_settings(tables), run["expected_queries"])[1]
+    return log_completeness(events.rename({"seconds": "query_time_s"}), threshold_settings(tables), run["expected_queries"])[1]
 
 
 def _restricted(db: Side, events: pl.DataFrame, text: str) -> tuple[tuple[Any, Any], str, Side]:
@@ -728,7 +342,7 @@ def _fill_connection(metric: dict[str, Any], side: Side, connect_s: float | None
     if transactions:
         metric["connection_ms_per_transaction"] = round(1000.0 * connect_s / transactions, 3)
     metric["connection_detail"] = side.connect_detail or (
-        _JMETER_CONNECT if side.kind == "jmeter-samples" else "pgbench -C progress lines: TPS x interval x the run's average connection time"
+        JMETER_CONNECT if side.kind == "jmeter-samples" else "pgbench -C progress lines: TPS x interval x the run's average connection time"
     )
 
 

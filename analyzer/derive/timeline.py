@@ -21,7 +21,7 @@ with ``[label]`` when it is one of several (``tps[Login]``, ``connections[fe_mys
   and pgbench's average (``latency_avg``) per progress line are kept as the tool printed them (the
   largest of the lines in a window; the transaction-weighted mean for averages). A statement log
   that lacks the short statements (a slow log with a threshold, by
-  :func:`~dbdiag.derive.time_accounting.log_completeness`) gives ``logged_qps`` and
+  :func:`~dbdiag.derive.time_db_side.log_completeness`) gives ``logged_qps`` and
   ``logged_latency_*`` instead: the statements it holds, not the load.
 - ``connections[...]`` (sessions): HAProxy ``scur`` per frontend (the largest in the window,
   summed over snapshots' frontends of that proxy) with its ``slim`` as ``session_limit[...]``;
@@ -64,7 +64,7 @@ from dbdiag import tables as t
 from dbdiag.derive.histogram import counter_deltas, histogram_quantile, label_value
 from dbdiag.derive.idle_gaps import resolution_us
 from dbdiag.derive.sql import is_sleep
-from dbdiag.derive.time_accounting import log_completeness
+from dbdiag.derive.time_db_side import log_completeness
 from dbdiag.timebounds import inside
 
 QUANTILES = {"latency_p50": 0.5, "latency_p99": 0.99, "latency_p999": 0.999, "latency_p9999": 0.9999}
@@ -442,7 +442,7 @@ def _metric_series(metrics: pl.DataFrame, width_us: int) -> list[pl.DataFrame]:
         deltas = counter_deltas(rows).with_columns(
             ((pl.col("ts") - pl.col("start_ts")).dt.total_microseconds() / 1e6).alias("interval_s"), _window("start_ts", width_us)
         ).filter(pl.col("interval_s") > 0)
-        per_series = deltas.group_by("window_start", "source", "labels").agg(
+        per_series = deltas.group_by("window_start", "source", "labels", maintain_order=True).agg(
             (pl.col("delta").sum() / pl.col("interval_s").sum()).alias("rate"), pl.col("delta").sum().alias("count"))
         out.append(per_series.group_by("window_start", "source").agg(pl.col("rate").sum(), pl.col("count").sum()).select(
             "window_start", pl.lit(measure).alias("series"), pl.col("rate").alias("value"), pl.lit("1/s").alias("unit"),
@@ -469,7 +469,7 @@ def _metric_series(metrics: pl.DataFrame, width_us: int) -> list[pl.DataFrame]:
             out.append(pl.DataFrame(rows_out, schema=TIMELINE_SCHEMA))
     gauges = metrics.filter(pl.col("metric").is_in(CONNECTION_GAUGES) & pl.col("value").is_finite())
     if gauges.height:
-        at_scrape = gauges.group_by("ts", "source", "metric").agg(pl.col("value").sum())
+        at_scrape = gauges.group_by("ts", "source", "metric", maintain_order=True).agg(pl.col("value").sum())
         out.append(at_scrape.with_columns(_window("ts", width_us)).group_by("window_start", "source", "metric").agg(
             pl.col("value").max(), pl.len().alias("samples")).select(
             "window_start", pl.format("connections[{}]", "metric").alias("series"), "value", pl.lit("sessions").alias("unit"),
@@ -479,7 +479,7 @@ def _metric_series(metrics: pl.DataFrame, width_us: int) -> list[pl.DataFrame]:
 
 def _proxy(frontends: pl.DataFrame, window: pl.Expr) -> list[pl.DataFrame]:
     frame = frontends.with_columns(window)
-    per_snapshot = frame.group_by("window_start", "ts", "source", "proxy").agg(pl.col("scur").sum(), pl.col("slim").max())
+    per_snapshot = frame.group_by("window_start", "ts", "source", "proxy", maintain_order=True).agg(pl.col("scur").sum(), pl.col("slim").max())
     grouped = per_snapshot.group_by("window_start", "source", "proxy").agg(
         pl.col("scur").max(), pl.col("slim").max(), pl.len().alias("samples"))
     return [

@@ -19,6 +19,7 @@ import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.rules.base import RuleInput
+from dbdiag.rules.host_counts import cpus
 
 DEFAULT_WINDOW_S = 10.0
 HOST_BENCHMARKS = ("cpu", "memory", "fileio", "threads", "mutex")  # sysbench tests that never touch a database
@@ -26,25 +27,15 @@ CPU_INPUTS = "lscpu / numactl --hardware / mpstat (topology, host facts or per-C
 
 
 def window_s(inp: RuleInput) -> float:
-    accounting = inp.metrics.get("time_accounting")
+    accounting = inp.metric(t.TIME_ACCOUNTING_METRIC)
     value = accounting.get("window_s") if isinstance(accounting, dict) else None
     return float(value) if isinstance(value, (int, float)) and value > 0 else DEFAULT_WINDOW_S
 
 
 def cpu_count(inp: RuleInput) -> tuple[int | None, str]:
-    """Logical CPUs and where the number comes from; (None, "") when no input tells."""
-    topology = inp.table(t.TOPOLOGY)
-    if topology is not None:
-        return int(topology["cpu"].n_unique()), f"topology ({', '.join(sorted(topology['source'].unique().to_list()))})"
-    host = inp.metrics.get("host")
-    if isinstance(host, dict) and isinstance(host.get("cpus"), int) and host["cpus"] > 0:
-        return int(host["cpus"]), "host facts (cpu_count)"
-    util = inp.table(t.CPU_UTIL)
-    if util is not None:
-        cpus = util.filter(pl.col("cpu") >= 0)["cpu"].n_unique()
-        if cpus:
-            return int(cpus), f"per-CPU utilisation ({', '.join(sorted(util['source'].unique().to_list()))})"
-    return None, ""
+    """Logical CPUs and where the number comes from (derived ``host_count``); (None, "") when no input tells."""
+    count = cpus(inp)
+    return (count.value, count.source) if count is not None else (None, "")
 
 
 def throttled_runs(inp: RuleInput) -> dict[tuple[str, int], str]:

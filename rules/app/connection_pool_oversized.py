@@ -147,7 +147,7 @@ def check(inp: RuleInput) -> Verdict:
         measured.append(f"{curve.name}: {steps_text}")
         bad = [s for s in steps if _oversized(s)]
         if bad:
-            findings.append(_finding(curve, steps, bad[0], cpus, cpu_source, limit, (inp.metrics.get("engine_version") or {}).get("engine")))
+            findings.append(_finding(curve, steps, bad[0], cpus, cpu_source, limit, (inp.metric(t.ENGINE_VERSION_METRIC) or {}).get("engine")))
     return Verdict(findings=findings, measured="; ".join(measured))
 
 

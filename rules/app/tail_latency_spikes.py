@@ -360,7 +360,7 @@ def _event_rows(inp: RuleInput, ranges: list[tuple[datetime, datetime]], whole: 
 
 
 def _plan_change_rows(inp: RuleInput, ranges: list[tuple[datetime, datetime]], whole: bool) -> list[tuple[Any, ...]]:
-    statements = inp.table(t.STATEMENT)
+    statements = inp.table(t.FINGERPRINTED_STATEMENT)
     if statements is None:
         return []
     key = next((c for c in ("fp_id", "digest") if c in statements.columns and statements[c].null_count() < statements.height), None)
@@ -512,7 +512,7 @@ RULE = Rule(
     id=RULE_ID,
     title="Tail latency spikes (p999/p9999 far above p99)",
     area="app",
-    requires=((t.LOAD_SAMPLE, t.STATEMENT, t.METRIC_SAMPLE, t.LATENCY_HISTOGRAM, t.LOAD_INTERVAL),),
+    requires=((t.LOAD_SAMPLE, t.FINGERPRINTED_STATEMENT, t.METRIC_SAMPLE, t.LATENCY_HISTOGRAM, t.LOAD_INTERVAL),),
     check=check,
     doc=__doc__ or "",
 )

@@ -48,11 +48,11 @@ from dbdiag.derive.host_config import (
     database_process_affinity,
     gib,
     is_database_process,
-    node_count,
     node_sizes_mb,
 )
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
+from dbdiag.rules.host_counts import numa_nodes
 
 RULE_ID = "buffer-pool-exceeds-numa-node"
 
@@ -74,7 +74,7 @@ class Binding:
 
 
 def check(inp: RuleInput) -> Verdict:
-    nodes = node_count(inp.tables)
+    nodes = numa_nodes(inp)
     if nodes is None:
         raise Skip("NUMA node count unknown: needs lscpu, numactl --hardware or numastat")
     if nodes.value < MIN_NODES:

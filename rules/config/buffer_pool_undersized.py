@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive.engine_version import at_least
+from dbdiag.versions import at_least
 from dbdiag.derive.host_config import Amount, Value, db_value, gib, ram_mb
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
@@ -159,7 +159,7 @@ def _judge_innodb(inp: RuleInput, value: Value, ram: Amount, ram_bytes: int) -> 
         remediation="\n".join([
             f"Target about {INNODB_TARGET_SHARE_PCT:.0f}% of RAM on a dedicated server: {gib(target)} ({target} bytes,",
             "a multiple of innodb_buffer_pool_chunk_size x innodb_buffer_pool_instances).",
-            *_innodb_steps(_innodb_engine(inp), inp.metrics.get("engine_version"), target),
+            *_innodb_steps(_innodb_engine(inp), inp.metric(t.ENGINE_VERSION_METRIC), target),
             "3. Leave room for per-connection buffers (max_connections x sort/join/read buffers), other processes and the OS;",
             "   lower the target if the host also runs other services.",
         ]),
@@ -170,10 +170,10 @@ def _judge_innodb(inp: RuleInput, value: Value, ram: Amount, ram_bytes: int) -> 
 
 def _innodb_engine(inp: RuleInput) -> str | None:
     """The engine of the server: the capture's ``engine_version``, else the settings export's."""
-    metric = inp.metrics.get("engine_version") or {}
+    metric = inp.metric(t.ENGINE_VERSION_METRIC) or {}
     if metric.get("engine"):
         return metric["engine"]
-    settings = inp.tables.get(t.DB_SETTING)
+    settings = inp.table(t.DB_SETTING, keep_empty=True)
     engines = settings.filter(pl.col("name") == "innodb_buffer_pool_size")["engine"].drop_nulls() if settings is not None else None
     return engines[0] if engines is not None and engines.len() else None
 

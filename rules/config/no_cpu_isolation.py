@@ -46,10 +46,10 @@ from dbdiag.derive.host_config import (
     cmdline_sources,
     database_evidence,
     database_process_affinity,
-    node_count,
 )
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
+from dbdiag.rules.host_counts import numa_nodes
 
 RULE_ID = "no-cpu-isolation"
 
@@ -58,7 +58,7 @@ ISOLATION_PARAMETERS = CPU_ISOLATION_PARAMETERS
 
 
 def check(inp: RuleInput) -> Verdict:
-    nodes = node_count(inp.tables)
+    nodes = numa_nodes(inp)
     if nodes is None:
         raise Skip("NUMA node count unknown: needs lscpu, numactl --hardware or numastat")
     if nodes.value < MIN_NODES:

@@ -40,9 +40,10 @@ from __future__ import annotations
 from typing import Any
 
 from dbdiag import tables as t
-from dbdiag.derive.host_config import Value, cmdline, database_evidence, node_count, sysctls
+from dbdiag.derive.host_config import Value, cmdline, database_evidence, sysctls
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
+from dbdiag.rules.host_counts import numa_nodes
 
 RULE_ID = "numa-balancing-enabled"
 
@@ -60,7 +61,7 @@ def check(inp: RuleInput) -> Verdict:
     boot = (cmdline(inp.tables) or {}).get("numa_balancing")
     if runtime is None and boot is None:
         raise Skip("no kernel.numa_balancing captured: needs sysctl -a (or /proc/sys/kernel/numa_balancing) or /proc/cmdline")
-    nodes = node_count(inp.tables)
+    nodes = numa_nodes(inp)
     if nodes is None:
         raise Skip("NUMA node count unknown: needs lscpu, numactl --hardware or numastat")
     if runtime is not None:
@@ -83,7 +84,7 @@ def _finding(inp: RuleInput, runtime: Value | None, boot: Value | None, nodes: i
         rows.append(("cmdline numa_balancing", boot.value, boot.source))
     rows.append(("NUMA nodes", str(nodes), nodes_source))
     evidence = [Evidence(title="NUMA balancing setting and nodes", columns=("setting", "value", "source"), rows=tuple(rows))]
-    vmstat = inp.metrics.get("vmstat_numa") or {}
+    vmstat = inp.metric(t.VMSTAT_NUMA_METRIC) or {}
     counters: dict[str, Any] = vmstat.get("counters") or {}
     vm_sources = [str(s) for s in vmstat.get("sources") or []]
     impact: dict[str, Any] = {"description": "NUMA hinting faults and page migrations in every process", "nodes": nodes}

@@ -108,7 +108,7 @@ def _finding(inp: RuleInput, enabled: Value, where: str, defrag: Value | None, b
             "from": where,
         },
         evidence=tuple(evidence),
-        remediation=_remediation(defrag, (inp.metrics.get("engine_version") or {}).get("engine")),
+        remediation=_remediation(defrag, (inp.metric(t.ENGINE_VERSION_METRIC) or {}).get("engine")),
         sources=sources,
     )
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive.cpu import device_interrupts
 from dbdiag.rules.base import RuleInput
 
 HOT_CPU_MIN_SOFT_PCT = 10.0
@@ -81,7 +80,8 @@ class DeviceSkew:
 
 
 def cpu_nodes(inp: RuleInput) -> pl.DataFrame:
-    return inp.derived.get("cpu_nodes", pl.DataFrame(schema={"cpu": pl.Int32, "node": pl.Int32}))
+    nodes = inp.table(t.CPU_NODE, keep_empty=True)
+    return nodes if nodes is not None else pl.DataFrame(schema={"cpu": pl.Int32, "node": pl.Int32})
 
 
 def machine_cpus(inp: RuleInput) -> int:
@@ -93,12 +93,14 @@ def judge_devices(inp: RuleInput) -> list[DeviceSkew]:
     """Every device that took MIN_DEVICE_INTERRUPTS or more between snapshots, busiest first. Its serving
     CPUs are the fewest that took SERVED_SHARE_PCT of its interrupts; it is skewed when they are at most
     FEW_CPUS_SHARE of the machine's CPUs, or all on one node of a machine with two or more."""
-    irq_delta = inp.derived.get("irq_delta")
+    irq_delta = inp.table(t.IRQ_DELTA, keep_empty=True)
     if irq_delta is None or irq_delta.height == 0:
         return []
     cpus = machine_cpus(inp)
     node_count = cpu_nodes(inp)["node"].drop_nulls().n_unique()
-    lines = device_interrupts(irq_delta)
+    lines = inp.table(t.DEVICE_INTERRUPT, keep_empty=True)
+    if lines is None:
+        return []
     io_families = set(lines.filter(pl.col("device_class") == "io")["family"].to_list())
     grouped = lines.group_by("family", "cpu").agg(
         pl.col("delta").sum(), pl.col("node").first(), pl.col("irq").unique().sort().alias("irqs")

@@ -71,7 +71,7 @@ MIN_HOT_IRQ_SOFT_PCT = 20.0
 
 
 def check(inp: RuleInput) -> Verdict:
-    irq_delta = inp.derived.get("irq_delta")
+    irq_delta = inp.table(t.IRQ_DELTA, keep_empty=True)
     if irq_delta is None:
         raise Skip("needs two /proc/interrupts snapshots (before and after) to see where interrupts went")
     cpus = P.machine_cpus(inp)
@@ -99,7 +99,7 @@ class Cost:
 
 
 def _cost(inp: RuleInput, serving_cpus: list[int]) -> Cost | None:
-    per_cpu = inp.derived.get("per_cpu")
+    per_cpu = inp.table(t.PER_CPU, keep_empty=True)
     if not P.has_soft_time(per_cpu):
         return None
     mean_pct, cpu_share = P.interrupt_cost(per_cpu, serving_cpus)
@@ -118,7 +118,7 @@ def _finding(inp: RuleInput, skew: P.DeviceSkew, cpus: int, node_count: int) -> 
     node_text = f" (node {nodes[0]})" if len(nodes) == 1 and node_count >= 2 else ""
     cost = _cost(inp, serving_cpus)
     severity, why = _severity(skew, cost)
-    irq_delta = inp.derived["irq_delta"]
+    irq_delta = inp.table(t.IRQ_DELTA, keep_empty=True)
     lines = (
         irq_delta.filter(pl.col("device").map_elements(device_family, return_dtype=pl.String) == family)
         .group_by("irq", "device")
@@ -177,7 +177,7 @@ def _finding(inp: RuleInput, skew: P.DeviceSkew, cpus: int, node_count: int) -> 
             ),
         ),
         remediation=remediation,
-        sources=tuple(inp.metrics.get("cpu", {}).get("interrupt_snapshots") or sorted(inp.tables[t.IRQ_COUNT]["source"].unique().to_list())),
+        sources=tuple((inp.metric(t.CPU_METRIC) or {}).get("interrupt_snapshots") or sorted(inp.table(t.IRQ_COUNT, keep_empty=True)["source"].unique().to_list())),
         charts=(_chart(family, per_cpu, P.cpu_nodes(inp), set(serving_cpus)),),
     )
 

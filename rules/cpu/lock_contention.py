@@ -138,7 +138,7 @@ def _owners(inp: RuleInput) -> pl.DataFrame | None:
 
 def _flat_entries(inp: RuleInput) -> pl.DataFrame | None:
     """Without stacks (perf report / perf top): each lock entry as a one-frame stack of its process."""
-    symbols = inp.derived.get("cpu_profile_symbols")
+    symbols = inp.table(t.CPU_PROFILE_SYMBOL, keep_empty=True)
     if symbols is None or "weight" not in symbols.columns:
         return None
     rows = symbols.filter((pl.col("category") == CATEGORY) & ~pl.col("tooling").fill_null(False))

@@ -47,7 +47,7 @@ class CategoryShare:
 
 def category_share(inp: RuleInput, category: str) -> CategoryShare:
     """The category's share of the busy weight; Skip when there is no usable profile."""
-    profile = inp.metrics.get("cpu_profile")
+    profile = inp.metric(t.CPU_PROFILE_METRIC)
     if not profile:
         raise Skip("no CPU profile could be built from the perf input")
     busy = int(profile.get("busy_samples") or 0)
@@ -84,7 +84,7 @@ def judge(inp: RuleInput, category: str, threshold_pct: float) -> tuple[Category
 
 def busy_weight(inp: RuleInput) -> float:
     """The weight the busy shares are of (the busy samples' summed periods, or their count)."""
-    profile = inp.metrics.get("cpu_profile") or {}
+    profile = inp.metric(t.CPU_PROFILE_METRIC) or {}
     return float(profile.get("busy_weight", profile.get("busy_samples") or 0) or 0.0)
 
 
@@ -114,7 +114,7 @@ def _workload(frame: pl.DataFrame) -> pl.DataFrame:
 
 def category_stacks(inp: RuleInput, category: str) -> pl.DataFrame | None:
     """The busy stacks (tooling left out) of ``category``, with their ``weight``."""
-    stacks = inp.derived.get("cpu_profile_stacks")
+    stacks = inp.table(t.CPU_PROFILE_STACK, keep_empty=True)
     if stacks is None or stacks.height == 0:
         return None
     return _weighted(_workload(stacks.filter(pl.col("category") == category)))
@@ -122,7 +122,7 @@ def category_stacks(inp: RuleInput, category: str) -> pl.DataFrame | None:
 
 def top_symbols(inp: RuleInput, category: str, whole_weight: float) -> Evidence:
     """The category's hottest leaf symbols with their share of the busy weight."""
-    symbols = inp.derived.get("cpu_profile_symbols")
+    symbols = inp.table(t.CPU_PROFILE_SYMBOL, keep_empty=True)
     rows: list[tuple] = []
     if symbols is not None and symbols.height and whole_weight > 0:
         ranked = (

@@ -56,7 +56,6 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.charts import per_cpu_by_node
 from dbdiag.cpulist import format_cpu_list
-from dbdiag.derive.cpu import device_interrupts
 from dbdiag.findings import CPU_SHARE, Evidence, Finding, Scope, Severity, finding_id
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 from dbdiag.rules.cpu import interrupt_placement as P
@@ -77,7 +76,7 @@ MIN_EVENTS = 5_000
 
 
 def check(inp: RuleInput) -> Verdict:
-    per_cpu = inp.derived["per_cpu"]
+    per_cpu = inp.table(t.PER_CPU, keep_empty=True)
     if per_cpu.height < MIN_CPUS and _node_count(per_cpu) < 2:
         raise Skip(
             f"{per_cpu.height} CPU(s) on one NUMA node in the capture; concentration is judged from {MIN_CPUS} CPUs up "
@@ -308,11 +307,14 @@ def _node_evidence(per_cpu: pl.DataFrame, column: str, share_label: str) -> Evid
 
 def _irq_device_evidence(inp: RuleInput, hot: list[int]) -> tuple[Evidence, ...]:
     """Which devices' interrupts were served by the hot CPUs (from /proc/interrupts growth)."""
-    irq_delta = inp.derived.get("irq_delta")
+    irq_delta = inp.table(t.IRQ_DELTA, keep_empty=True)
     if irq_delta is None or irq_delta.height == 0:
         return ()
+    lines = inp.table(t.DEVICE_INTERRUPT, keep_empty=True)
+    if lines is None:
+        return ()
     on_hot = (
-        device_interrupts(irq_delta).group_by("irq", "device")
+        lines.group_by("irq", "device")
         .agg(
             pl.col("delta").filter(pl.col("cpu").is_in(hot)).sum().alias("on_hot"),
             pl.col("delta").sum().alias("total"),
@@ -339,10 +341,13 @@ def _irq_device_evidence(inp: RuleInput, hot: list[int]) -> tuple[Evidence, ...]
 def _nic_devices(inp: RuleInput, hot: list[int]) -> list[tuple[str, list[str]]]:
     """(device family, its IRQ numbers) for I/O devices whose interrupts go mostly to the hot CPUs,
     most IRQ lines first; other devices (GPU, USB, input...) only when no I/O device lands there."""
-    irq_delta = inp.derived.get("irq_delta")
+    irq_delta = inp.table(t.IRQ_DELTA, keep_empty=True)
     if irq_delta is None or irq_delta.height == 0:
         return []
-    per_irq = device_interrupts(irq_delta).group_by("irq", "family").agg(
+    lines = inp.table(t.DEVICE_INTERRUPT, keep_empty=True)
+    if lines is None:
+        return []
+    per_irq = lines.group_by("irq", "family").agg(
         pl.col("delta").filter(pl.col("cpu").is_in(hot)).sum().alias("on_hot"),
         pl.col("delta").sum().alias("total"),
         (pl.col("device_class") == "io").any().alias("io"),

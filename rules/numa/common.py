@@ -14,8 +14,8 @@ import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.cpulist import parse_cpu_list
-from dbdiag.derive import host_config
 from dbdiag.rules.base import RuleInput
+from dbdiag.rules.host_counts import numa_nodes
 
 _SUBJECT_PID = re.compile(r"^(?P<name>.*?)[ :(]+(?P<pid>\d+)\)?$")
 
@@ -34,12 +34,12 @@ class Binding:
 
 def node_count(inp: RuleInput) -> int:
     """Nodes known from topology (lscpu/numactl), node tables, per-node counters or node-count facts."""
-    amount = host_config.node_count(inp.tables)
+    amount = numa_nodes(inp)
     return amount.value if amount is not None else 0
 
 
 def cpu_node_map(inp: RuleInput) -> dict[int, int]:
-    nodes = inp.derived.get("cpu_nodes")
+    nodes = inp.table(t.CPU_NODE, keep_empty=True)
     if nodes is None or nodes.height == 0:
         return {}
     return {cpu: node for cpu, node in nodes.select("cpu", "node").drop_nulls().rows()}

@@ -64,12 +64,12 @@ def check(inp: RuleInput) -> Verdict:
         raise Skip(f"{nodes or 1} NUMA node: all memory is local")
     findings: list[Finding] = []
     measured: list[str] = []
-    remote = inp.derived.get("numa_remote")
+    remote = inp.table(t.NUMA_REMOTE, keep_empty=True)
     if remote is not None and remote.height:
         node_findings, node_measured = _node_findings(remote)
         findings += node_findings
         measured.append(node_measured)
-    process_memory = inp.derived.get("numa_process_memory")
+    process_memory = inp.table(t.NUMA_PROCESS_MEMORY, keep_empty=True)
     if process_memory is not None and process_memory.height:
         process_findings, process_measured = _process_findings(inp, process_memory)
         findings += process_findings

@@ -77,11 +77,11 @@ def check(inp: RuleInput) -> Verdict:
 def _cost_signals(inp: RuleInput, unbound: list[Binding]) -> list[tuple[str, str]]:
     """Evidence that the lack of binding costs something now: (signal, value) pairs."""
     signals: list[tuple[str, str]] = []
-    remote = inp.derived.get("numa_remote")
+    remote = inp.table(t.NUMA_REMOTE, keep_empty=True)
     if remote is not None and remote.height and not bool(remote["since_boot"].any()):
         for node, pct in remote.filter(pl.col("remote_pct") >= REMOTE_SHARE_PCT).select("node", "remote_pct").rows():
             signals.append((f"node {node} remote allocations (numastat)", f"{pct:.1f}%"))
-    memory = inp.derived.get("numa_process_memory")
+    memory = inp.table(t.NUMA_PROCESS_MEMORY, keep_empty=True)
     if memory is not None and memory.height:
         names = {b.name for b in unbound}
         pids = {b.pid for b in unbound if b.pid is not None}
@@ -95,7 +95,7 @@ def _cost_signals(inp: RuleInput, unbound: list[Binding]) -> list[tuple[str, str
             if largest < LOCAL_MEMORY_PCT:
                 spread = ", ".join(f"node {n} {mb:,.0f} MB" for n, mb in group.sort("node").select("node", "total_mb").rows())
                 signals.append((f"{process} {pid} memory spread (numastat -p)", spread))
-    profile = inp.metrics.get("cpu_profile") or {}
+    profile = inp.metric(t.CPU_PROFILE_METRIC) or {}
     for category in profile.get("categories", []):
         if category.get("category") == "page-faults-numa" and (category.get("busy_share_pct") or 0) >= PROFILE_NUMA_SHARE_PCT:
             signals.append(("page faults / NUMA balancing in the CPU profile", f"{category['busy_share_pct']:.1f}% of busy samples"))

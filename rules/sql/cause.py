@@ -55,7 +55,7 @@ class Step:
 
 def table_changes(inp: RuleInput) -> pl.DataFrame | None:
     """The changes on tables (DDL, statistics, bulk changes) in time order, or None."""
-    frame = inp.derived.get(t.CHANGE)
+    frame = inp.table(t.CHANGE, keep_empty=True)
     if frame is None or not frame.height:
         return None
     frame = frame.filter(pl.col("kind").is_in(TABLE_KINDS))
@@ -65,7 +65,7 @@ def table_changes(inp: RuleInput) -> pl.DataFrame | None:
 def tables_read(inp: RuleInput, runs: pl.DataFrame, sample_sql: str | None, engine: str | None) -> set[str]:
     """Lower-case names of the tables the fingerprint reads: its plan nodes' relations, and its SQL's tables."""
     names: set[str] = set()
-    nodes = inp.table(t.PLAN_NODE)
+    nodes = inp.table(t.PUBLIC_PLAN_NODE)
     if nodes is not None:
         keys = runs.select("source", "stmt_id")
         used = nodes.join(keys, on=["source", "stmt_id"], how="semi")["relation"].drop_nulls().unique().to_list()

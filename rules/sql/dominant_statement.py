@@ -94,8 +94,8 @@ def check(inp: RuleInput) -> Verdict:
 
 def _remediation(inp: RuleInput, sample: dict) -> str:
     engine = sample.get("engine")
-    check_plan = plan_check.plan_check(engine, inp.metrics.get("engine_version"), sample["sample_sql"],
-                                       inp.metrics.get("sql_summary", {}).get("literals_shown", False))
+    check_plan = plan_check.plan_check(engine, inp.metric(t.ENGINE_VERSION_METRIC), sample["sample_sql"],
+                                       (inp.metric(t.SQL_SUMMARY_METRIC) or {}).get("literals_shown", False))
     return (
         f"Start tuning here. See its plan as it runs: {check_plan}\n"
         "Check indexes on the columns it filters and joins on, and whether the application can call it less often "
@@ -107,7 +107,7 @@ RULE = Rule(
     id=RULE_ID,
     title="One statement holds more than half of the database time",
     area="sql",
-    requires=((t.STATEMENT,),),
+    requires=((t.FINGERPRINTED_STATEMENT,),),
     check=check,
     doc=__doc__ or "",
 )

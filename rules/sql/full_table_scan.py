@@ -69,17 +69,12 @@ from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.sql import plan_check
 from dbdiag.rules.sql.common import (
     db_time_s,
-    exec_time_column,
-    from_one_source,
-    has_statement,
-    join_statements,
     plan_nodes_of,
-    rows_where,
     seconds,
     short_plan,
     statement_evidence,
     statements,
-    statements_numbered,
+    timed_full_scan_executions,
 )
 
 if TYPE_CHECKING:  # sqlglot is imported when a statement is parsed: most runs never need it
@@ -87,8 +82,8 @@ if TYPE_CHECKING:  # sqlglot is imported when a statement is parsed: most runs n
 
 RULE_ID = "full-table-scan"
 
-MIN_SCANNED_ROWS = 10_000
-EXAMINED_PER_RETURNED = 100.0
+MIN_SCANNED_ROWS = t.FULL_SCAN_MIN_ROWS  # 10,000: the derived full_scan table is defined by these two
+EXAMINED_PER_RETURNED = t.FULL_SCAN_EXAMINED_PER_RETURNED  # 100
 MIN_TOTAL_S = 1.0
 MIN_SHARE_PCT = 5.0
 CRITICAL_SHARE_PCT = 25.0
@@ -96,7 +91,7 @@ MAX_FINDINGS = 5
 MAX_INDEX_COLUMNS = 4
 MAX_IDENTIFIER_CHARS = 63  # PostgreSQL's limit; MySQL/TiDB allow 64
 
-FULL_SCAN_NODE_TYPES = ("TableFullScan", "Seq Scan", "Parallel Seq Scan", "ALL")
+FULL_SCAN_NODE_TYPES = t.FULL_SCAN_NODE_TYPES
 MYSQL_FAMILY = ("mysql", "mariadb", "percona")
 SQLGLOT_DIALECT = {"mysql": "mysql", "tidb": "mysql", "postgresql": "postgres"}
 
@@ -131,107 +126,6 @@ def column_table(column: exp.Column, aliases: dict[str, str]) -> str | None:
         return aliases.get(column.table.lower(), column.table)
     names = set(aliases.values())
     return next(iter(names)) if len(names) == 1 else None
-
-
-def timed_full_scan_executions(inp: RuleInput) -> pl.DataFrame:
-    """:func:`full_scan_executions` of the timed statements (full-table-scan and or-without-index-merge use it: computed once)."""
-    return inp.shared(_timed_full_scan_executions)
-
-
-def _timed_full_scan_executions(inp: RuleInput) -> pl.DataFrame:
-    everything = statements(inp)
-    if everything["query_time_s"].null_count() == 0:  # the usual case: no copy of the whole table
-        return full_scan_executions(inp, everything, numbered=statements_numbered(inp))
-    return full_scan_executions(inp, everything.filter(pl.col("query_time_s").is_not_null()))
-
-
-# The statement columns the full-scan rules read: the other texts of the statements are not copied.
-SCAN_COLUMNS = (
-    "source", "stmt_id", "line", "fp_id", "engine", "query_time_s", "exec_time_s", "rows_examined", "rows_sent", "rows_affected",
-    "sample_sql", "plan", "index_names",
-)
-
-
-def full_scan_executions(inp: RuleInput, frame: pl.DataFrame, numbered: bool = False) -> pl.DataFrame:
-    """The rows of ``frame`` that scanned a whole table by any signal (in ``frame``'s order), with the SCAN_COLUMNS
-    and scan_by_plan / scan_by_flag / scan_by_rows and the biggest full-scan node's table, type and rows.
-
-    The signals are computed on the statement keys and counts, the rows taken once the (usually few)
-    scanning ones are known: copying the whole frame would copy its SQL and plan texts, row by row.
-    ``numbered``: ``frame`` is :func:`statements` and :func:`statements_numbered` holds (rows found by position).
-    """
-    one_source = from_one_source(inp)
-    per_statement = _full_scan_nodes(inp, frame, numbered)
-    returned = (pl.col("rows_sent").fill_null(0) + pl.col("rows_affected").fill_null(0)).clip(lower_bound=1)
-    examined = pl.col("rows_examined").fill_null(0)
-    nodes = inp.table(t.PLAN_NODE)
-    # A logged plan shows the access paths: the flag and the examined/returned ratio only stand in without one.
-    unplanned = pl.lit(~has_statement(frame, nodes, one_source, numbered)) if nodes is not None else pl.lit(True)
-    by_plan = pl.lit(False)
-    if per_statement is not None:
-        by_plan = pl.lit(has_statement(frame, per_statement.filter(pl.col("scan_by_plan")), one_source, numbered))
-    signals = frame.select(
-        by_plan.alias("scan_by_plan"),
-        # The log's Full_scan flag stands in only without a plan: with one, the plan's nodes decide
-        # (a flagged INSERT ... SELECT from a sequence generator reads no table worth an index).
-        (pl.col("full_scan").fill_null(False) & unplanned).alias("scan_by_flag"),
-        (unplanned & (examined >= MIN_SCANNED_ROWS) & (examined >= EXAMINED_PER_RETURNED * returned)).alias("scan_by_rows"),
-    )
-    scanning = signals.select(pl.any_horizontal(pl.all())).to_series()
-    columns = [pl.col(exec_time_column(frame)).alias(name) if name == "exec_time_s" else pl.col(name) for name in SCAN_COLUMNS]
-    scans, signals = rows_where(frame.select(columns), scanning), rows_where(signals, scanning)
-    if per_statement is None:
-        found = scans.select(
-            pl.repeat(None, scans.height, dtype=pl.String).alias("scan_table"),
-            pl.repeat(None, scans.height, dtype=pl.String).alias("scan_node"),
-            pl.repeat(None, scans.height, dtype=pl.Float64).alias("scan_rows"),
-        )
-    else:
-        found = join_statements(scans.select("source", "stmt_id"), per_statement.drop("small_scans_only"), one_source=one_source)
-    return pl.concat(
-        [scans, signals.select("scan_by_plan"), found.select("scan_table", "scan_node", "scan_rows"), signals.select("scan_by_flag", "scan_by_rows")],
-        how="horizontal",
-    )
-
-
-def _full_scan_nodes(inp: RuleInput, frame: pl.DataFrame, numbered: bool) -> pl.DataFrame | None:
-    """Per statement with full-scan plan nodes: whether one is big, and the biggest one (``numbered``: see :func:`full_scan_executions`)."""
-    nodes = inp.table(t.PLAN_NODE)
-    if nodes is None:
-        return None
-    columns = ("source", "stmt_id", "node_type", "relation", "est_rows", "actual_rows", "loops", "rows_removed_by_filter")
-    scan_nodes = rows_where(nodes.select(columns), nodes["node_type"].is_in(FULL_SCAN_NODE_TYPES))
-    if numbered:  # each node's statement engine by position
-        keyed = rows_where(scan_nodes, scan_nodes["stmt_id"].is_between(0, frame.height - 1).fill_null(False))
-        keyed = keyed.with_columns(frame["engine"].gather(keyed["stmt_id"]))
-    else:
-        one_source = from_one_source(inp)
-        engines = frame.select("source", "stmt_id", "engine")
-        # The join builds on the statements with such nodes only, not on all of them.
-        engines = rows_where(engines, has_statement(engines, scan_nodes, one_source=one_source))
-        keyed = join_statements(scan_nodes, engines, how="inner", one_source=one_source)
-    if keyed.height == 0:
-        return None
-    read = pl.coalesce(pl.col("actual_rows"), pl.col("est_rows"))
-    loops = pl.col("loops").fill_null(1.0)
-    rows_read = (
-        pl.when(pl.col("engine") == "tidb").then(read)  # TiDB's actRows is already a total
-        .when(pl.col("engine") == "postgresql").then((read + pl.col("rows_removed_by_filter").fill_null(0.0)) * loops)
-        .otherwise(read * loops)  # MariaDB r_rows is read before the attached condition, per loop
-    )
-    keyed = keyed.with_columns(rows_read.alias("rows_read"))
-    big = pl.col("rows_read").is_null() | (pl.col("rows_read") >= MIN_SCANNED_ROWS)
-    return (
-        keyed.sort("rows_read", descending=True, nulls_last=True)
-        .group_by("source", "stmt_id")
-        .agg(
-            big.any().alias("scan_by_plan"),
-            (~big).all().alias("small_scans_only"),
-            pl.col("relation").first().alias("scan_table"),
-            pl.col("node_type").first().alias("scan_node"),
-            pl.col("rows_read").first().alias("scan_rows"),
-        )
-    )
 
 
 def known_sum(column: str) -> pl.Expr:
@@ -441,7 +335,7 @@ def _finding(inp: RuleInput, scans: pl.DataFrame, row: dict) -> Finding:
             ),
         ),
         remediation=_remediation(engine, suggestion, table_text, plan_check.plan_check(
-            engine, inp.metrics.get("engine_version"), worst["sample_sql"], inp.metrics.get("sql_summary", {}).get("literals_shown", False)),
+            engine, inp.metric(t.ENGINE_VERSION_METRIC), worst["sample_sql"], (inp.metric(t.SQL_SUMMARY_METRIC) or {}).get("literals_shown", False)),
             _set_aside_index(inp, table_text, row["used_indexes"])),
         sources=tuple(f"{r['source']}:{r['line']}" for r in runs.head(3).iter_rows(named=True)),
     )
@@ -501,7 +395,7 @@ RESTORE_ACTIONS = ("index-not-ignored", "index-visible", "create-index")
 def _set_aside_index(inp: RuleInput, table: str | None, used: set[str]) -> dict | None:
     """The last index of ``table`` made IGNORED / INVISIBLE or dropped in the capture and not restored after,
     when the statement's other runs used it (``used``: lower-case index names)."""
-    changes = inp.derived.get(t.CHANGE)
+    changes = inp.table(t.CHANGE, keep_empty=True)
     if table is None or not used or changes is None or not changes.height:
         return None
     mine = changes.filter(
@@ -547,7 +441,7 @@ RULE = Rule(
     id=RULE_ID,
     title="Statements scanning whole tables cost real database time",
     area="sql",
-    requires=((t.STATEMENT,),),
+    requires=((t.FINGERPRINTED_STATEMENT,),),
     check=check,
     doc=__doc__ or "",
 )

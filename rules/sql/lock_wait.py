@@ -56,7 +56,6 @@ from datetime import timedelta
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive.sql import public_lock_waits
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.sql.common import db_time_s, seconds, short_sql, statements, where
@@ -83,8 +82,7 @@ HOLD_LOOKAHEAD = timedelta(minutes=10)  # and its release until this long after 
 def check(inp: RuleInput) -> Verdict:
     everything = statements(inp)
     total_s = db_time_s(everything) or 1.0
-    logged = inp.table(t.LOCK_WAIT)
-    logged = public_lock_waits(logged, inp.metrics.get("sql_summary", {}).get("literals_shown", False)) if logged is not None else None
+    logged = inp.table(t.PUBLIC_LOCK_WAIT)
     mostly = (pl.col("lock_time_s").fill_null(0.0) >= MIN_WAIT_S) & (
         pl.col("lock_time_s").fill_null(0.0) >= MOSTLY_WAIT_PCT / 100.0 * pl.col("query_time_s")
     )
@@ -241,7 +239,7 @@ def _failed_waits(logged: pl.DataFrame | None, table: str | None, waits: pl.Data
 def _blockers(inp: RuleInput, waits: pl.DataFrame, logged: pl.DataFrame | None, table: str | None) -> list[dict]:
     """The blockers of ``waits``, most wait time first (at most MAX_BLOCKERS): the log's holders, else overlapping holds."""
     # every statement, sleep too: a blocker often holds its lock while it sleeps (DO SLEEP, pg_sleep)
-    everything = inp.derived["statements"]
+    everything = inp.table(t.FINGERPRINTED_STATEMENT, keep_empty=True)
     return (_logged_blockers(everything, waits, logged) or _overlapping_blockers(everything, waits, table))[:MAX_BLOCKERS]
 
 
@@ -377,7 +375,7 @@ RULE = Rule(
     id=RULE_ID,
     title="Statements spent most of their time waiting for locks",
     area="sql",
-    requires=((t.STATEMENT,),),
+    requires=((t.FINGERPRINTED_STATEMENT,),),
     check=check,
     doc=__doc__ or "",
 )

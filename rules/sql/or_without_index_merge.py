@@ -60,7 +60,7 @@ import polars as pl
 from dbdiag import sqlnorm
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
-from dbdiag.derive.engine_version import at_least
+from dbdiag.versions import at_least
 from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.sql import plan_check
 from dbdiag.rules.sql.common import db_time_s, from_one_source, has_statement, seconds, short_sql, statement_evidence, statements
@@ -158,7 +158,7 @@ def check(inp: RuleInput) -> Verdict:
 
 def _without_index_merge(inp: RuleInput, executions: pl.DataFrame) -> pl.DataFrame:
     in_text = pl.col("plan").fill_null("").str.contains(_INDEX_MERGE_TEXT)
-    nodes = inp.table(t.PLAN_NODE)
+    nodes = inp.table(t.PUBLIC_PLAN_NODE)
     if nodes is None:
         return executions.with_columns(in_text.alias("index_merge"))
     merge_nodes = nodes.filter(pl.col("node_type").is_in(INDEX_MERGE_NODE_TYPES))
@@ -266,7 +266,7 @@ def _shown_indexes(inp: RuleInput, runs: pl.DataFrame, table: str) -> str:
     names = []
     for text in runs["index_names"].drop_nulls().unique().to_list():
         names += [m.group(2) for m in re.finditer(r"([\w$]+):([\w$]+)", text) if m.group(1).lower() == table.lower()]
-    nodes = inp.table(t.PLAN_NODE)
+    nodes = inp.table(t.PUBLIC_PLAN_NODE)
     if nodes is not None:
         used = nodes.join(runs.select("source", "stmt_id"), on=["source", "stmt_id"], how="semi").filter(
             pl.col("relation").str.to_lowercase() == table.lower(), pl.col("index_name").is_not_null()
@@ -323,7 +323,7 @@ def _finding(inp: RuleInput, runs: pl.DataFrame, row: dict, predicate: OrPredica
         },
         evidence=tuple(evidence),
         remediation=_remediation(engine, predicate, plan_check.runnable_sample(
-            worst["sample_sql"], inp.metrics.get("sql_summary", {}).get("literals_shown", False)), inp.metrics.get("engine_version")),
+            worst["sample_sql"], (inp.metric(t.SQL_SUMMARY_METRIC) or {}).get("literals_shown", False)), inp.metric(t.ENGINE_VERSION_METRIC)),
         sources=tuple(f"{r['source']}:{r['line']}" for r in runs.head(3).iter_rows(named=True)),
     )
 
@@ -384,7 +384,7 @@ RULE = Rule(
     id=RULE_ID,
     title="OR across columns of one table runs as a full scan without index merge",
     area="sql",
-    requires=((t.STATEMENT,),),
+    requires=((t.FINGERPRINTED_STATEMENT,),),
     check=check,
     doc=__doc__ or "",
 )

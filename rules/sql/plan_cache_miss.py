@@ -51,7 +51,7 @@ import re
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive.engine_version import at_least
+from dbdiag.versions import at_least
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 from dbdiag.rules.sql.common import exec_time_column, seconds, short_sql, statements
@@ -95,7 +95,7 @@ def check(inp: RuleInput) -> Verdict:
     measured = f"plan cache hit ratio {ratio_pct:.1f}% over {executions:,} prepared executions (fires below {MIN_HIT_RATIO_PCT:.0f}%)"
     if ratio_pct >= MIN_HIT_RATIO_PCT:
         return Verdict(measured=measured)
-    return Verdict(findings=[_finding(prepared, tidb.height, hits, ratio_pct, inp.metrics.get("engine_version"))], measured=measured)
+    return Verdict(findings=[_finding(prepared, tidb.height, hits, ratio_pct, inp.metric(t.ENGINE_VERSION_METRIC))], measured=measured)
 
 
 def _per_fingerprint(prepared: pl.DataFrame) -> pl.DataFrame:
@@ -237,7 +237,7 @@ RULE = Rule(
     id=RULE_ID,
     title="TiDB prepared statements miss the plan cache",
     area="sql",
-    requires=((t.STATEMENT,),),
+    requires=((t.FINGERPRINTED_STATEMENT,),),
     check=check,
     doc=__doc__ or "",
 )

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dbdiag.derive.engine_version import MYSQL_FAMILY, at_least
+from dbdiag.versions import MYSQL_FAMILY, at_least
 
 MAX_PRINTED_SQL_CHARS = 2000
 MYSQL_EXPLAIN_ANALYZE = (8, 0, 18)

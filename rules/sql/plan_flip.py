@@ -376,7 +376,7 @@ RULE = Rule(
     id=RULE_ID,
     title="One statement executed with several plans, one much slower",
     area="sql",
-    requires=((t.STATEMENT,),),
+    requires=((t.FINGERPRINTED_STATEMENT,),),
     check=check,
     doc=__doc__ or "",
 )

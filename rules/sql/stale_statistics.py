@@ -65,35 +65,34 @@ References:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import polars as pl
 
-from dbdiag import sqlnorm
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 from dbdiag.rules.sql import cause as cause_module
-from dbdiag.rules.sql.common import (
-    db_time_s,
-    from_one_source,
-    has_statement,
-    join_statements,
-    rows_where,
-    seconds,
-    short_sql,
-    statements,
-    statements_numbered,
+from dbdiag.rules.sql.common import db_time_s, seconds, short_sql, statements
+from dbdiag.rules.sql.stale_statistics_remedies import filter_columns, remediation, where_columns
+from dbdiag.rules.sql.stale_statistics_signals import (  # noqa: F401 - the thresholds the docs quote live with the signals
+    MIN_NODE_ROWS,
+    MISESTIMATE_FACTOR,
+    OUTDATED_MIN_MODIFIED_ROWS,
+    OUTDATED_MODIFY_RATIO,
+    SYSTEM_SCHEMAS,
+    TIDB_LOOKUP_JOINS,
+    candidates,
+    estimated_nodes,
+    measured_none,
+    misestimate_signals,
+    stats_signals,
+    user_statement_among,
+    user_statements,
 )
-from dbdiag.rules.sql.full_table_scan import MYSQL_FAMILY, sqlnorm_dialect, suggest_index
 
 RULE_ID = "stale-statistics"
 
-OUTDATED_MODIFY_RATIO = 0.8
-OUTDATED_MIN_MODIFIED_ROWS = 1_000
-MISESTIMATE_FACTOR = 100.0
-MIN_NODE_ROWS = 100.0
 MIN_AFFECTED_S = 1.0
 MIN_AFFECTED_SHARE_PCT = 1.0
 CRITICAL_SHARE_PCT = 25.0
@@ -102,27 +101,22 @@ MAX_FINGERPRINTS_SHOWN = 5
 MAX_NODES_SHOWN = 8
 MAX_CAUSE_TABLES = 20
 
-SYSTEM_SCHEMAS = ("information_schema", "performance_schema", "metrics_schema", "mysql", "pg_catalog", "sys")
-_SYSTEM_SQL = r"(?i)\b(?:" + "|".join(SYSTEM_SCHEMAS) + r")\s*\.|\bpg_catalog\b|\bpg_stat"
-_JOIN_NODE = r"(?i)join|nested loop|apply"
-TIDB_LOOKUP_JOINS = ("IndexJoin", "IndexHashJoin", "IndexMergeJoin", "Apply")
-_STATS_ITEM = r"^([^:\[\]]+):(pseudo|\d+)(?:\[(-?\d+);(-?\d+)\])?"
 
 
 def check(inp: RuleInput) -> Verdict:
     everything = statements(inp)
     total_s = db_time_s(everything) or 1.0
-    estimated = _estimated_nodes(inp)
+    estimated = estimated_nodes(inp)
     suspects = estimated.filter(pl.col("could_be_off")) if estimated is not None else None
     # Only the statements with a Stats line or a suspect plan node can show a signal: they alone are
     # judged (internal? system schema?) and copied, as all later steps join on them.
-    frame = _user_statements(_candidates(inp, everything, suspects))
-    stats = _stats_signals(frame)
+    frame = user_statements(candidates(inp, everything, suspects))
+    stats = stats_signals(frame)
     misestimates = None
-    if estimated is not None and _user_statement_among(inp, everything, estimated):
-        misestimates = _misestimate_signals(inp, frame, suspects)
+    if estimated is not None and user_statement_among(inp, everything, estimated):
+        misestimates = misestimate_signals(inp, frame, suspects)
     if stats is None and misestimates is None:
-        left_out = everything.height - _user_statements(everything).height
+        left_out = everything.height - user_statements(everything).height
         note = f" ({left_out:,} internal or system-schema statement(s) left out)" if left_out else ""
         raise Skip(
             f"no TiDB Stats line and no plan with both estimated and actual rows on user statements{note} "
@@ -130,7 +124,7 @@ def check(inp: RuleInput) -> Verdict:
         )
     signals = pl.concat([s for s in (stats, misestimates) if s is not None], how="diagonal_relaxed")
     if signals.height == 0:
-        return Verdict(measured=_measured_none(frame, stats, misestimates))
+        return Verdict(measured=measured_none(frame, stats, misestimates))
     affected = (
         signals.select("table", "source", "stmt_id").unique()
         .join(frame.select("source", "stmt_id", "fp_id", "query_time_s", "engine"), on=["source", "stmt_id"], how="inner")
@@ -251,201 +245,6 @@ def _fixed_by(runs: pl.DataFrame, mine: pl.DataFrame, cause: dict) -> tuple[dict
     return None
 
 
-# The statement columns this rule reads: filtering them is much cheaper than filtering the whole table.
-_READ = ("source", "stmt_id", "line", "fp_id", "query_time_s", "engine", "sample_sql", "stats_info")
-_JUDGED = ("db", "is_internal")  # read to leave internal and system-schema statements out
-
-
-def _estimated_nodes(inp: RuleInput) -> pl.DataFrame | None:
-    """source, stmt_id of the plan nodes with both estimated and actual rows, and ``could_be_off``: whether the
-    node's own numbers can make it a signal (by_rows / by_filter of :func:`_misestimate_signals`, less their
-    conditions on engine, node type and parent); None without plan nodes."""
-    nodes = inp.table(t.PLAN_NODE)
-    if nodes is None:
-        return None
-    est, act = pl.col("est_rows"), pl.col("actual_rows")
-    removed = pl.col("rows_removed_by_filter")
-    read_through_index = act + removed.fill_null(0.0)
-    factor = pl.max_horizontal(est, act) / pl.max_horizontal(pl.min_horizontal(est, act), pl.lit(1.0))
-    could_be_off = ((pl.max_horizontal(est, act) >= MIN_NODE_ROWS) & (factor >= MISESTIMATE_FACTOR)) | (
-        removed.is_not_null()
-        & (read_through_index >= MIN_NODE_ROWS)
-        & (read_through_index / pl.max_horizontal(est, pl.lit(1.0)) >= MISESTIMATE_FACTOR)
-    )
-    estimated = nodes.select("source", "stmt_id", "est_rows", "actual_rows", "rows_removed_by_filter").filter(
-        est.is_not_null(), act.is_not_null()
-    )
-    return estimated.select("source", "stmt_id", could_be_off.alias("could_be_off"))  # on these rows only: nulls make it slow
-
-
-def _candidates(inp: RuleInput, everything: pl.DataFrame, nodes: pl.DataFrame | None) -> pl.DataFrame:
-    """The statements with a TiDB Stats line or one of the plan ``nodes`` (the columns in _READ and _JUDGED)."""
-    possible = everything["stats_info"].is_not_null()
-    if nodes is not None and nodes.height:
-        possible = possible | has_statement(everything, nodes, from_one_source(inp), statements_numbered(inp))
-    return rows_where(everything.select(*_READ, *_JUDGED), possible)
-
-
-def _user_statement_among(inp: RuleInput, everything: pl.DataFrame, nodes: pl.DataFrame) -> bool:
-    """Whether a user statement has one of the plan ``nodes``: the statements of the first nodes are judged
-    first (one of them usually is one), all of them only when none is."""
-    for some in (nodes.head(100), nodes):
-        found = has_statement(everything, some, from_one_source(inp), statements_numbered(inp))
-        statements_of_nodes = rows_where(everything.select(*_READ, *_JUDGED), found)
-        if _user_statements(statements_of_nodes).height:
-            return True
-        if some.height == nodes.height:
-            break
-    return False
-
-
-def _user_statements(frame: pl.DataFrame) -> pl.DataFrame:
-    """The statements that are not internal and do not read system schemas (the columns in _READ)."""
-    # sample_sql repeats (one text per fingerprint unless literals are shown): each text is searched once.
-    texts = frame["sample_sql"].fill_null("").unique()
-    system_texts = texts.filter(texts.str.contains(_SYSTEM_SQL))
-    dbs = frame["db"].drop_nulls().unique()  # a few names: each lower-cased once ("" is no system schema)
-    system_dbs = dbs.filter(dbs.str.to_lowercase().is_in(SYSTEM_SCHEMAS))
-    system = pl.lit(False)
-    if system_dbs.len():
-        system = system | pl.col("db").fill_null("").is_in(system_dbs.implode())
-    if system_texts.len():
-        system = system | pl.col("sample_sql").fill_null("").is_in(system_texts.implode())
-    keep = frame.select(~pl.col("is_internal").fill_null(False) & ~system).to_series()
-    read = frame.select(_READ)
-    return read if keep.all(ignore_nulls=False) else read.filter(keep)  # usually all: no copy at all
-
-
-def _measured_none(frame: pl.DataFrame, stats: pl.DataFrame | None, misestimates: pl.DataFrame | None) -> str:
-    parts = []
-    if stats is not None:
-        parts.append(f"{frame.filter(pl.col('stats_info').is_not_null()).height:,} statement(s) with TiDB Stats, no pseudo or outdated table")
-    if misestimates is not None:
-        parts.append(f"no table-reading plan node with estimates {MISESTIMATE_FACTOR:.0f}x off")
-    return "; ".join(parts)
-
-
-def _stats_signals(frame: pl.DataFrame) -> pl.DataFrame | None:
-    """TiDB ``Stats`` entries that are pseudo or outdated: table, source, stmt_id, kind, rows, modified."""
-    # most logs have no Stats line: the null test first, on the column's validity only
-    with_stats = frame.filter(pl.col("stats_info").is_not_null()).filter(pl.col("stats_info").str.strip_chars() != "")
-    if with_stats.height == 0:
-        return None
-    # Column/index load states in brackets hold commas too; those pieces do not match _STATS_ITEM.
-    items = (
-        with_stats.select("source", "stmt_id", pl.col("stats_info").str.split(",").alias("item"))
-        .explode("item")
-        .with_columns(pl.col("item").str.strip_chars().str.extract_groups(_STATS_ITEM).alias("parts"))
-        .unnest("parts")
-        .rename({"1": "table_raw", "2": "version", "3": "rows", "4": "modified"})
-        .filter(pl.col("table_raw").is_not_null())
-        .with_columns(
-            pl.col("table_raw").str.strip_chars().str.split(" ").list.first().alias("table"),
-            pl.col("rows").cast(pl.Int64, strict=False),
-            pl.col("modified").cast(pl.Int64, strict=False),
-        )
-    )
-    pseudo = pl.col("version") == "pseudo"
-    outdated = (
-        (pl.col("modified") >= OUTDATED_MIN_MODIFIED_ROWS)
-        & (pl.col("modified") >= OUTDATED_MODIFY_RATIO * pl.col("rows"))
-    ).fill_null(False)
-    return items.filter(pseudo | outdated).select(
-        "table",
-        "source",
-        "stmt_id",
-        pl.when(pseudo).then(pl.lit("pseudo")).otherwise(pl.lit("outdated")).alias("kind"),
-        "rows",
-        "modified",
-    )
-
-
-def _misestimate_signals(inp: RuleInput, frame: pl.DataFrame, suspects: pl.DataFrame) -> pl.DataFrame:
-    """Plan nodes reading a table whose estimate is MISESTIMATE_FACTOR off, of the statements in ``frame``.
-
-    ``suspects``: the plan nodes whose own numbers can make them a signal (see :func:`_estimated_nodes`); the
-    parent lookups below are for their few plans only.
-    """
-    nodes = inp.table(t.PLAN_NODE)
-    est, act = pl.col("est_rows"), pl.col("actual_rows")
-    removed = pl.col("rows_removed_by_filter")
-    read_through_index = act + removed.fill_null(0.0)
-    factor = pl.max_horizontal(est, act) / pl.max_horizontal(pl.min_horizontal(est, act), pl.lit(1.0))
-    one_source = from_one_source(inp)
-    plans = suspects.select("source", "stmt_id").unique()
-    keyed = join_statements(
-        join_statements(nodes, plans, how="semi", one_source=one_source), frame.select("source", "stmt_id", "engine"), how="inner",
-        one_source=one_source,
-    )
-    keyed = _under_tidb_lookup_join(_with_parent(keyed)).filter(
-        pl.col("est_rows").is_not_null(), pl.col("actual_rows").is_not_null(), ~pl.col("under_lookup_join")
-    )
-    is_scan = pl.col("node_type").str.contains("Scan")
-    is_index_scan = is_scan & pl.col("node_type").str.contains("(?i)index|bitmap heap")
-    reads_table = is_scan | pl.col("engine").is_in(MYSQL_FAMILY) | pl.col("parent_type").fill_null("").str.contains(_JOIN_NODE)
-    filter_factor = read_through_index / pl.max_horizontal(est, pl.lit(1.0))
-    judged = keyed.with_columns(
-        factor.alias("factor"),
-        pl.when(is_index_scan & removed.is_not_null() & (pl.col("engine") == "postgresql")).then(filter_factor).alias("filter_factor"),
-        pl.coalesce(pl.col("relation"), pl.col("parent_relation")).alias("table"),
-    ).filter(pl.col("table").is_not_null(), reads_table)
-    big = pl.max_horizontal(est, act) >= MIN_NODE_ROWS
-    by_rows = big & (pl.col("factor") >= MISESTIMATE_FACTOR)
-    by_filter = (read_through_index >= MIN_NODE_ROWS) & (pl.col("filter_factor").fill_null(0.0) >= MISESTIMATE_FACTOR)
-    return judged.filter(by_rows | by_filter).select(
-        "table",
-        "source",
-        "stmt_id",
-        pl.when(by_rows).then(pl.lit("misestimate")).otherwise(pl.lit("filter")).alias("kind"),
-        "node_type",
-        "index_name",
-        "est_rows",
-        "actual_rows",
-        "loops",
-        "rows_removed_by_filter",
-        "filter",
-        pl.max_horizontal(pl.col("factor"), pl.col("filter_factor").fill_null(0.0)).alias("factor"),
-        "engine",
-    )
-
-
-def _with_parent(nodes: pl.DataFrame) -> pl.DataFrame:
-    """Each node's parent type and table: the nearest earlier node of the same plan one level up (plans are depth-first)."""
-    ordered = nodes.sort("node_id")
-    parents = ordered.select(
-        "source",
-        "stmt_id",
-        pl.col("node_id").alias("parent_id"),
-        (pl.col("depth") + 1).alias("depth"),
-        pl.col("node_type").alias("parent_type"),
-        pl.col("relation").alias("parent_relation"),
-    ).sort("parent_id")
-    return ordered.join_asof(
-        parents,
-        left_on="node_id",
-        right_on="parent_id",
-        by=["source", "stmt_id", "depth"],
-        strategy="backward",
-        check_sortedness=False,
-        coalesce=False,
-    ).drop("depth_right", strict=False)
-
-
-def _under_tidb_lookup_join(nodes: pl.DataFrame) -> pl.DataFrame:
-    """Flag TiDB nodes below an IndexJoin/Apply: there estRows counts per lookup while actRows is a total."""
-    flagged = (pl.col("engine") == "tidb") & pl.col("parent_type").is_in(TIDB_LOOKUP_JOINS).fill_null(False)
-    nodes = nodes.with_columns(flagged.alias("under_lookup_join"))
-    if not nodes["under_lookup_join"].any():
-        return nodes
-    keys = ["source", "stmt_id"]
-    for _ in range(int(nodes["depth"].max() or 0)):
-        inherited = nodes.select(*keys, pl.col("node_id").alias("parent_id"), pl.col("under_lookup_join").alias("parent_flag"))
-        nodes = nodes.join(inherited, on=[*keys, "parent_id"], how="left").with_columns(
-            (pl.col("under_lookup_join") | pl.col("parent_flag").fill_null(False)).alias("under_lookup_join")
-        ).drop("parent_flag")
-    return nodes
-
-
 def _finding(frame: pl.DataFrame, signals: pl.DataFrame, affected: pl.DataFrame, row: dict, found: TableCause | None, total_s: float) -> Finding:
     table, engine, share = row["table"], row["engine"], row["share_pct"]
     mine = signals.filter(pl.col("table") == table)
@@ -459,7 +258,7 @@ def _finding(frame: pl.DataFrame, signals: pl.DataFrame, affected: pl.DataFrame,
     samples = frame.join(rows.select("source", "stmt_id"), on=["source", "stmt_id"], how="semi").sort("query_time_s", descending=True, nulls_last=True)
     worst = samples.row(0, named=True)
     nodes = mine.filter(pl.col("kind").is_in(["misestimate", "filter"]))
-    columns = _filter_columns(nodes, engine) or _where_columns(worst, table)
+    columns = filter_columns(nodes, engine) or where_columns(worst, table)
     index = nodes["index_name"].drop_nulls().first() if nodes.height and "index_name" in nodes.columns else None
     what = _what(kinds)
     evidence = [
@@ -571,7 +370,7 @@ def _finding(frame: pl.DataFrame, signals: pl.DataFrame, affected: pl.DataFrame,
         },
         objects=tuple(f"fingerprint {fp}" for fp in by_class["fp_id"].to_list()),  # links the flips these statistics explain
         evidence=tuple(evidence),
-        remediation=_remediation(engine, table, columns, index, kinds, cause, found.changes if found else None, worst["sample_sql"]),
+        remediation=remediation(engine, table, columns, index, kinds, cause, found.changes if found else None, worst["sample_sql"]),
         sources=tuple(([cause_module.where(cause)] if cause else []) + [f"{s['source']}:{s['line']}" for s in samples.head(3).iter_rows(named=True)]),
     )
 
@@ -610,101 +409,11 @@ def _what(kinds: set[str]) -> str:
     return " and ".join(parts)
 
 
-def _filter_columns(nodes: pl.DataFrame, engine: str | None) -> list[str]:
-    """Column names in the misestimated nodes' filter text (PostgreSQL ``(status = 1)``, TiDB ``eq(test.t.status, 1)``)."""
-    from sqlglot import exp
-
-    names: list[str] = []
-    for text in nodes["filter"].drop_nulls().unique(maintain_order=True).to_list() if nodes.height else []:
-        tree = sqlnorm.parse_statement(text, sqlnorm_dialect(engine))
-        if tree is None:
-            continue  # too long, too deep or unreadable: the other filters are still read
-        try:
-            columns = [column.name for column in tree.find_all(exp.Column) if column.name]
-        except sqlnorm.tree_errors():
-            continue
-        names += [name for name in dict.fromkeys(columns) if name not in names]
-    return names
-
-
-def _where_columns(statement: dict, table: str) -> list[str]:
-    suggestion = suggest_index(statement["sample_sql"], statement["engine"], table)
-    return list(suggestion.columns) if suggestion else []
-
-
-def _remediation(engine: str | None, table: str, columns: list[str], index: str | None, kinds: set[str], cause: dict | None = None,
-                 changes: pl.DataFrame | None = None, sample_sql: str | None = None) -> str:
-    text = _remediation_steps(engine, table, columns, index, kinds)
-    if cause is None:
-        return text
-    undo = cause_module.undo(engine, cause, changes if changes is not None else pl.DataFrame(), sample_sql)
-    lead = f"The plans went wrong after {cause_module.label(cause)} ({cause_module.where(cause)})."
-    if undo and not all("Collect statistics" in line for line in undo):
-        return "\n".join([lead, *undo, text])
-    return "\n".join([f"{lead} Step 1 collects statistics on the data as it is now.", text])
-
-
-def _remediation_steps(engine: str | None, table: str, columns: list[str], index: str | None, kinds: set[str]) -> str:
-    """The numbered steps; steps that need a column are left out when none is known (no placeholder to fill in)."""
-    steps = _steps(engine, table, columns, index, kinds).splitlines()
-    numbers = iter(range(1, len(steps) + 1))
-    return "\n".join(re.sub(r"^\d+\. ", lambda _: f"{next(numbers)}. ", line) for line in steps)
-
-
-def _steps(engine: str | None, table: str, columns: list[str], index: str | None, kinds: set[str]) -> str:
-    if engine == "tidb":
-        lines = [
-            f"1. Collect statistics while {table} holds representative data: ANALYZE TABLE {table};",
-            f"2. Check them: SHOW STATS_META WHERE table_name = '{table}';  SHOW STATS_HEALTHY WHERE table_name = '{table}';",
-            f"3. If {table} is a queue (filled and drained), statistics taken while it is empty mislead every plan: after step 1, "
-            f"LOCK STATS {table};  (TiDB 6.5+) so auto-analyze cannot retake them at the wrong moment.",
-            "4. Make sure auto-analyze keeps up: SHOW VARIABLES LIKE 'tidb_enable_auto_analyze'; SHOW VARIABLES LIKE 'tidb_auto_analyze%';"
-            " (tidb_auto_analyze_ratio, default 0.5; tidb_auto_analyze_start_time / end_time window).",
-        ]
-        if "pseudo" in kinds:
-            lines.append(f"Pseudo statistics mean the optimizer guessed: SHOW ANALYZE STATUS WHERE table_name = '{table}'; shows whether analyze ever ran or failed.")
-        return "\n".join(lines)
-    if engine == "postgresql":
-        targets = " ".join(f"ALTER TABLE {table} ALTER COLUMN {c} SET STATISTICS 1000;" for c in columns)
-        lines = [
-            f"1. Refresh the statistics: ANALYZE {table};",
-            *([f"2. If estimates stay off for skewed columns, sample more: {targets} ANALYZE {table};"] if columns else []),
-            f"3. Keep them fresh on a fast-changing table: ALTER TABLE {table} SET (autovacuum_analyze_scale_factor = 0.02);",
-        ]
-        if len(columns) > 1:
-            lines.append(
-                f"4. The filter combines correlated columns: CREATE STATISTICS {table}_{'_'.join(columns[:3])}_stats (dependencies, ndistinct, mcv) "
-                f"ON {', '.join(columns[:3])} FROM {table}; ANALYZE {table};"
-            )
-        lines.append("Check with EXPLAIN (ANALYZE) that estimated and actual rows now agree within 10x.")
-        return "\n".join(lines)
-    if engine == "mariadb":
-        indexes = f" INDEXES ({index})" if index else ""
-        persistent = f"FOR COLUMNS ({', '.join(columns)}){indexes}" if columns else "FOR ALL"
-        return "\n".join(
-            [
-                f"1. Collect engine-independent statistics with histograms: ANALYZE TABLE {table} PERSISTENT {persistent};",
-                "2. Make histograms precise enough: SET GLOBAL histogram_size = 254; (and histogram_type = DOUBLE_PREC_HB, or JSON_HB on 10.8+);"
-                " SET GLOBAL use_stat_tables = 'preferably_for_queries';",
-                f"3. Refresh InnoDB statistics too: ANALYZE TABLE {table};",
-                "Check with ANALYZE FORMAT=JSON <statement> that rows and r_rows now agree within 10x.",
-            ]
-        )
-    return "\n".join(
-        [
-            f"1. Refresh the statistics: ANALYZE TABLE {table};",
-            *([f"2. For skewed columns (MySQL 8.0+): ANALYZE TABLE {table} UPDATE HISTOGRAM ON {', '.join(columns)} WITH 1024 BUCKETS;"] if columns else []),
-            f"3. Sample more pages if estimates stay off: ALTER TABLE {table} STATS_SAMPLE_PAGES = 200; ANALYZE TABLE {table};",
-            "Check with EXPLAIN ANALYZE that estimated and actual rows now agree within 10x.",
-        ]
-    )
-
-
 RULE = Rule(
     id=RULE_ID,
     title="Optimizer statistics missing, outdated or far from the data",
     area="sql",
-    requires=((t.STATEMENT,),),
+    requires=((t.FINGERPRINTED_STATEMENT,),),
     check=check,
     doc=__doc__ or "",
 )

@@ -69,8 +69,8 @@ SEE_ALSO = ("softirq-concentration", "irq-affinity-skew", "connection-ceiling", 
 
 
 def check(inp: RuleInput) -> Verdict:
-    accounting = inp.metrics.get("time_accounting")
-    gaps = inp.metrics.get("idle_gaps")
+    accounting = inp.metric(t.TIME_ACCOUNTING_METRIC)
+    gaps = inp.metric(t.IDLE_GAPS_METRIC)
     share = _db_share_pct(accounting)
     connect = _connect_share_pct(accounting)
     factor, gap_count = _idle_factor(gaps)

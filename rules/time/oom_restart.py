@@ -75,7 +75,7 @@ MAX_EVIDENCE_ROWS = 20
 
 
 def check(inp: RuleInput) -> Verdict:
-    events = inp.tables[t.EVENT]
+    events = inp.table(t.EVENT, keep_empty=True)
     relevant = events.filter(
         pl.col("kind").is_in(CRITICAL_KINDS + WARNING_KINDS + ("shutdown",))
         & (

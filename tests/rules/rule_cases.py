@@ -5,8 +5,8 @@ fragment, not on whole prose. Sample (``tests/rules/cases/config.py``)::
     RuleCase("transparent-hugepages-enabled", "fires", lambda: _thp("always"), (("", "warning", "enabled = always"),))
     RuleCase("transparent-hugepages-enabled", "just-under", lambda: _thp("madvise"))
 
-``build`` returns the parsed tables (and ``metrics`` the derived metrics, when the rule reads them;
-``derive=True`` runs the derive stage on the tables instead, as ``tests/rules/synthetic.rule_input`` does);
+``build`` returns the parsed tables; the derive stage runs on them as in the pipeline
+(``tests/rules/synthetic.rule_input``), and ``metrics`` replaces derived metrics where a case sets them;
 ``expect`` is one (subject, severity, title fragment) per finding, in order; empty for a pass.
 The case modules are ``tests/rules/cases/*.py``, each with a ``CASES`` tuple.
 """
@@ -30,7 +30,6 @@ class RuleCase:
     build: Callable[[], dict[str, pl.DataFrame]]
     expect: tuple[tuple[str, str, str], ...] = ()
     metrics: dict = field(default_factory=dict)
-    derive: bool = False
 
     @property
     def id(self) -> str:

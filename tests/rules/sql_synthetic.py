@@ -8,7 +8,7 @@ from typing import Iterable
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive.sql import SqlOptions, fingerprinted
+from dbdiag.derive import DERIVATIONS, derive_all
 from dbdiag.rules.base import RuleInput
 
 START = datetime(2024, 5, 14, 2, 0, tzinfo=timezone.utc)
@@ -65,10 +65,17 @@ def sql_input(rows: Iterable[dict], nodes: Iterable[dict] | pl.DataFrame = ()) -
     node_frame = nodes if isinstance(nodes, pl.DataFrame) else (node_table(nodes) if nodes else None)
     if node_frame is not None:
         tables[t.PLAN_NODE] = node_frame
-    derived = {"statements": fingerprinted(statement, SqlOptions())}
-    return RuleInput(tables=tables, derived=derived, metrics={})
+    return RuleInput(tables=tables, derived=sql_derived(tables), metrics={})
+
+
+SQL_DERIVATIONS = ("sql", "plan_nodes", "statements", "full_scans")
+
+
+def sql_derived(tables: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    """The derived SQL tables of ``tables`` (fingerprinted statements, public plan nodes, working statements, full scans)."""
+    return derive_all(tables, derivations=tuple(d for d in DERIVATIONS if d.name in SQL_DERIVATIONS)).tables
 
 
 def fp_id_of(inp: RuleInput, sql_prefix: str) -> str:
-    frame = inp.derived["statements"]
+    frame = inp.table(t.FINGERPRINTED_STATEMENT)
     return frame.filter(pl.col("sql").str.starts_with(sql_prefix))["fp_id"][0]

@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 
 from dbdiag import tables as t
+from dbdiag.derive.host_counts import host_counts
 from dbdiag.engine import run_rule
 from dbdiag.findings import Severity, Status
 from dbdiag.parsers import mysql_variables, numactl, proc_cmdline, sys_choice, sysctl
@@ -67,7 +68,7 @@ def db(*rows: tuple, engine: str = "mariadb") -> pl.DataFrame:
 
 
 def run(module, tables: dict[str, pl.DataFrame], metrics: dict | None = None):
-    return run_rule(module.RULE, RuleInput(tables=tables, derived={}, metrics=metrics or {}))
+    return run_rule(module.RULE, RuleInput(tables=tables, derived={t.HOST_COUNT: host_counts(tables)}, metrics=metrics or {}))
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.RULE_ID)
@@ -422,7 +423,8 @@ def _capture_tables(capture: str) -> dict[str, pl.DataFrame]:
 
 
 def _outcomes(capture: str) -> dict[str, object]:
-    inp = RuleInput(tables=_capture_tables(capture), derived={}, metrics={})
+    captured = _capture_tables(capture)
+    inp = RuleInput(tables=captured, derived={t.HOST_COUNT: host_counts(captured)}, metrics={})
     return {module.RULE_ID: run_rule(module.RULE, inp) for module in MODULES}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from dbdiag import tables as t
+from dbdiag.derive.host_counts import host_counts
 from dbdiag.engine import run_rule
 from dbdiag.findings import Severity, Status
 from dbdiag.rules.base import RuleInput
@@ -143,6 +144,7 @@ def _numa_input(
             "category": "process_affinity", "subject": "mariadbd 4242", "name": list(status), "value": list(status.values()),
             "source": "mariadbd-status.txt",
         }))
+    derived[t.HOST_COUNT] = host_counts(tables)
     return RuleInput(tables=tables, derived=derived, metrics={})
 
 

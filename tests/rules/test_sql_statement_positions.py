@@ -8,6 +8,8 @@ import pytest
 from polars.testing import assert_frame_equal, assert_series_equal
 
 from dbdiag import tables as t
+from dbdiag.derive.full_scans import full_scan_executions
+from dbdiag.derive.sql_statements import statement_layout
 from dbdiag.engine import run_rule
 from dbdiag.findings import Status
 from dbdiag.rules.base import RuleInput
@@ -43,7 +45,8 @@ def test_has_statement_by_position_is_the_keyed_lookup() -> None:
 def _input(ids: list[int | None], sources: list[str] | None = None, node_source: str = "a.log") -> RuleInput:
     frame = pl.DataFrame({"stmt_id": ids, "source": sources or ["a.log"] * len(ids)}, schema_overrides={"stmt_id": pl.Int64})
     nodes = pl.DataFrame({"stmt_id": [0], "source": [node_source]}, schema_overrides={"stmt_id": pl.Int64})
-    return RuleInput(tables={t.PLAN_NODE: nodes}, derived={"statements": frame}, metrics={})
+    derived = {t.WORKING_STATEMENT: frame, t.PUBLIC_PLAN_NODE: nodes, t.STATEMENT_LAYOUT: statement_layout(frame, nodes)}
+    return RuleInput(tables={}, derived=derived, metrics={})
 
 
 @pytest.mark.parametrize(
@@ -81,8 +84,10 @@ def test_full_scan_executions_by_position_are_the_joined_ones() -> None:
     inp = _full_scan_input()
     everything = statements(inp)
     assert statements_numbered(inp)
-    scans = full_table_scan.full_scan_executions(inp, everything, numbered=True)
-    assert_frame_equal(scans, full_table_scan.full_scan_executions(inp, everything))
+    nodes = inp.table(t.PUBLIC_PLAN_NODE)
+    scans = full_scan_executions(everything, nodes, one_source=True, numbered=True)
+    assert_frame_equal(scans, full_scan_executions(everything, nodes))
+    assert_frame_equal(scans, full_table_scan.timed_full_scan_executions(inp))  # what the rules read
     assert scans["stmt_id"].to_list() == [0, 1, 2, 7, 8, 9, 10]
     assert scans.select("scan_by_plan", "scan_by_flag", "scan_by_rows").rows() == (
         [(True, False, False)] * 3 + [(False, False, True)] * 2 + [(False, True, False)] * 2

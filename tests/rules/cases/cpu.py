@@ -15,8 +15,8 @@ def _softirq(soft_pct: list[float], nodes: int = 4) -> dict:
 
 CASES = (
     RuleCase("softirq-concentration", "fires", lambda: _softirq([FIRE_SOFT_PCT] + [0.5] * 15),
-             (("CPU 0 (node 0)", "warning", "of softirq time on CPU 0 (node 0); threshold 60%"),), derive=True),
-    RuleCase("softirq-concentration", "passes", lambda: _softirq([30.0] * 16), derive=True),
+             (("CPU 0 (node 0)", "warning", "of softirq time on CPU 0 (node 0); threshold 60%"),)),
+    RuleCase("softirq-concentration", "passes", lambda: _softirq([30.0] * 16)),
     # the hottest CPU 0.1 point under FIRE_SOFT_PCT, everything else as in the firing case
-    RuleCase("softirq-concentration", "just-under", lambda: _softirq([FIRE_SOFT_PCT - 0.1] + [0.5] * 15), derive=True),
+    RuleCase("softirq-concentration", "just-under", lambda: _softirq([FIRE_SOFT_PCT - 0.1] + [0.5] * 15)),
 )

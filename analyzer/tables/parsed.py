@@ -1,4 +1,4 @@
-"""Names and schemas of the tables parsers produce; the one place derive and rules look them up.
+"""Names and schemas of the tables parsers produce (the derived ones: :mod:`dbdiag.tables.derived`).
 
 Tables are long ("tidy"): one row per observation, units in column names. Every table has
 a ``source`` column (the member path, for evidence). When several members produce the same
@@ -470,27 +470,6 @@ LOCK_WAIT_SCHEMA = {
     "line": pl.Int64,
 }
 
-# Derived (analyzer/derive/changes.py): changes seen in the capture, the causes plan and latency
-# changes are traced to. One row per DDL, statistics collection, bulk data change, setting change,
-# restart or OOM kill, oldest first.
-CHANGE = "change"
-CHANGE_SCHEMA = {
-    "ts": UTC_TIME,  # when it took effect: the statement's end, the event's time
-    "kind": pl.String,  # "ddl", "statistics", "bulk-change", "config", "restart", "oom-kill"
-    "action": pl.String,  # "index-ignored", "index-not-ignored", "index-invisible", "index-visible", "create-index",
-    # "drop-index", "alter-index", "alter-table", "create-table", "drop-table", "truncate", "rename-table", "analyze", "auto-analyze",
-    # "optimize", "lock-stats", "unlock-stats", "insert", "update", "delete", "load-data", "copy", "set-global",
-    # "alter-system", "reload"; for events their kind ("start", "shutdown", "crash", "restart", "recovery", "oom-kill")
-    "table": pl.String,  # table name without schema or quotes; null when none is named or known
-    "object": pl.String,  # the index, the setting, the process
-    "rows": pl.Int64,  # rows affected when the log says
-    "engine": pl.String,  # the statement's engine, the event's component
-    "statement": pl.String,  # the SQL (literals replaced unless shown) or the log line
-    "conn_id": pl.String,  # thread id / backend pid / connection id
-    "source": pl.String,
-    "line": pl.Int64,
-}
-
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     CPU_UTIL: CPU_UTIL_SCHEMA,
     NODE_UTIL: NODE_UTIL_SCHEMA,
@@ -521,28 +500,4 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     PROXY_CONFIG: PROXY_CONFIG_SCHEMA,
     EVENT: EVENT_SCHEMA,
     LOCK_WAIT: LOCK_WAIT_SCHEMA,
-    CHANGE: CHANGE_SCHEMA,
 }
-
-
-def empty(table: str) -> pl.DataFrame:
-    """An empty frame with the declared schema of ``table``."""
-    return pl.DataFrame(schema=SCHEMAS[table])
-
-
-def conform(table: str, frame: pl.DataFrame) -> pl.DataFrame:
-    """Cast ``frame`` to the declared schema: missing columns become nulls, extra ones are dropped."""
-    schema = SCHEMAS[table]
-    columns = [
-        (pl.col(name).cast(dtype) if name in frame.columns else pl.lit(None, dtype=dtype)).alias(name)
-        for name, dtype in schema.items()
-    ]
-    return frame.select(columns)
-
-
-def host_fact_frame(pairs: list[tuple[str, str]], source: str) -> pl.DataFrame:
-    """A ``host_fact`` table from (key, value) pairs, in their order, all from ``source``."""
-    return pl.DataFrame(
-        {"key": [k for k, _ in pairs], "value": [v for _, v in pairs], "source": [source] * len(pairs)},
-        schema=HOST_FACT_SCHEMA,
-    )
