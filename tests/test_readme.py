@@ -28,3 +28,13 @@ def test_ci_runs_the_readme_test_command():
     command = (REPO / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1]
     assert command in README
     assert "pytest" in command
+
+
+def test_architecture_names_only_paths_that_exist():
+    """Every repository path ARCHITECTURE.md names in backticks exists (placeholders like ``<kind>``
+    and file patterns aside), so the map cannot drift from the tree."""
+    text = (REPO / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`((?:analyzer|rules|tests|benchmarks|report_templates|fixtures)/[^`\s]*)`", text))
+    concrete = {path.rstrip("/") for path in named if "<" not in path and "*" not in path}
+    assert len(concrete) > 20
+    assert sorted(p for p in concrete if not (REPO / p).exists()) == []

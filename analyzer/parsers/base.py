@@ -13,7 +13,7 @@ Each parser module exposes one ``SPEC = ParserSpec(...)``:
 - ``parse(text, ctx) -> ParseResult`` with ``ctx`` a ``ParseContext`` (member path for
   ``source`` columns, the time zone to apply to zone-less times).
 
-Table names and their columns are listed in ``analyzer/tables.py``; parsers only produce
+Table names and their columns are listed in ``analyzer/tables/parsed.py``; parsers only produce
 tables declared there, so that derive/rules code can rely on names and dtypes.
 """
 
@@ -43,7 +43,7 @@ class ParseWarning:
 class ParseResult:
     """What one parser produced from one member.
 
-    ``tables`` maps a table name from ``analyzer/tables.py`` to its rows from this member.
+    ``tables`` maps a table name from ``analyzer/tables/parsed.py`` to its rows from this member.
     ``records`` is the count a person would expect (intervals, snapshots, statements...).
     ``notes`` are facts worth showing in the inventory that are not problems
     (e.g. "times have no zone; read as UTC").
