@@ -335,10 +335,10 @@ def parse_batch(members: list[tuple[bytes, ParseContext]]) -> list[ParseResult |
             key = (ctx.tz, f"{index}:{key[1]}")  # its lines interleave by pid: read alone
         shapes[key] = shape
         groups.setdefault(key, []).append((index, body))
-    for (zone, _), shape in shapes.items():
-        group = groups[(zone, _)]
-        tz, warnings = M.safe_tz(zone)
-        read = _read_logs([body for _, body in group], [members[i][1].source for i, _ in group], shape, tz, warnings)
+    for key, shape in shapes.items():
+        group = groups[key]
+        tz, warnings = M.safe_tz(key[0])
+        read = _read_logs([body for _, body in group], [members[index][1].source for index, _ in group], shape, tz, warnings)
         for (index, _), result in zip(group, read):
             results[index] = result
     return results  # type: ignore[return-value]
