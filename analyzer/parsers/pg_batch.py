@@ -65,7 +65,8 @@ def summaries(records: pl.DataFrame, entries: M.StatementEntries, files: M.Files
     get an empty one."""
     whole = M.summarise_entries(records, True)
     with_rows = set(_logs(entries.rows, files)) | set(_logs(entries.others.filter(pl.col("kind").is_in(M.ROW_KINDS)), files))
-    stamped = set(_logs(entries.rows.filter(pl.col("end_ts").is_not_null()), files))
+    # a time Python cannot hold (year 0) gives no time range: such a log is summarised too
+    stamped = set(_logs(entries.rows.filter(pl.col("end_ts").dt.year().is_between(1, 9999)), files))
     wanted = range(len(files)) if whole.translated or whole.unusable_durations else [f for f in range(len(files)) if f not in stamped]
     found = [M.EntrySummary() for _ in range(len(files))]
     if not wanted:
