@@ -106,6 +106,7 @@ from dbdiag.native.perf_fold_polars import (
     SeenFrames,
 )
 
+MAX_THREAD_ID = 2**31 - 1  # pids and tids are Int32 in perf_stack; Linux's pid_max is at most 2^22
 _META_KEYS = ("captured on", "hostname", "os release", "nrcpus online", "nrcpus avail")
 _HEADER_RE = re.compile(HEADER_PATTERN)
 _REPORT_RE = re.compile(r"^# (?:To display the perf\.data header info|Overhead|Samples: |Children )|PerfTop:", re.M)
@@ -217,7 +218,8 @@ def _parse_pieces(
     counts = np.bincount(stacks["file"].to_numpy(), minlength=n_files)
     offsets = np.cumsum(np.append(0, counts))
     notes = _notes(heads, stacks, times)
-    stacks = stacks.drop("file")
+    odd_ids = dict(stacks.group_by("file").agg(pl.col("odd_id_samples").sum()).iter_rows())
+    stacks = stacks.drop("file", "odd_id_samples")
     results: list[ParseResult | ParseError] = []
     for f in range(n_files):
         if headers[f] == 0:
@@ -227,6 +229,11 @@ def _parse_pieces(
         result_warnings = [ParseWarning(line, reason) for line, reason in warnings[f]]
         if dropped[f] > 0:
             result_warnings.append(ParseWarning(None, f"{dropped[f]} more warnings not shown"))
+        if odd_ids.get(f):
+            result_warnings.append(ParseWarning(
+                None, f"{odd_ids[f]} samples with a pid or tid over {MAX_THREAD_ID:,} (no Linux thread has one: a damaged "
+                "header line); counted with an unknown id",
+            ))
         results.append(ParseResult(
             tables={PERF_STACK: mine}, records=int(mine["samples"].sum()), warnings=result_warnings, notes=notes[f]
         ))
@@ -253,7 +260,7 @@ def _merge(folded: list[pl.DataFrame], spelled: list[pl.DataFrame], names: pl.Da
     ``spelled``: tables of ``SPELLED_SCHEMA``, stacks already spelled; both with their ``file``.
     """
     if not folded and not spelled:
-        return conform(PERF_STACK, pl.DataFrame()).with_columns(file=pl.lit(0, pl.Int64))
+        return conform(PERF_STACK, pl.DataFrame()).with_columns(file=pl.lit(0, pl.Int64), odd_id_samples=pl.lit(0, pl.Int64))
     stacks = pl.concat([*([_spelled(folded, names)] if folded else []), *spelled]).with_columns(
         pl.when(pl.col("stack") == "").then(None).otherwise(pl.col("stack")).fill_null("[unknown]").alias("stack"),
         pl.col("leaf").fill_null("[unknown]"),
@@ -263,7 +270,13 @@ def _merge(folded: list[pl.DataFrame], spelled: list[pl.DataFrame], names: pl.Da
     # Stacks spelled alike mostly share their leaf; when not ("[unknown]" from a sample without
     # frames and from a frame named so), the least leaf, kernel flag known first, whatever the order.
     leaf_first = pl.col("leaf", "leaf_kernel").sort_by("leaf", "leaf_kernel", nulls_last=True).first()
-    stacks = stacks.group_by("file", *STACK_KEYS).agg(pl.col("samples", "period", "period_n").sum(), leaf_first)
+    # an id no Linux thread has (pid_max is at most 2^22) is a damaged header: read as unknown, counted
+    fits = {c: pl.col(c).is_between(0, MAX_THREAD_ID) for c in ("pid", "tid")}
+    odd = pl.any_horizontal(pl.col(c).is_not_null() & ~fit for c, fit in fits.items())
+    stacks = stacks.with_columns(
+        (pl.col("samples") * odd.cast(pl.Int64)).alias("odd_id_samples"), *(pl.when(fit).then(pl.col(c)).alias(c) for c, fit in fits.items())
+    )
+    stacks = stacks.group_by("file", *STACK_KEYS).agg(pl.col("samples", "period", "period_n", "odd_id_samples").sum(), leaf_first)
     stacks = stacks.with_columns(
         pl.when(pl.col("period_n") > 0).then(pl.col("period")).alias("period"),
         (pl.lit(sources[0]) if len(sources) == 1 else pl.col("file").replace_strict(
@@ -273,7 +286,7 @@ def _merge(folded: list[pl.DataFrame], spelled: list[pl.DataFrame], names: pl.Da
         descending=[False, True, False, False, False, False, False],
         nulls_last=True,
     )
-    return conform(PERF_STACK, stacks).with_columns(stacks["file"])
+    return conform(PERF_STACK, stacks).with_columns(stacks["file"], stacks["odd_id_samples"])
 
 
 def _spelled(folded: list[pl.DataFrame], names: pl.DataFrame) -> pl.DataFrame:

@@ -318,3 +318,25 @@ def test_pieces_the_kernel_refuses_are_read_line_by_line(monkeypatch: pytest.Mon
     pieces = len(list(perf_fold.chunks(text, 50_000)))
     assert len(general) == len(refused) and 2 < len(refused) < pieces
     assert result_as_json(result) == result_as_json(expected)
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "polars"])
+def test_an_id_no_linux_thread_has_is_read_as_unknown(kernel: bool, monkeypatch: pytest.MonkeyPatch):
+    """A tid of 2^32 (a damaged header; fuzzing) made the whole member unreadable: the cast to the
+    table's Int32 failed. Now the sample counts, its id is null and a warning says how many."""
+    from dbdiag.native import perf_fold
+
+    if not kernel:
+        monkeypatch.setattr(perf_fold, "kernel", lambda: None)
+    text = (
+        "mysqld 4294967296 [001] 3014.000001: cpu-clock: \n\tffffffff81001408 xen_hypercall ([kernel.kallsyms])\n\n"
+        "mysqld 123/4294967297 [001] 3014.000002: cpu-clock: \n\tffffffff81001408 xen_hypercall ([kernel.kallsyms])\n\n"
+        "mysqld 123/124 [001] 3014.000003: cpu-clock: \n\tffffffff81001408 xen_hypercall ([kernel.kallsyms])\n\n"
+    )
+    result = perf_script.SPEC.parse_bytes(text.encode(), ParseContext(source="perf.txt"))
+    stacks = result.tables["perf_stack"].sort("tid", nulls_last=True)
+    assert result.records == 3
+    assert stacks.select("pid", "tid", "samples").rows() == [(123, 124, 1), (123, None, 1), (None, None, 1)]
+    assert [w.reason for w in result.warnings] == [
+        "2 samples with a pid or tid over 2,147,483,647 (no Linux thread has one: a damaged header line); counted with an unknown id"
+    ]
