@@ -12,6 +12,10 @@ from pathlib import Path
 
 import pytest
 
+# The real-server session fixtures, registered here once: imported into each test module instead,
+# each module got its own FixtureDef and started its own pair of servers (six pairs in one run).
+from tests.real_servers import mariadb, postgres  # noqa: E402,F401  (pytest fixtures)
+
 REPO = Path(__file__).resolve().parent.parent
 CORPUS_ABSENT = "../shared/corpus not beside the repo: corpus tests skipped"
 # The one name a corpus listing gives without the corpus: a parametrisation still has a case, and

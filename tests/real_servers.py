@@ -1,6 +1,7 @@
 """Real MariaDB 10.11 and PostgreSQL 15 servers for tests that run a remedy's SQL on the real engine.
 
-Import the fixtures into a test module (``from tests.real_servers import mariadb, postgres, run_sql``)
+The fixtures ``mariadb`` and ``postgres`` are registered once, in ``tests/conftest.py`` (imported into each
+test module, each module would start its own pair of servers); import the helpers (``run_sql``...)
 and ask for them by name::
 
     def test_remedy_runs(mariadb):

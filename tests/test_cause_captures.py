@@ -18,7 +18,7 @@ from dbdiag import tables as t
 from dbdiag.pipeline import Analysis, analyze
 from dbdiag.report import build_document
 from tests.conftest import REPO
-from tests.real_servers import mariadb, postgres, run_sql, scratch_database
+from tests.real_servers import run_sql, scratch_database
 from tests.remedy_sql import placeholders, statements
 
 __all__ = ["mariadb", "postgres"]  # fixtures used by name below

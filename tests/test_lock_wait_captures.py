@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from dbdiag.cli import app
 from dbdiag.rules.sql.lock_wait import remediation
 from tests.conftest import REPO
-from tests.real_servers import MARIADB_CLIENT, mariadb, postgres, run_sql, scratch_database
+from tests.real_servers import MARIADB_CLIENT, run_sql, scratch_database
 from tests.remedy_sql import statements as remedy_statements
 
 __all__ = ["mariadb", "postgres"]  # fixtures used by name below

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.real_servers import SqlError, mariadb, postgres, run_sql, scratch_database, split_statements
+from tests.real_servers import SqlError, run_sql, scratch_database, split_statements
 
 __all__ = ["mariadb", "postgres"]  # fixtures used by name below
 

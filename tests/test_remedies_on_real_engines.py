@@ -33,7 +33,7 @@ import pytest
 from dbdiag import tables as t
 from dbdiag.pipeline import Analysis, Options, analyze
 from tests.conftest import ABSENT_NAME, CORPUS, REPO, corpus_names
-from tests.real_servers import MARIADB_CLIENT, RealServer, mariadb, postgres, run_sql, scratch_database
+from tests.real_servers import MARIADB_CLIENT, RealServer, run_sql, scratch_database
 from tests.remedy_sql import placeholders, statements
 
 __all__ = ["mariadb", "postgres"]  # fixtures used by name below

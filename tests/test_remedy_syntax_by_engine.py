@@ -21,7 +21,7 @@ from dbdiag.findings import Status
 from dbdiag.rules.base import RuleInput
 from dbdiag.rules.config import buffer_pool_undersized
 from dbdiag.rules.sql import full_table_scan, or_without_index_merge, plan_cache_miss, plan_check
-from tests.real_servers import mariadb, postgres, run_sql, scratch_database
+from tests.real_servers import run_sql, scratch_database
 from tests.remedy_sql import placeholders, statements
 
 __all__ = ["mariadb", "postgres"]  # fixtures used by name below

@@ -22,7 +22,7 @@ from dbdiag.parsers import perf_script
 from dbdiag.parsers.base import ParseContext
 from dbdiag.rules.base import RuleInput
 from dbdiag.rules.cpu import lock_contention, lock_owner, lock_remedies
-from tests.real_servers import mariadb, postgres, run_sql  # noqa: F401  (pytest fixtures)
+from tests.real_servers import run_sql
 from tests.remedy_sql import statements
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "perf"
