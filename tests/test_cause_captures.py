@@ -21,7 +21,6 @@ from tests.conftest import REPO
 from tests.real_servers import run_sql, scratch_database
 from tests.remedy_sql import placeholders, statements
 
-__all__ = ["mariadb", "postgres"]  # fixtures used by name below
 
 CAUSES = REPO / "fixtures" / "causes"
 MAX_FIXTURE_BYTES = 300_000

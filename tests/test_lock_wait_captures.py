@@ -23,7 +23,6 @@ from tests.conftest import REPO
 from tests.real_servers import MARIADB_CLIENT, run_sql, scratch_database
 from tests.remedy_sql import statements as remedy_statements
 
-__all__ = ["mariadb", "postgres"]  # fixtures used by name below
 
 FIXTURES = REPO / "fixtures" / "lockwait"
 MAX_FIXTURE_BYTES = 300_000

@@ -6,7 +6,6 @@ import pytest
 
 from tests.real_servers import SqlError, run_sql, scratch_database, split_statements
 
-__all__ = ["mariadb", "postgres"]  # fixtures used by name below
 
 
 def test_split_keeps_quoted_semicolons_and_drops_comments():

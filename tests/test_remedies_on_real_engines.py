@@ -36,7 +36,6 @@ from tests.conftest import ABSENT_NAME, CORPUS, REPO, corpus_names
 from tests.real_servers import MARIADB_CLIENT, RealServer, run_sql, scratch_database
 from tests.remedy_sql import placeholders, statements
 
-__all__ = ["mariadb", "postgres"]  # fixtures used by name below
 
 FIXTURES = REPO / "fixtures"
 REPO_CAPTURES = (

@@ -24,7 +24,6 @@ from dbdiag.rules.sql import full_table_scan, or_without_index_merge, plan_cache
 from tests.real_servers import run_sql, scratch_database
 from tests.remedy_sql import placeholders, statements
 
-__all__ = ["mariadb", "postgres"]  # fixtures used by name below
 
 MARIADB = {"engine": "mariadb", "version": "10.11.19-MariaDB-0+deb12u1-log", "number": [10, 11, 19], "source": "x"}
 POSTGRESQL = {"engine": "postgresql", "version": "15.18", "number": [15, 18], "source": "x"}
