@@ -7,7 +7,6 @@ import pytest
 from tests.real_servers import SqlError, run_sql, scratch_database, split_statements
 
 
-
 def test_split_keeps_quoted_semicolons_and_drops_comments():
     text = "SELECT 'a;b', \"c;d\"; /* x; */ -- y;\nSELECT `e;f`; DO $q$ BEGIN PERFORM 1; END $q$;"
     assert split_statements(text) == ["SELECT 'a;b', \"c;d\"", "SELECT `e;f`", "DO $q$ BEGIN PERFORM 1; END $q$"]
