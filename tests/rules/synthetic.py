@@ -39,3 +39,9 @@ def proc_counts(table: str, rows: list[dict]) -> pl.DataFrame:
 def rule_input(tables: dict[str, pl.DataFrame]) -> RuleInput:
     derived = derive_all(tables)
     return RuleInput(tables=tables, derived=derived.tables, metrics=derived.metrics)
+
+
+def perf_stacks(samples: list[tuple[str, str, int]], event: str = "cpu-clock") -> pl.DataFrame:
+    """A ``perf_stack`` table of ``(comm, folded stack root first, samples)`` rows, as perf script gives them."""
+    frame = pl.DataFrame(samples, schema=["comm", "stack", "samples"], orient="row")
+    return t.conform(t.PERF_STACK, frame.with_columns(pl.lit(event).alias("event"), pl.lit("perf-script.txt").alias("source")))
