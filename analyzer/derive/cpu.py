@@ -16,6 +16,7 @@ import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.derive.snapshots import first_to_last_delta
+from dbdiag.python_values import mapped
 
 NETWORK_SOFTIRQS = ("NET_RX", "NET_TX", "BLOCK")
 # ``per_cpu`` when no input gives one CPU: the columns every reader may ask for.
@@ -173,9 +174,8 @@ def device_interrupts(irq_delta: pl.DataFrame) -> pl.DataFrame:
     """Lines of real devices: numbered rows with a device name, timers and IPIs left out; ``family``
     (the device behind its queues) and ``device_class`` (see ``device_class``) added."""
     numbered = irq_delta.filter(pl.col("chip").is_not_null(), pl.col("device") != "")
-    return numbered.filter(
-        ~pl.any_horizontal([pl.col("device").str.contains(word, literal=True) for word in NOT_DEVICES])
-    ).with_columns(
-        pl.col("device").map_elements(device_family, return_dtype=pl.String).alias("family"),
-        pl.col("device").map_elements(device_class, return_dtype=pl.String).alias("device_class"),
+    devices = numbered.filter(~pl.any_horizontal([pl.col("device").str.contains(word, literal=True) for word in NOT_DEVICES]))
+    return devices.with_columns(
+        mapped(devices["device"], device_family, pl.String).alias("family"),
+        mapped(devices["device"], device_class, pl.String).alias("device_class"),
     )

@@ -57,6 +57,7 @@ import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
+from dbdiag.python_values import rows_in
 from dbdiag.rules.app.common import fmt_ms, non_database_runs, rounded, sample_windows, throttled_runs, window_s
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 
@@ -128,9 +129,7 @@ def _capacities(inp: RuleInput) -> tuple[list[Capacity], list[str]]:
     if runs is not None:
         throttled = throttled_runs(inp)
         host = non_database_runs(inp)
-        free = runs.filter(
-            ~pl.struct("source", "run").map_elements(lambda r: (r["source"], r["run"]) in throttled or (r["source"], r["run"]) in host, return_dtype=pl.Boolean)
-        )
+        free = runs.filter(~rows_in(runs, ("source", "run"), set(throttled) | set(host)))
         for (source, run), how in throttled.items():
             unjudged.append(f"run {run} of {source} was throttled ({how}): its TPS is the offered load, not the capacity")
         for source, run in sorted(host):

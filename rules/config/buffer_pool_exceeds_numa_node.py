@@ -51,6 +51,7 @@ from dbdiag.derive.host_config import (
     node_sizes_mb,
 )
 from dbdiag.findings import Evidence, Finding, Scope, Severity
+from dbdiag.python_values import mapped
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 from dbdiag.rules.host_counts import numa_nodes
 
@@ -143,7 +144,7 @@ def _numastat_bindings(inp: RuleInput) -> list[Binding]:
     if counters is None:
         return []
     process = counters.filter((pl.col("scope") == "process") & pl.col("process").is_not_null() & pl.col("node").is_not_null())
-    process = process.filter(pl.col("process").map_elements(is_database_process, return_dtype=pl.Boolean))
+    process = process.filter(mapped(process["process"], is_database_process, pl.Boolean).fill_null(False))
     if process.height == 0:
         return []
     last = process.filter(pl.col("snapshot") == pl.col("snapshot").max().over("source", "pid"))
