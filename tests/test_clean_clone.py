@@ -40,6 +40,7 @@ def _run_small_suite(tmp_path: Path, ci: str | None) -> subprocess.CompletedProc
     (root / "tests").mkdir(parents=True)
     shutil.copy(REPO / "pyproject.toml", root)  # the strict empty_parameter_set_mark with it
     shutil.copy(REPO / "tests" / "conftest.py", root / "tests")
+    shutil.copy(REPO / "tests" / "real_servers.py", root / "tests")  # the conftest registers its fixtures
     (root / "tests" / "test_small.py").write_text(SMALL_SUITE, encoding="utf-8")
     env = {key: value for key, value in os.environ.items() if key != "CI"}
     if ci is not None:
