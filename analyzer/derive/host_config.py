@@ -27,12 +27,10 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.cpulist import parse_cpu_list
 from dbdiag.settings import setting, size_bytes
+from dbdiag.vocabulary.processes import HOST_DATABASE_PROCESSES
 
 # Server processes of the databases (and their cluster parts) dbdiag knows, as comm/process names.
-DATABASE_PROCESS_RE = re.compile(
-    r"^(mysqld|mariadbd|mysqld-debug|postgres|postmaster|tidb-server|tikv-server|pd-server|tiflash|"
-    r"redis-server|mongod|clickhouse-server|ndbmtd|ndbd)$"
-)
+DATABASE_PROCESS_RE = re.compile("^(" + "|".join(map(re.escape, HOST_DATABASE_PROCESSES)) + ")$")
 # Block devices that are not disks: their scheduler does not matter.
 VIRTUAL_BLOCK_RE = re.compile(r"^(loop|ram|zram|sr|fd|nbd|md|dm-)\d*")
 CPU_ISOLATION_PARAMETERS = ("isolcpus", "nohz_full", "rcu_nocbs", "irqaffinity")

@@ -29,8 +29,8 @@ import polars as pl
 from dbdiag import redact_text, sqlnorm
 from dbdiag import tables as t
 from dbdiag.distinct import numbered
+from dbdiag.vocabulary.dialects import DEFAULT_SQLNORM_DIALECT, SQLNORM_DIALECT_OF_ENGINE
 
-DIALECT_OF_ENGINE = {"mysql": "mysql", "mariadb": "mysql", "percona": "mysql", "tidb": "tidb", "postgresql": "postgresql"}
 PROFILE_LIMIT = 50
 # Statements longer than this are fingerprinted (and sampled) on their first FINGERPRINT_MAX_BYTES:
 # a class of its own, named with CUT_NOTE and counted in metrics.sql_summary.statements_cut.
@@ -99,7 +99,7 @@ def _fingerprinted(statements: pl.DataFrame, options: SqlOptions, engines: pl.Se
         groups = [(engine, group) for (engine,), group in statements.group_by("engine", maintain_order=True)]
     parts, n_classes = [], 0
     for engine, group in groups:
-        dialect = DIALECT_OF_ENGINE.get(engine or "", "mysql")
+        dialect = SQLNORM_DIALECT_OF_ENGINE.get(engine or "", DEFAULT_SQLNORM_DIALECT)
         code, names, ids = _class_codes(group["sql"].fill_null(""), dialect)
         sleeps = names.to_frame("fingerprint").select(is_sleep(pl.col("fingerprint"))).to_series()  # once per class
         parts.append(group.with_columns(
