@@ -14,7 +14,7 @@ FORBIDDEN = ("dbdiag.derive", "dbdiag.parsers")
 NOT_YET_MOVED = {
     "app/tail_latency_spikes.py", "config/buffer_pool_exceeds_numa_node.py", "config/buffer_pool_undersized.py",
     "config/io_scheduler_not_none.py", "config/no_cpu_isolation.py", "config/numa_balancing_enabled.py",
-    "config/transparent_hugepages_enabled.py", "cpu/irq_affinity_skew.py", "sql/common.py",
+    "config/transparent_hugepages_enabled.py",
 }
 
 
