@@ -287,6 +287,21 @@ def database_evidence(tables: dict[str, pl.DataFrame]) -> list[str]:
     return found
 
 
+def config_values(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """The ``host_config_value`` table: what :func:`sysctls`, :func:`cmdline` and :func:`thp` return, one row each."""
+    by_category = (("sysctl", sysctls(tables)), ("cmdline", cmdline(tables) or {}), ("thp", thp(tables)))
+    rows = [
+        {"category": category, "name": name, "value": value.value, "choices": value.choices, "source": value.source}
+        for category, values in by_category for name, value in values.items()
+    ]
+    return pl.DataFrame(rows, schema=t.HOST_CONFIG_VALUE_SCHEMA)
+
+
+def database_evidence_table(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """The ``database_evidence`` table: the lines of :func:`database_evidence`."""
+    return pl.DataFrame({"line": database_evidence(tables)}, schema=t.DATABASE_EVIDENCE_SCHEMA)
+
+
 def db_value(tables: dict[str, pl.DataFrame], name: str) -> Value | None:
     """A database setting as the server runs it: SHOW/pg_settings variables first, else config files.
 

@@ -1,0 +1,43 @@
+"""The derived ``host_config_value`` and ``database_evidence`` tables as the config rules read them.
+
+>>> import polars as pl
+>>> frame = pl.DataFrame({"category": ["sysctl"], "name": ["vm.swappiness"], "value": ["60"], "choices": [None], "source": ["sysctl.txt"]})
+>>> values_of(frame, "sysctl")["vm.swappiness"]
+Value(value='60', choices=None, source='sysctl.txt')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from dbdiag import tables as t
+from dbdiag.rules.base import RuleInput
+
+
+@dataclass(frozen=True)
+class Value:
+    """One captured setting: its effective value, the offered choices and where it was read."""
+
+    value: str
+    choices: str | None
+    source: str
+
+
+def values_of(frame: pl.DataFrame | None, category: str) -> dict[str, Value]:
+    if frame is None:
+        return {}
+    rows = frame.filter(pl.col("category") == category)
+    return {row["name"]: Value(row["value"], row["choices"], row["source"]) for row in rows.to_dicts()}
+
+
+def setting_values(inp: RuleInput, category: str) -> dict[str, Value]:
+    """The kernel settings of one category ("sysctl", "cmdline", "thp") by name; empty when none was captured."""
+    return values_of(inp.table(t.HOST_CONFIG_VALUE, keep_empty=True), category)
+
+
+def database_evidence(inp: RuleInput) -> list[str]:
+    """Why we believe a database runs on this host: one short line per kind of evidence."""
+    frame = inp.table(t.DATABASE_EVIDENCE, keep_empty=True)
+    return [] if frame is None else frame["line"].to_list()
