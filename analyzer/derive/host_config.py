@@ -297,6 +297,22 @@ def config_values(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=t.HOST_CONFIG_VALUE_SCHEMA)
 
 
+def block_device_table(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """The ``block_device`` table: what :func:`block_devices` returns, one row per disk."""
+    rows = [
+        {
+            "device": device.name, "kind": device.kind,
+            "scheduler": device.scheduler.value if device.scheduler else None,
+            "scheduler_choices": device.scheduler.choices if device.scheduler else None,
+            "scheduler_source": device.scheduler.source if device.scheduler else None,
+            "rotational": device.rotational.value if device.rotational else None,
+            "rotational_source": device.rotational.source if device.rotational else None,
+        }
+        for device in block_devices(tables)
+    ]
+    return pl.DataFrame(rows, schema=t.BLOCK_DEVICE_SCHEMA)
+
+
 def database_evidence_table(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
     """The ``database_evidence`` table: the lines of :func:`database_evidence`."""
     return pl.DataFrame({"line": database_evidence(tables)}, schema=t.DATABASE_EVIDENCE_SCHEMA)

@@ -93,6 +93,12 @@ HOST_COUNT_SCHEMA = {"fact": pl.String, "value": pl.Int64, "source": pl.String}
 # directory), value stripped, one row per name (the last captured); and why we believe a database runs on the host.
 HOST_CONFIG_VALUE = "host_config_value"
 HOST_CONFIG_VALUE_SCHEMA = {"category": pl.String, "name": pl.String, "value": pl.String, "choices": pl.String, "source": pl.String}
+# Disks with a captured queue/scheduler (virtual devices left out), by name; kind nvme, ssd, hdd or unknown.
+BLOCK_DEVICE = "block_device"
+BLOCK_DEVICE_SCHEMA = {
+    "device": pl.String, "kind": pl.String, "scheduler": pl.String, "scheduler_choices": pl.String, "scheduler_source": pl.String,
+    "rotational": pl.String, "rotational_source": pl.String,
+}
 DATABASE_EVIDENCE = "database_evidence"
 DATABASE_EVIDENCE_SCHEMA = {"line": pl.String}
 # derive/cpu.py: the IRQ lines of real devices (timers, IPIs left out), with the device behind a line's queues
@@ -131,7 +137,7 @@ DERIVED_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     WORKING_STATEMENT: WORKING_STATEMENT_SCHEMA, STATEMENT_LAYOUT: STATEMENT_LAYOUT_SCHEMA, FULL_SCAN: FULL_SCAN_SCHEMA,
     PER_CPU: PER_CPU_SCHEMA, CPU_NODE: CPU_NODE_SCHEMA, IRQ_DELTA: IRQ_DELTA_SCHEMA, DEVICE_INTERRUPT: DEVICE_INTERRUPT_SCHEMA,
     PUBLIC_LOCK_WAIT: PUBLIC_LOCK_WAIT_SCHEMA, HOST_COUNT: HOST_COUNT_SCHEMA, HOST_CONFIG_VALUE: HOST_CONFIG_VALUE_SCHEMA,
-    DATABASE_EVIDENCE: DATABASE_EVIDENCE_SCHEMA, CPU_PROFILE_STACK: CPU_PROFILE_STACK_SCHEMA,
+    DATABASE_EVIDENCE: DATABASE_EVIDENCE_SCHEMA, BLOCK_DEVICE: BLOCK_DEVICE_SCHEMA, CPU_PROFILE_STACK: CPU_PROFILE_STACK_SCHEMA,
     CPU_PROFILE_SYMBOL: CPU_PROFILE_SYMBOL_SCHEMA, NUMA_REMOTE: NUMA_REMOTE_SCHEMA, NUMA_PROCESS_MEMORY: NUMA_PROCESS_MEMORY_SCHEMA,
     TIME_ACCOUNTING_WINDOW: TIME_ACCOUNTING_WINDOW_SCHEMA, TIMELINE: TIMELINE_SCHEMA,
 }

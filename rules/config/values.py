@@ -25,6 +25,31 @@ class Value:
     source: str
 
 
+@dataclass(frozen=True)
+class BlockDevice:
+    """A disk of the derived ``block_device`` table: its scheduler and rotational flag, and its kind."""
+
+    name: str
+    kind: str  # nvme, ssd, hdd or unknown
+    scheduler: Value | None
+    rotational: Value | None
+
+
+def block_devices(inp: RuleInput) -> list[BlockDevice]:
+    """Disks with a captured scheduler (virtual devices left out), by name."""
+    frame = inp.table(t.BLOCK_DEVICE, keep_empty=True)
+    if frame is None:
+        return []
+    return [
+        BlockDevice(
+            row["device"], row["kind"],
+            Value(row["scheduler"], row["scheduler_choices"], row["scheduler_source"]) if row["scheduler"] is not None else None,
+            Value(row["rotational"], None, row["rotational_source"]) if row["rotational"] is not None else None,
+        )
+        for row in frame.to_dicts()
+    ]
+
+
 def values_of(frame: pl.DataFrame | None, category: str) -> dict[str, Value]:
     if frame is None:
         return {}
