@@ -27,13 +27,13 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.cpulist import parse_cpu_list
 from dbdiag.settings import setting, size_bytes
+from dbdiag.vocabulary.kernel import CPU_ISOLATION_PARAMETERS
 from dbdiag.vocabulary.processes import HOST_DATABASE_PROCESSES
 
 # Server processes of the databases (and their cluster parts) dbdiag knows, as comm/process names.
 DATABASE_PROCESS_RE = re.compile("^(" + "|".join(map(re.escape, HOST_DATABASE_PROCESSES)) + ")$")
 # Block devices that are not disks: their scheduler does not matter.
 VIRTUAL_BLOCK_RE = re.compile(r"^(loop|ram|zram|sr|fd|nbd|md|dm-)\d*")
-CPU_ISOLATION_PARAMETERS = ("isolcpus", "nohz_full", "rcu_nocbs", "irqaffinity")
 
 # CFS tunables worth showing when a kernel still exposes them as sysctls (tuned profiles set them).
 SCHED_TUNABLES = (
@@ -311,6 +311,15 @@ def block_device_table(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
         for device in block_devices(tables)
     ]
     return pl.DataFrame(rows, schema=t.BLOCK_DEVICE_SCHEMA)
+
+
+def database_affinity_table(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """The ``database_affinity`` table: what :func:`database_process_affinity` returns, CPU lists as printed."""
+    rows = [
+        {"subject": p.subject, "cpus": p.cpus_text, "mems": p.mems_text, "source": p.source}
+        for p in database_process_affinity(tables)
+    ]
+    return pl.DataFrame(rows, schema=t.DATABASE_AFFINITY_SCHEMA)
 
 
 def database_evidence_table(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:

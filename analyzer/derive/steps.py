@@ -120,6 +120,7 @@ def host_config_values(view: View, options: DeriveOptions) -> dict[str, Any]:
         t.HOST_CONFIG_VALUE: host_config_module.config_values(tables),
         t.DATABASE_EVIDENCE: host_config_module.database_evidence_table(tables),
         t.BLOCK_DEVICE: host_config_module.block_device_table(tables),
+        t.DATABASE_AFFINITY: host_config_module.database_affinity_table(tables),
     }
 
 

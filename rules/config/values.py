@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from dbdiag import tables as t
+from dbdiag.cpulist import parse_cpu_list
 from dbdiag.rules.base import RuleInput
 
 
@@ -48,6 +49,47 @@ def block_devices(inp: RuleInput) -> list[BlockDevice]:
         )
         for row in frame.to_dicts()
     ]
+
+
+@dataclass(frozen=True)
+class Affinity:
+    """A database process's allowed CPUs and memory nodes (derived ``database_affinity``)."""
+
+    subject: str
+    cpus: list[int] | None
+    mems: list[int] | None
+    cpus_text: str | None
+    mems_text: str | None
+    source: str
+
+
+def _cpu_list(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return parse_cpu_list(text)
+    except ValueError:
+        return None
+
+
+def database_affinity(inp: RuleInput) -> list[Affinity]:
+    """Affinity of the database server processes, by subject ("mariadbd 1234")."""
+    frame = inp.table(t.DATABASE_AFFINITY, keep_empty=True)
+    if frame is None:
+        return []
+    return [
+        Affinity(row["subject"], _cpu_list(row["cpus"]), _cpu_list(row["mems"]), row["cpus"], row["mems"], row["source"])
+        for row in frame.to_dicts()
+    ]
+
+
+def cmdline_sources(inp: RuleInput) -> list[str] | None:
+    """The files the kernel command line was read from; None when none was captured."""
+    settings = inp.table(t.HOST_SETTING, keep_empty=True)
+    rows = settings.filter(pl.col("category") == "cmdline") if settings is not None else None
+    if rows is None or rows.height == 0:
+        return None
+    return sorted(set(rows["source"].drop_nulls().to_list()))
 
 
 def values_of(frame: pl.DataFrame | None, category: str) -> dict[str, Value]:
