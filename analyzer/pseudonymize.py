@@ -36,13 +36,14 @@ from typing import Any
 import polars as pl
 
 from dbdiag import tables as t
+from dbdiag.vocabulary.processes import DATABASE_COMPONENTS
 
 DEFAULT_NAMES = frozenset({
     "root", "admin", "postgres", "mysql", "mariadb", "mysql.sys", "mariadb.sys", "mysql.session", "mysql.infoschema",
     "information_schema", "performance_schema", "sys", "metrics_schema", "template0", "template1", "localhost",
     "localhost.localdomain", "unconnected", "unauthenticated", "unknown", "none", "null", "default",
-    "tidb", "tikv", "pd", "tiflash", "haproxy", "frontend", "backend", "system user", "event_scheduler", "auto", "any",
-    "test", "sbtest", "sysbench", "pgbench", "jmeter", "mysqld", "mariadbd", "postgresql", "*", "my_wsrep_cluster",
+    "frontend", "backend", "system user", "event_scheduler", "auto", "any",
+    "test", "sbtest", "sysbench", "pgbench", "jmeter", "*", "my_wsrep_cluster", *DATABASE_COMPONENTS,
 })
 MIN_NAME_CHARS = 2
 MAX_NAME_CHARS = 255

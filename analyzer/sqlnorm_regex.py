@@ -16,8 +16,8 @@ from functools import lru_cache
 
 import polars as pl
 
-DIALECTS = ("mysql", "tidb", "postgresql")
-_SQLGLOT_DIALECT = {"mysql": "mysql", "tidb": "mysql", "postgresql": "postgres"}
+from dbdiag.vocabulary.dialects import SQLGLOT_DIALECT as _SQLGLOT_DIALECT
+from dbdiag.vocabulary.dialects import SQLNORM_DIALECTS as DIALECTS
 
 
 def _check_dialect(dialect: str) -> None:

@@ -1,4 +1,4 @@
-"""Numbers as a person reads them in findings and reports."""
+"""Numbers and SQL samples as a person reads them in findings and reports."""
 
 from __future__ import annotations
 
@@ -17,3 +17,16 @@ def seconds(value: float | None) -> str:
     if value >= 0.0009995:
         return f"{value * 1000:.1f} ms"
     return f"{value * 1_000_000:.0f} µs"
+
+
+SAMPLE_CHARS = 2000  # SQL samples in metrics and evidence: blanks collapsed, cut with "…"
+
+
+def short_sample(sql: str | None) -> str:
+    """``sql`` with its blanks collapsed, cut at SAMPLE_CHARS with "…" (how every SQL sample is shown).
+
+    >>> short_sample("SELECT  *\t  FROM t"), len(short_sample("x" * 3000))
+    ('SELECT * FROM t', 2000)
+    """
+    text = " ".join((sql or "").split())
+    return text if len(text) <= SAMPLE_CHARS else text[: SAMPLE_CHARS - 1] + "…"

@@ -6,8 +6,7 @@
 
 from __future__ import annotations
 
-DATABASE_PROCESSES = ("mysqld", "mariadbd", "postgres", "postmaster", "tidb-server", "tikv-server", "pd-server", "tiflash")
-PROXY_PROCESSES = ("haproxy", "proxysql", "pgbouncer", "odyssey", "pgpool", "envoy", "maxscale", "tiproxy", "nginx")
+from dbdiag.vocabulary.processes import DATABASE_PROCESSES, PROXY_PROCESSES
 
 
 def is_database_or_proxy(name: str | None) -> bool:

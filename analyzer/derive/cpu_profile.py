@@ -89,6 +89,7 @@ from dbdiag import flamegraph
 from dbdiag import tables as t
 from dbdiag.derive.cpu_profile_summary import summarise
 from dbdiag.derive.cpu_tooling import tooling_expr
+from dbdiag.vocabulary.processes import profile_database_comm_pattern
 
 IDLE = "idle"
 SOFTIRQ_NETWORK = "softirq-network"
@@ -176,10 +177,7 @@ FRAME_RULES: tuple[tuple[str, str], ...] = (
 
 IDLE_COMMS = r"swapper(/\d+)?|idle"
 GC_COMMS = r"(GC Thread|GC task thread|ParGC Thread|G1 |Gang worker|ZWorker|ZDriver|Shenandoah|CMS |VM Periodic).*"
-DATABASE_COMMS = (
-    r"mysqld\S*|mariadbd\S*|postgres\S*|postmaster|tidb-server|tikv-server|pd-server|tiflash\S*|mongod"
-    r"|redis-server|clickhouse\S*|oracle\S*|ora_\S+|percona-server|ndbmtd|ndbd|memcached"
-)
+DATABASE_COMMS = profile_database_comm_pattern()
 
 # Compiler clones and symbol versions: "finish_task_switch.isra.0", "memcpy@@GLIBC_2.14", "read@plt".
 _SUFFIX = r"(\.(isra|constprop|part|cold|lto_priv|llvm)(\.\d+)?)+$|@@?[\w.]+$|@plt$|_\[[kij]\]$"

@@ -27,15 +27,13 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.cpulist import parse_cpu_list
 from dbdiag.settings import setting, size_bytes
+from dbdiag.vocabulary.kernel import CPU_ISOLATION_PARAMETERS
+from dbdiag.vocabulary.processes import HOST_DATABASE_PROCESSES
 
 # Server processes of the databases (and their cluster parts) dbdiag knows, as comm/process names.
-DATABASE_PROCESS_RE = re.compile(
-    r"^(mysqld|mariadbd|mysqld-debug|postgres|postmaster|tidb-server|tikv-server|pd-server|tiflash|"
-    r"redis-server|mongod|clickhouse-server|ndbmtd|ndbd)$"
-)
+DATABASE_PROCESS_RE = re.compile("^(" + "|".join(map(re.escape, HOST_DATABASE_PROCESSES)) + ")$")
 # Block devices that are not disks: their scheduler does not matter.
 VIRTUAL_BLOCK_RE = re.compile(r"^(loop|ram|zram|sr|fd|nbd|md|dm-)\d*")
-CPU_ISOLATION_PARAMETERS = ("isolcpus", "nohz_full", "rcu_nocbs", "irqaffinity")
 
 # CFS tunables worth showing when a kernel still exposes them as sysctls (tuned profiles set them).
 SCHED_TUNABLES = (
@@ -287,6 +285,46 @@ def database_evidence(tables: dict[str, pl.DataFrame]) -> list[str]:
         if comms:
             found.append(f"perf samples of {', '.join(comms)} in {_first_source(frame)}")
     return found
+
+
+def config_values(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """The ``host_config_value`` table: what :func:`sysctls`, :func:`cmdline` and :func:`thp` return, one row each."""
+    by_category = (("sysctl", sysctls(tables)), ("cmdline", cmdline(tables) or {}), ("thp", thp(tables)))
+    rows = [
+        {"category": category, "name": name, "value": value.value, "choices": value.choices, "source": value.source}
+        for category, values in by_category for name, value in values.items()
+    ]
+    return pl.DataFrame(rows, schema=t.HOST_CONFIG_VALUE_SCHEMA)
+
+
+def block_device_table(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """The ``block_device`` table: what :func:`block_devices` returns, one row per disk."""
+    rows = [
+        {
+            "device": device.name, "kind": device.kind,
+            "scheduler": device.scheduler.value if device.scheduler else None,
+            "scheduler_choices": device.scheduler.choices if device.scheduler else None,
+            "scheduler_source": device.scheduler.source if device.scheduler else None,
+            "rotational": device.rotational.value if device.rotational else None,
+            "rotational_source": device.rotational.source if device.rotational else None,
+        }
+        for device in block_devices(tables)
+    ]
+    return pl.DataFrame(rows, schema=t.BLOCK_DEVICE_SCHEMA)
+
+
+def database_affinity_table(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """The ``database_affinity`` table: what :func:`database_process_affinity` returns, CPU lists as printed."""
+    rows = [
+        {"subject": p.subject, "cpus": p.cpus_text, "mems": p.mems_text, "source": p.source}
+        for p in database_process_affinity(tables)
+    ]
+    return pl.DataFrame(rows, schema=t.DATABASE_AFFINITY_SCHEMA)
+
+
+def database_evidence_table(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """The ``database_evidence`` table: the lines of :func:`database_evidence`."""
+    return pl.DataFrame({"line": database_evidence(tables)}, schema=t.DATABASE_EVIDENCE_SCHEMA)
 
 
 def db_value(tables: dict[str, pl.DataFrame], name: str) -> Value | None:

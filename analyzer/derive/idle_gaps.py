@@ -51,12 +51,13 @@ from dbdiag import tables as t
 from dbdiag.derive.histogram import counter_deltas, histogram_quantile, label_value
 from dbdiag.derive.sql import is_sleep
 from dbdiag.derive.time_db_side import log_completeness
+from dbdiag.vocabulary.metrics import FAMILIES, INTERNAL_SQL_LABELS_RE
 
 QUANTILES = {"p50_ms": 0.50, "p80_ms": 0.80, "p99_ms": 0.99}
 MAX_RESOLUTION_MS = 1.0  # coarser timestamps cannot measure gaps of OLTP round trips (0.05-5 ms)
-IDLE_BUCKETS = "tidb_server_conn_idle_duration_seconds_bucket"
-SQL_BUCKETS = "tidb_server_handle_query_duration_seconds_bucket"
-INTERNAL_SQL_RE = r"(?:^|,)sql_type=internal(?:,|$)"
+IDLE_BUCKETS = FAMILIES["tidb_server_conn_idle_duration_seconds"].series("bucket")
+SQL_BUCKETS = FAMILIES["tidb_server_handle_query_duration_seconds"].series("bucket")
+INTERNAL_SQL_RE = INTERNAL_SQL_LABELS_RE
 
 # SQL text markers (after leading blanks and /* */ comments), matched case-insensitively.
 _LEAD = r"(?is)^\s*(?:/\*.*?\*/\s*)*"

@@ -29,8 +29,9 @@ import polars as pl
 from dbdiag import redact_text, sqlnorm
 from dbdiag import tables as t
 from dbdiag.distinct import numbered
+from dbdiag.units import SAMPLE_CHARS, short_sample  # noqa: F401 - SAMPLE_CHARS re-exported (tests)
+from dbdiag.vocabulary.dialects import DEFAULT_SQLNORM_DIALECT, SQLNORM_DIALECT_OF_ENGINE
 
-DIALECT_OF_ENGINE = {"mysql": "mysql", "mariadb": "mysql", "percona": "mysql", "tidb": "tidb", "postgresql": "postgresql"}
 PROFILE_LIMIT = 50
 # Statements longer than this are fingerprinted (and sampled) on their first FINGERPRINT_MAX_BYTES:
 # a class of its own, named with CUT_NOTE and counted in metrics.sql_summary.statements_cut.
@@ -38,7 +39,6 @@ FINGERPRINT_MAX_BYTES = 4 * 1024 * 1024
 CUT_NOTE = f" ... [statement cut at {FINGERPRINT_MAX_BYTES // (1024 * 1024)} MB for fingerprinting]"
 TIMELINE_TOP = 5
 TIMELINE_BUCKETS = 60
-SAMPLE_CHARS = 2000  # SQL samples in metrics and evidence: blanks collapsed, cut with "…"
 
 # A statement that does nothing but wait: MySQL/MariaDB ``SELECT SLEEP(n)`` / ``DO SLEEP(n)``, PostgreSQL
 # ``pg_sleep``/``pg_sleep_for``/``pg_sleep_until``, SQL Server ``WAITFOR DELAY``/``TIME``; text or
@@ -58,12 +58,6 @@ def is_sleep(sql: pl.Expr) -> pl.Expr:
     ``~is_sleep(pl.col("sql"))`` to count work only, as the derived ``statements`` do.
     """
     return sql.str.contains(SLEEP_RE).fill_null(False)
-
-
-def short_sample(sql: str | None) -> str:
-    """``sql`` with its blanks collapsed, cut at SAMPLE_CHARS with "…" (how every SQL sample is shown)."""
-    text = " ".join((sql or "").split())
-    return text if len(text) <= SAMPLE_CHARS else text[: SAMPLE_CHARS - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -99,7 +93,7 @@ def _fingerprinted(statements: pl.DataFrame, options: SqlOptions, engines: pl.Se
         groups = [(engine, group) for (engine,), group in statements.group_by("engine", maintain_order=True)]
     parts, n_classes = [], 0
     for engine, group in groups:
-        dialect = DIALECT_OF_ENGINE.get(engine or "", "mysql")
+        dialect = SQLNORM_DIALECT_OF_ENGINE.get(engine or "", DEFAULT_SQLNORM_DIALECT)
         code, names, ids = _class_codes(group["sql"].fill_null(""), dialect)
         sleeps = names.to_frame("fingerprint").select(is_sleep(pl.col("fingerprint"))).to_series()  # once per class
         parts.append(group.with_columns(

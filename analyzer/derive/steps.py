@@ -114,6 +114,16 @@ def host_config(view: View, options: DeriveOptions) -> dict[str, Any]:
     return {t.HOST_CONFIG_METRIC: host_config_module.host_config_checks(dict(view)) or None}
 
 
+def host_config_values(view: View, options: DeriveOptions) -> dict[str, Any]:
+    tables = dict(view)
+    return {
+        t.HOST_CONFIG_VALUE: host_config_module.config_values(tables),
+        t.DATABASE_EVIDENCE: host_config_module.database_evidence_table(tables),
+        t.BLOCK_DEVICE: host_config_module.block_device_table(tables),
+        t.DATABASE_AFFINITY: host_config_module.database_affinity_table(tables),
+    }
+
+
 def time_accounting(view: View, options: DeriveOptions) -> dict[str, Any]:
     metric, windows = time_accounting_module.time_accounting(dict(view), options.window_s)
     return {t.TIME_ACCOUNTING_METRIC: metric, t.TIME_ACCOUNTING_WINDOW: windows}

@@ -11,20 +11,13 @@ from typing import Any
 
 import polars as pl
 
+from dbdiag.vocabulary.metrics import FAMILIES, NOT_USER_PREFIXES, SCRAPE_ENDPOINT_LABELS_RE, of_role
+
 
 # Application latency histograms/summaries: family -> (seconds per unit, what emits it).
-USER_FAMILIES: dict[str, tuple[float, str]] = {
-    "http_server_requests_seconds": (1.0, "Spring Boot Micrometer HTTP server requests"),
-    "http_server_request_duration_seconds": (1.0, "OpenTelemetry HTTP server request duration"),
-    "http_request_duration_seconds": (1.0, "Prometheus client HTTP request duration"),
-    "http_server_duration_milliseconds": (1e-3, "OpenTelemetry (semconv < 1.21) HTTP server duration"),
-}
+USER_FAMILIES: dict[str, tuple[float, str]] = {f.name: (f.seconds_per_unit, f.source) for f in of_role("user_latency")}
 GENERIC_USER_FAMILY_RE = r"^[a-zA-Z_:][a-zA-Z0-9_:]*(?:_request[a-zA-Z0-9_:]*_seconds|_duration_seconds)$"
-NOT_USER_PREFIXES = (
-    "tidb_", "tikv_", "pd_", "tiflash_", "tiproxy_", "mysql_", "mysqld_", "pg_", "postgres", "mariadb",
-    "etcd_", "prometheus_", "go_", "process_", "node_", "haproxy_", "scrape_", "promhttp_",
-)
-IGNORED_ENDPOINT_RE = r"(?:^|,)(?:uri|handler|path|route|endpoint|http_route)=[^,]*(?:actuator|metrics|health|prometheus)"
+IGNORED_ENDPOINT_RE = SCRAPE_ENDPOINT_LABELS_RE
 
 
 @dataclass(frozen=True)
@@ -37,17 +30,20 @@ class DbCounter:
     exclude_labels_re: str | None = None  # series left out (TiDB's internal statements)
 
 
+def _db_counter(family_name: str, what: str) -> DbCounter:
+    """The counter of one ``db_time`` family: a histogram's ``_sum`` (with ``_count``), else the counter itself."""
+    family = FAMILIES[family_name]
+    if family.kind == "histogram":
+        return DbCounter(family.series("sum"), family.series("count"), f"{family.source}: {what}", family.ignore_labels_re)
+    return DbCounter(family.name, family.calls, f"{family.source}: {what}", family.ignore_labels_re)
+
+
 DB_TIME_COUNTERS: tuple[DbCounter, ...] = (
-    DbCounter("tidb_server_handle_query_duration_seconds_sum", "tidb_server_handle_query_duration_seconds_count",
-              "TiDB handle_query_duration: QPS x average latency", r"(?:^|,)sql_type=internal(?:,|$)"),
-    DbCounter("pg_stat_statements_seconds_total", "pg_stat_statements_calls_total",
-              "postgres_exporter pg_stat_statements: Σ execution time"),
-    DbCounter("pg_stat_statements_total_time_seconds", "pg_stat_statements_calls",
-              "postgres_exporter pg_stat_statements (queries.yaml): Σ execution time"),
-    DbCounter("pg_stat_database_active_time_seconds_total", None,
-              "postgres_exporter pg_stat_database active_time: time backends spent executing statements"),
-    DbCounter("mysql_perf_schema_events_statements_seconds_total", "mysql_perf_schema_events_statements_total",
-              "mysqld_exporter events_statements_summary_by_digest: Σ statement latency of the digests kept"),
+    _db_counter("tidb_server_handle_query_duration_seconds", "QPS x average latency"),
+    _db_counter("pg_stat_statements_seconds_total", "Σ execution time"),
+    _db_counter("pg_stat_statements_total_time_seconds", "Σ execution time"),
+    _db_counter("pg_stat_database_active_time_seconds_total", "time backends spent executing statements"),
+    _db_counter("mysql_perf_schema_events_statements_seconds_total", "Σ statement latency of the digests kept"),
 )
 QPS_ONLY_COUNTERS = ("mysql_global_status_queries", "mysql_global_status_questions")
 

@@ -66,6 +66,7 @@ from dbdiag.derive.idle_gaps import resolution_us
 from dbdiag.derive.sql import is_sleep
 from dbdiag.derive.time_db_side import log_completeness
 from dbdiag.timebounds import inside
+from dbdiag.vocabulary.metrics import FAMILIES
 
 QUANTILES = {"latency_p50": 0.5, "latency_p99": 0.99, "latency_p999": 0.999, "latency_p9999": 0.9999}
 # A quantile q needs 1 / (1 - q) observations before it is more than the window's maximum.
@@ -80,21 +81,25 @@ MAX_MARKERS = 200
 MESSAGE_CHARS = 300
 
 # Counters whose increase per second is a throughput: metric -> (measure, labels left out).
+# The timeline leaves out Micrometer's actuator series by uri/handler only and keeps every series of the
+# other HTTP families (the time account uses the families' SCRAPE_ENDPOINT_LABELS_RE): as it always did.
+MICROMETER_ACTUATOR_RE = r"(?:^|,)(?:uri|handler)=[^,]*(?:actuator|metrics|health|prometheus)"
+_TIDB_DURATION = FAMILIES["tidb_server_handle_query_duration_seconds"]
 RATE_COUNTERS: dict[str, tuple[str, str | None]] = {
     "tidb_server_query_total": ("qps", None),
-    "tidb_server_handle_query_duration_seconds_count": ("qps", r"(?:^|,)sql_type=internal(?:,|$)"),
+    _TIDB_DURATION.series("count"): ("qps", _TIDB_DURATION.ignore_labels_re),
     "mysql_global_status_questions": ("qps", None),
     "pg_stat_database_xact_commit": ("tps", None),
-    "http_server_requests_seconds_count": ("tps", r"(?:^|,)(?:uri|handler)=[^,]*(?:actuator|metrics|health|prometheus)"),
+    "http_server_requests_seconds_count": ("tps", MICROMETER_ACTUATOR_RE),
     "http_server_request_duration_seconds_count": ("tps", None),
     "http_request_duration_seconds_count": ("tps", None),
 }
 # Latency histograms (family without _bucket) -> (seconds per unit, labels left out).
 LATENCY_HISTOGRAMS: dict[str, tuple[float, str | None]] = {
-    "tidb_server_handle_query_duration_seconds": (1.0, r"(?:^|,)sql_type=internal(?:,|$)"),
-    "http_server_requests_seconds": (1.0, r"(?:^|,)(?:uri|handler)=[^,]*(?:actuator|metrics|health|prometheus)"),
-    "http_server_request_duration_seconds": (1.0, None),
-    "http_request_duration_seconds": (1.0, None),
+    _TIDB_DURATION.name: (_TIDB_DURATION.seconds_per_unit, _TIDB_DURATION.ignore_labels_re),
+    "http_server_requests_seconds": (FAMILIES["http_server_requests_seconds"].seconds_per_unit, MICROMETER_ACTUATOR_RE),
+    "http_server_request_duration_seconds": (FAMILIES["http_server_request_duration_seconds"].seconds_per_unit, None),
+    "http_request_duration_seconds": (FAMILIES["http_request_duration_seconds"].seconds_per_unit, None),
 }
 CONNECTION_GAUGES = (
     "tidb_server_connections", "mysql_global_status_threads_connected", "pg_stat_activity_count",

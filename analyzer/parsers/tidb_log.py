@@ -35,6 +35,7 @@ from dbdiag.parsers import log_events as E
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
 from dbdiag.parsers.kit import zones as Z
 from dbdiag.tables import EVENT
+from dbdiag.vocabulary.processes import TIDB_PROCESS_OF_COMPONENT
 
 _HEAD = r"^\[[^\]\n]*\] \[(?:DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\] \[[^\]\n]*\] "
 RULES = (
@@ -47,7 +48,7 @@ RULES = (
     E.Rule("crash", r"^(?:panic: |fatal error: )"),
     E.Rule("memory-alarm", _HEAD + r"\[.*(?:risk of OOM|memory usage exceeds)"),
 )
-PROCESS = {"tidb": "tidb-server", "tikv": "tikv-server", "pd": "pd-server", "tiflash": "tiflash"}
+PROCESS = TIDB_PROCESS_OF_COMPONENT
 STAMP_RE = r"^\[(?P<stamp>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?)(?: (?P<zone>[+-]\d\d:?\d\d|[A-Z]{1,5}))?\]"
 _LINE_DETECT_RE = re.compile(
     r"(?m)^\[\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)? [+-]\d\d:\d\d\] \[(?:DEBUG|INFO|WARN|ERROR|FATAL)\] \["

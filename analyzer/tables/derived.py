@@ -89,6 +89,21 @@ IRQ_DELTA_SCHEMA = {"irq": pl.String, "device": pl.String, "cpu": pl.Int32, "del
 # derive/host_counts.py: how many CPUs ("cpus") and NUMA nodes ("numa_nodes") the host has, and the input that said so.
 HOST_COUNT = "host_count"
 HOST_COUNT_SCHEMA = {"fact": pl.String, "value": pl.Int64, "source": pl.String}
+# derive/host_config.py: the kernel settings the config rules judge (category "sysctl", "cmdline", "thp" of the top
+# directory), value stripped, one row per name (the last captured); and why we believe a database runs on the host.
+HOST_CONFIG_VALUE = "host_config_value"
+HOST_CONFIG_VALUE_SCHEMA = {"category": pl.String, "name": pl.String, "value": pl.String, "choices": pl.String, "source": pl.String}
+# Disks with a captured queue/scheduler (virtual devices left out), by name; kind nvme, ssd, hdd or unknown.
+BLOCK_DEVICE = "block_device"
+BLOCK_DEVICE_SCHEMA = {
+    "device": pl.String, "kind": pl.String, "scheduler": pl.String, "scheduler_choices": pl.String, "scheduler_source": pl.String,
+    "rotational": pl.String, "rotational_source": pl.String,
+}
+# The allowed CPUs and memory nodes (as printed: "0-3") of database server processes, by subject ("mariadbd 1234").
+DATABASE_AFFINITY = "database_affinity"
+DATABASE_AFFINITY_SCHEMA = {"subject": pl.String, "cpus": pl.String, "mems": pl.String, "source": pl.String}
+DATABASE_EVIDENCE = "database_evidence"
+DATABASE_EVIDENCE_SCHEMA = {"line": pl.String}
 # derive/cpu.py: the IRQ lines of real devices (timers, IPIs left out), with the device behind a line's queues
 # (``family``: "virtio0" for virtio0-input.0) and its class ("io", "gpu", "usb", "input", "other").
 DEVICE_INTERRUPT = "device_interrupt"
@@ -124,7 +139,9 @@ DERIVED_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     CHANGE: CHANGE_SCHEMA, FINGERPRINTED_STATEMENT: FINGERPRINTED_STATEMENT_SCHEMA, PUBLIC_PLAN_NODE: PUBLIC_PLAN_NODE_SCHEMA,
     WORKING_STATEMENT: WORKING_STATEMENT_SCHEMA, STATEMENT_LAYOUT: STATEMENT_LAYOUT_SCHEMA, FULL_SCAN: FULL_SCAN_SCHEMA,
     PER_CPU: PER_CPU_SCHEMA, CPU_NODE: CPU_NODE_SCHEMA, IRQ_DELTA: IRQ_DELTA_SCHEMA, DEVICE_INTERRUPT: DEVICE_INTERRUPT_SCHEMA,
-    PUBLIC_LOCK_WAIT: PUBLIC_LOCK_WAIT_SCHEMA, HOST_COUNT: HOST_COUNT_SCHEMA, CPU_PROFILE_STACK: CPU_PROFILE_STACK_SCHEMA,
+    PUBLIC_LOCK_WAIT: PUBLIC_LOCK_WAIT_SCHEMA, HOST_COUNT: HOST_COUNT_SCHEMA, HOST_CONFIG_VALUE: HOST_CONFIG_VALUE_SCHEMA,
+    DATABASE_EVIDENCE: DATABASE_EVIDENCE_SCHEMA, BLOCK_DEVICE: BLOCK_DEVICE_SCHEMA,
+    DATABASE_AFFINITY: DATABASE_AFFINITY_SCHEMA, CPU_PROFILE_STACK: CPU_PROFILE_STACK_SCHEMA,
     CPU_PROFILE_SYMBOL: CPU_PROFILE_SYMBOL_SCHEMA, NUMA_REMOTE: NUMA_REMOTE_SCHEMA, NUMA_PROCESS_MEMORY: NUMA_PROCESS_MEMORY_SCHEMA,
     TIME_ACCOUNTING_WINDOW: TIME_ACCOUNTING_WINDOW_SCHEMA, TIMELINE: TIMELINE_SCHEMA,
 }

@@ -17,6 +17,7 @@ from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.app.common import iso
 from dbdiag.rules.base import RuleInput
+from dbdiag.vocabulary.dialects import MYSQL_FAMILY
 
 RULE_ID = "connection-ceiling"
 AT_LIMIT_SHARE_PCT = 99.0
@@ -29,7 +30,7 @@ ROUND_POWER_OF_TWO_FROM = 256
 # settings (``db_setting`` names, of which engines) that can hold it instead.
 CONNECTION_METRICS = {
     "tidb_server_connections": (None, ("max_connections", "max-server-connections"), ("tidb",)),
-    "mysql_global_status_threads_connected": ("mysql_global_variables_max_connections", ("max_connections",), ("mysql", "mariadb", "percona")),
+    "mysql_global_status_threads_connected": ("mysql_global_variables_max_connections", ("max_connections",), MYSQL_FAMILY),
     "pg_stat_activity_count": ("pg_settings_max_connections", ("max_connections",), ("postgresql",)),
     "haproxy_frontend_current_sessions": ("haproxy_frontend_limit_sessions", (), ()),
     "haproxy_server_current_sessions": ("haproxy_server_limit_sessions", (), ()),

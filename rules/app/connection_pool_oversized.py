@@ -64,6 +64,7 @@ from dbdiag import tables as t
 from dbdiag.findings import Bar, BarGroup, Chart, Evidence, Finding, Scope, Severity
 from dbdiag.rules.app.common import CPU_INPUTS, cpu_count, non_database_runs, sample_windows, sources_of, throttled_runs, window_s
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
+from dbdiag.vocabulary.metrics import FAMILIES
 
 RULE_ID = "connection-pool-oversized"
 
@@ -86,7 +87,7 @@ THROUGHPUT_COUNTERS = (
     ("pg_stat_database_xact_commit", "commits/s"),
     ("tidb_server_query_total", "QPS"),
 )
-TIDB_DURATION = "tidb_server_handle_query_duration_seconds"
+TIDB_DURATION = FAMILIES["tidb_server_handle_query_duration_seconds"].name
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,9 @@ References:
 from __future__ import annotations
 
 from dbdiag import tables as t
-from dbdiag.derive.host_config import BlockDevice, block_devices, database_evidence
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
+from dbdiag.rules.config.values import BlockDevice, block_devices, database_evidence
 
 RULE_ID = "io-scheduler-not-none"
 
@@ -48,7 +48,7 @@ FLASH_KINDS = ("nvme", "ssd")
 
 
 def check(inp: RuleInput) -> Verdict:
-    devices = block_devices(inp.tables)
+    devices = block_devices(inp)
     if not devices:
         raise Skip("no disk's queue/scheduler captured: needs grep . /sys/block/*/queue/scheduler /sys/block/*/queue/rotational")
     judged, unknown, wrong = [], [], []
@@ -74,7 +74,7 @@ def _finding(inp: RuleInput, device: BlockDevice) -> Finding:
     if device.rotational is not None:
         rows.append(("queue/rotational", device.rotational.value, "", device.rotational.source))
     evidence = [Evidence(title=f"{device.name}: block queue settings", columns=("file", "value", "choices", "source"), rows=tuple(rows))]
-    databases = database_evidence(inp.tables)
+    databases = database_evidence(inp)
     if databases:
         evidence.append(Evidence(title="Database on this host", text="\n".join(databases)))
     why = "NVMe" if device.kind == "nvme" else "SSD, rotational = 0"

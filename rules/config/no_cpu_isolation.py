@@ -40,15 +40,10 @@ from __future__ import annotations
 
 from dbdiag import tables as t
 from dbdiag.cpulist import format_cpu_list, parse_cpu_list
-from dbdiag.derive.host_config import (
-    CPU_ISOLATION_PARAMETERS,
-    cmdline,
-    cmdline_sources,
-    database_evidence,
-    database_process_affinity,
-)
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
+from dbdiag.rules.config.values import cmdline_sources, database_affinity, database_evidence, setting_values
+from dbdiag.vocabulary.kernel import CPU_ISOLATION_PARAMETERS
 from dbdiag.rules.host_counts import numa_nodes
 
 RULE_ID = "no-cpu-isolation"
@@ -63,10 +58,10 @@ def check(inp: RuleInput) -> Verdict:
         raise Skip("NUMA node count unknown: needs lscpu, numactl --hardware or numastat")
     if nodes.value < MIN_NODES:
         return Verdict(measured=f"{nodes.value} NUMA node ({nodes.source}); judged from {MIN_NODES} nodes")
-    params = cmdline(inp.tables)
-    if params is None:
+    if cmdline_sources(inp) is None:
         raise Skip("no /proc/cmdline captured: cannot tell whether CPUs are isolated")
-    databases = database_evidence(inp.tables)
+    params = setting_values(inp, "cmdline")
+    databases = database_evidence(inp)
     if not databases:
         raise Skip("no database seen on this host (no SQL statements, database settings or database process in perf)")
     isolation = {name: params[name].value for name in ISOLATION_PARAMETERS if name in params}
@@ -74,7 +69,7 @@ def check(inp: RuleInput) -> Verdict:
         shown = ", ".join(f"{name}={value}" for name, value in isolation.items())
         return Verdict(measured=f"{nodes.value} nodes; kernel command line isolates CPUs: {shown}")
     all_cpus = _all_cpus(inp)
-    affinity = database_process_affinity(inp.tables)
+    affinity = database_affinity(inp)
     bound = [p for p in affinity if p.cpus is not None and all_cpus and len(set(p.cpus)) < len(all_cpus)]
     if bound:
         shown = "; ".join(f"{p.subject} on CPUs {p.cpus_text}" for p in bound)
@@ -101,7 +96,7 @@ def _all_cpus(inp: RuleInput) -> list[int]:
 
 
 def _finding(inp: RuleInput, nodes: int, all_cpus: list[int], affinity: list, databases: list[str]) -> Finding:
-    cmd_sources = cmdline_sources(inp.tables)
+    cmd_sources = cmdline_sources(inp) or []
     rows = [(name, "not set", ", ".join(cmd_sources)) for name in ISOLATION_PARAMETERS]
     rows += [(f"{p.subject} Cpus_allowed_list", p.cpus_text or "?", p.source) for p in affinity]
     if not affinity:

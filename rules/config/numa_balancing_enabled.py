@@ -40,9 +40,9 @@ from __future__ import annotations
 from typing import Any
 
 from dbdiag import tables as t
-from dbdiag.derive.host_config import Value, cmdline, database_evidence, sysctls
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
+from dbdiag.rules.config.values import Value, database_evidence, setting_values
 from dbdiag.rules.host_counts import numa_nodes
 
 RULE_ID = "numa-balancing-enabled"
@@ -57,8 +57,8 @@ SHOWN_VMSTAT_COUNTERS = (
 
 
 def check(inp: RuleInput) -> Verdict:
-    runtime = sysctls(inp.tables).get("kernel.numa_balancing")
-    boot = (cmdline(inp.tables) or {}).get("numa_balancing")
+    runtime = setting_values(inp, "sysctl").get("kernel.numa_balancing")
+    boot = setting_values(inp, "cmdline").get("numa_balancing")
     if runtime is None and boot is None:
         raise Skip("no kernel.numa_balancing captured: needs sysctl -a (or /proc/sys/kernel/numa_balancing) or /proc/cmdline")
     nodes = numa_nodes(inp)
@@ -98,7 +98,7 @@ def _finding(inp: RuleInput, runtime: Value | None, boot: Value | None, nodes: i
         for name in ("numa_hint_faults", "numa_pages_migrated"):
             if name in counters:
                 impact[name] = counters[name]
-    databases = database_evidence(inp.tables)
+    databases = database_evidence(inp)
     if databases:
         evidence.append(Evidence(title="Database on this host", text="\n".join(databases)))
     value = runtime.value if runtime is not None else f"numa_balancing={boot.value}"

@@ -42,9 +42,9 @@ from __future__ import annotations
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive.host_config import Value, cmdline, database_evidence, thp
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
+from dbdiag.rules.config.values import Value, database_evidence, setting_values
 
 RULE_ID = "transparent-hugepages-enabled"
 
@@ -56,8 +56,8 @@ SHOWN_VMSTAT_COUNTERS = (
 
 
 def check(inp: RuleInput) -> Verdict:
-    files = thp(inp.tables)
-    boot = (cmdline(inp.tables) or {}).get("transparent_hugepage")
+    files = setting_values(inp, "thp")
+    boot = setting_values(inp, "cmdline").get("transparent_hugepage")
     effective: Value | None = files.get("enabled") or boot
     if effective is None:
         raise Skip(
@@ -90,7 +90,7 @@ def _finding(inp: RuleInput, enabled: Value, where: str, defrag: Value | None, b
             columns=("counter", "snapshot", "value", "source"),
             rows=tuple(counters),
         ))
-    databases = database_evidence(inp.tables)
+    databases = database_evidence(inp)
     if databases:
         evidence.append(Evidence(title="Database on this host", text="\n".join(databases)))
     defrag_text = f"; defrag = {defrag.value}" if defrag is not None else ""

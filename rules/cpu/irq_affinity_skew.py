@@ -56,7 +56,6 @@ import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.cpulist import format_cpu_list, parse_cpu_list
-from dbdiag.derive.cpu import device_family
 from dbdiag.findings import CPU_SHARE, Bar, BarGroup, Chart, Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 from dbdiag.rules.cpu import interrupt_placement as P
@@ -118,9 +117,8 @@ def _finding(inp: RuleInput, skew: P.DeviceSkew, cpus: int, node_count: int) -> 
     node_text = f" (node {nodes[0]})" if len(nodes) == 1 and node_count >= 2 else ""
     cost = _cost(inp, serving_cpus)
     severity, why = _severity(skew, cost)
-    irq_delta = inp.table(t.IRQ_DELTA, keep_empty=True)
     lines = (
-        irq_delta.filter(pl.col("device").map_elements(device_family, return_dtype=pl.String) == family)
+        inp.table(t.DEVICE_INTERRUPT, keep_empty=True).filter(pl.col("family") == family)
         .group_by("irq", "device")
         .agg(
             pl.col("delta").sum().alias("total"),

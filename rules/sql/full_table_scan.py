@@ -63,7 +63,6 @@ import polars as pl
 
 from dbdiag import sqlnorm
 from dbdiag import tables as t
-from dbdiag.derive.sql import DIALECT_OF_ENGINE
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.sql import plan_check
@@ -76,6 +75,7 @@ from dbdiag.rules.sql.common import (
     statements,
     timed_full_scan_executions,
 )
+from dbdiag.vocabulary.dialects import DEFAULT_SQLNORM_DIALECT, MYSQL_FAMILY, SQLGLOT_DIALECT, SQLNORM_DIALECT_OF_ENGINE
 
 if TYPE_CHECKING:  # sqlglot is imported when a statement is parsed: most runs never need it
     from sqlglot import exp
@@ -92,15 +92,13 @@ MAX_INDEX_COLUMNS = 4
 MAX_IDENTIFIER_CHARS = 63  # PostgreSQL's limit; MySQL/TiDB allow 64
 
 FULL_SCAN_NODE_TYPES = t.FULL_SCAN_NODE_TYPES
-MYSQL_FAMILY = ("mysql", "mariadb", "percona")
-SQLGLOT_DIALECT = {"mysql": "mysql", "tidb": "mysql", "postgresql": "postgres"}
 
 
 # ---- shared with the other SQL rules of this package (full scans, WHERE columns, index DDL) ----
 
 
 def sqlnorm_dialect(engine: str | None) -> str:
-    return DIALECT_OF_ENGINE.get(engine or "", "mysql")
+    return SQLNORM_DIALECT_OF_ENGINE.get(engine or "", DEFAULT_SQLNORM_DIALECT)
 
 
 def parse_sql(sql: str | None, engine: str | None) -> exp.Expression | None:

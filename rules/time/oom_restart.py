@@ -55,6 +55,7 @@ from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.processes import is_database_or_proxy
+from dbdiag.vocabulary.processes import DATABASE_COMPONENTS
 
 RULE_ID = "oom-restart"
 
@@ -70,7 +71,6 @@ WINDOW_COLUMNS = (
     (t.STATEMENT, ("start_ts", "end_ts")), (t.METRIC_SAMPLE, ("ts",)), (t.LOAD_SAMPLE, ("start_ts",)),
     (t.LOAD_INTERVAL, ("ts",)), (t.PROXY_STAT, ("ts",)),
 )
-DATABASE_COMPONENTS = ("tidb", "tikv", "pd", "tiflash", "mysqld", "mariadbd", "mysql", "postgres", "postgresql", "haproxy")
 MAX_EVIDENCE_ROWS = 20
 
 

@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 
 from dbdiag import tables as t
+from dbdiag.derive.host_config import block_device_table, config_values, database_affinity_table, database_evidence_table
 from dbdiag.derive.host_counts import host_counts
 from dbdiag.engine import run_rule
 from dbdiag.findings import Severity, Status
@@ -67,8 +68,14 @@ def db(*rows: tuple, engine: str = "mariadb") -> pl.DataFrame:
     ]))
 
 
+def derived(tables: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    """The derived tables the config rules read, as the derive stage makes them."""
+    return {t.HOST_COUNT: host_counts(tables), t.HOST_CONFIG_VALUE: config_values(tables), t.DATABASE_EVIDENCE: database_evidence_table(tables),
+            t.BLOCK_DEVICE: block_device_table(tables), t.DATABASE_AFFINITY: database_affinity_table(tables)}
+
+
 def run(module, tables: dict[str, pl.DataFrame], metrics: dict | None = None):
-    return run_rule(module.RULE, RuleInput(tables=tables, derived={t.HOST_COUNT: host_counts(tables)}, metrics=metrics or {}))
+    return run_rule(module.RULE, RuleInput(tables=tables, derived=derived(tables), metrics=metrics or {}))
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.RULE_ID)
@@ -424,7 +431,7 @@ def _capture_tables(capture: str) -> dict[str, pl.DataFrame]:
 
 def _outcomes(capture: str) -> dict[str, object]:
     captured = _capture_tables(capture)
-    inp = RuleInput(tables=captured, derived={t.HOST_COUNT: host_counts(captured)}, metrics={})
+    inp = RuleInput(tables=captured, derived=derived(captured), metrics={})
     return {module.RULE_ID: run_rule(module.RULE, inp) for module in MODULES}
 
 

@@ -13,9 +13,6 @@ FORBIDDEN = ("dbdiag.derive", "dbdiag.parsers")
 # derivations). This list may only shrink: a module leaving it must not come back, a new one may not join.
 NOT_YET_MOVED = {
     "app/tail_latency_spikes.py", "config/buffer_pool_exceeds_numa_node.py", "config/buffer_pool_undersized.py",
-    "config/io_scheduler_not_none.py", "config/no_cpu_isolation.py", "config/numa_balancing_enabled.py",
-    "config/transparent_hugepages_enabled.py", "cpu/irq_affinity_skew.py", "sql/common.py",
-    "sql/full_table_scan.py",
 }
 
 

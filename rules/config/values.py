@@ -1,0 +1,110 @@
+"""The derived ``host_config_value`` and ``database_evidence`` tables as the config rules read them.
+
+>>> import polars as pl
+>>> frame = pl.DataFrame({"category": ["sysctl"], "name": ["vm.swappiness"], "value": ["60"], "choices": [None], "source": ["sysctl.txt"]})
+>>> values_of(frame, "sysctl")["vm.swappiness"]
+Value(value='60', choices=None, source='sysctl.txt')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from dbdiag import tables as t
+from dbdiag.cpulist import parse_cpu_list
+from dbdiag.rules.base import RuleInput
+
+
+@dataclass(frozen=True)
+class Value:
+    """One captured setting: its effective value, the offered choices and where it was read."""
+
+    value: str
+    choices: str | None
+    source: str
+
+
+@dataclass(frozen=True)
+class BlockDevice:
+    """A disk of the derived ``block_device`` table: its scheduler and rotational flag, and its kind."""
+
+    name: str
+    kind: str  # nvme, ssd, hdd or unknown
+    scheduler: Value | None
+    rotational: Value | None
+
+
+def block_devices(inp: RuleInput) -> list[BlockDevice]:
+    """Disks with a captured scheduler (virtual devices left out), by name."""
+    frame = inp.table(t.BLOCK_DEVICE, keep_empty=True)
+    if frame is None:
+        return []
+    return [
+        BlockDevice(
+            row["device"], row["kind"],
+            Value(row["scheduler"], row["scheduler_choices"], row["scheduler_source"]) if row["scheduler"] is not None else None,
+            Value(row["rotational"], None, row["rotational_source"]) if row["rotational"] is not None else None,
+        )
+        for row in frame.to_dicts()
+    ]
+
+
+@dataclass(frozen=True)
+class Affinity:
+    """A database process's allowed CPUs and memory nodes (derived ``database_affinity``)."""
+
+    subject: str
+    cpus: list[int] | None
+    mems: list[int] | None
+    cpus_text: str | None
+    mems_text: str | None
+    source: str
+
+
+def _cpu_list(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return parse_cpu_list(text)
+    except ValueError:
+        return None
+
+
+def database_affinity(inp: RuleInput) -> list[Affinity]:
+    """Affinity of the database server processes, by subject ("mariadbd 1234")."""
+    frame = inp.table(t.DATABASE_AFFINITY, keep_empty=True)
+    if frame is None:
+        return []
+    return [
+        Affinity(row["subject"], _cpu_list(row["cpus"]), _cpu_list(row["mems"]), row["cpus"], row["mems"], row["source"])
+        for row in frame.to_dicts()
+    ]
+
+
+def cmdline_sources(inp: RuleInput) -> list[str] | None:
+    """The files the kernel command line was read from; None when none was captured."""
+    settings = inp.table(t.HOST_SETTING, keep_empty=True)
+    rows = settings.filter(pl.col("category") == "cmdline") if settings is not None else None
+    if rows is None or rows.height == 0:
+        return None
+    return sorted(set(rows["source"].drop_nulls().to_list()))
+
+
+def values_of(frame: pl.DataFrame | None, category: str) -> dict[str, Value]:
+    if frame is None:
+        return {}
+    rows = frame.filter(pl.col("category") == category)
+    return {row["name"]: Value(row["value"], row["choices"], row["source"]) for row in rows.to_dicts()}
+
+
+def setting_values(inp: RuleInput, category: str) -> dict[str, Value]:
+    """The kernel settings of one category ("sysctl", "cmdline", "thp") by name; empty when none was captured."""
+    return values_of(inp.table(t.HOST_CONFIG_VALUE, keep_empty=True), category)
+
+
+def database_evidence(inp: RuleInput) -> list[str]:
+    """Why we believe a database runs on this host: one short line per kind of evidence."""
+    frame = inp.table(t.DATABASE_EVIDENCE, keep_empty=True)
+    return [] if frame is None else frame["line"].to_list()
