@@ -62,6 +62,7 @@ import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.findings import Bar, BarGroup, Chart, Evidence, Finding, Scope, Severity
+from dbdiag.python_values import rows_in
 from dbdiag.rules.app.common import CPU_INPUTS, cpu_count, non_database_runs, sample_windows, sources_of, throttled_runs, window_s
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 from dbdiag.vocabulary.metrics import FAMILIES
@@ -181,9 +182,8 @@ def _curves(inp: RuleInput) -> list[Curve]:
     run_sources: set[str] = set()
     if runs is not None:
         run_sources = set(runs["source"].unique().to_list())
-        runs = runs.filter(pl.col("threads").is_not_null() & pl.col("tps").is_not_null()).filter(
-            ~pl.struct("source", "run").map_elements(lambda r: (r["source"], r["run"]) in throttled, return_dtype=pl.Boolean)
-        )
+        runs = runs.filter(pl.col("threads").is_not_null() & pl.col("tps").is_not_null())
+        runs = runs.filter(~rows_in(runs, ("source", "run"), throttled))
         for (tool, test), group in runs.group_by("tool", "test", maintain_order=True):
             curves.append(_run_curve(tool, test, group))
     intervals = inp.table(t.LOAD_INTERVAL)
@@ -191,7 +191,8 @@ def _curves(inp: RuleInput) -> list[Curve]:
         # Progress lines only stand in for runs whose summary is missing (an interrupted run).
         intervals = intervals.filter(
             ~pl.col("source").is_in(sorted(run_sources)) & pl.col("threads").is_not_null() & pl.col("lag_ms").is_null()
-        ).filter(~pl.struct("source", "run").map_elements(lambda r: (r["source"], r["run"]) in throttled, return_dtype=pl.Boolean))
+        )
+        intervals = intervals.filter(~rows_in(intervals, ("source", "run"), throttled))
         for (tool,), group in intervals.group_by("tool", maintain_order=True):
             curves.append(_interval_curve(tool, group))
     metrics = inp.table(t.METRIC_SAMPLE)

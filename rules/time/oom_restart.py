@@ -53,6 +53,7 @@ import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
+from dbdiag.python_values import mapped
 from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.processes import is_database_or_proxy
 from dbdiag.vocabulary.processes import DATABASE_COMPONENTS
@@ -76,13 +77,10 @@ MAX_EVIDENCE_ROWS = 20
 
 def check(inp: RuleInput) -> Verdict:
     events = inp.table(t.EVENT, keep_empty=True)
+    database_process = mapped(events["process"], is_database_or_proxy, pl.Boolean).fill_null(False)
     relevant = events.filter(
         pl.col("kind").is_in(CRITICAL_KINDS + WARNING_KINDS + ("shutdown",))
-        & (
-            pl.col("component").is_in(DATABASE_COMPONENTS)
-            | pl.col("process").map_elements(is_database_or_proxy, return_dtype=pl.Boolean).fill_null(False)
-            | (pl.col("kind") == "host-restart")
-        )
+        & (pl.col("component").is_in(DATABASE_COMPONENTS) | database_process | (pl.col("kind") == "host-restart"))
     )
     window = capture_window(inp)
     outside = 0
