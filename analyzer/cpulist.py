@@ -53,3 +53,13 @@ def parse_cpu_list(text: str, max_cpu: int = MAX_CPU) -> list[int]:
     for first, last in sorted(ranges):  # each CPU once: a range starts after what is already listed
         cpus.extend(range(max(first, cpus[-1] + 1) if cpus else first, last + 1))
     return cpus
+
+
+def cpu_list_or_none(text: str | None) -> list[int] | None:
+    """``parse_cpu_list`` of ``text``; None when there is none or it is no CPU list."""
+    if text is None:
+        return None
+    try:
+        return parse_cpu_list(text)
+    except ValueError:
+        return None

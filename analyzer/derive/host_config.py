@@ -25,7 +25,8 @@ from typing import Any
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.cpulist import parse_cpu_list
+from dbdiag.cpulist import cpu_list_or_none
+from dbdiag.host_values import BlockDevice, ProcessAffinity, Value, device_kind
 from dbdiag.settings import setting, size_bytes
 from dbdiag.vocabulary.kernel import CPU_ISOLATION_PARAMETERS
 from dbdiag.vocabulary.processes import HOST_DATABASE_PROCESSES
@@ -44,16 +45,6 @@ SWAPPINESS_MAX = 10
 SOMAXCONN_MIN = 1024
 INNODB_POOL_MIN_SHARE_PCT = 50.0
 SHARED_BUFFERS_MIN_SHARE_PCT = 10.0
-
-
-@dataclass(frozen=True)
-class Value:
-    """One captured setting: its effective value, the offered choices and where it was read."""
-
-    value: str
-    choices: str | None
-    source: str
-    unit: str | None = None
 
 
 @dataclass(frozen=True)
@@ -103,22 +94,6 @@ def thp(tables: dict[str, pl.DataFrame]) -> dict[str, Value]:
     return {row["name"]: _value(row) for row in rows.to_dicts() if row["name"] in ("enabled", "defrag", "shmem_enabled")}
 
 
-@dataclass(frozen=True)
-class BlockDevice:
-    name: str
-    scheduler: Value | None
-    rotational: Value | None
-
-    @property
-    def kind(self) -> str:
-        """One of nvme, ssd (rotational 0), hdd (rotational 1) or unknown."""
-        if self.name.startswith("nvme"):
-            return "nvme"
-        if self.rotational is not None and self.rotational.value in ("0", "1"):
-            return "ssd" if self.rotational.value == "0" else "hdd"
-        return "unknown"
-
-
 def block_devices(tables: dict[str, pl.DataFrame]) -> list[BlockDevice]:
     """Disks with a captured scheduler, virtual devices (loop, zram, dm-...) left out."""
     per_device: dict[str, dict[str, Value]] = {}
@@ -127,7 +102,7 @@ def block_devices(tables: dict[str, pl.DataFrame]) -> list[BlockDevice]:
         if device and name in ("scheduler", "rotational"):
             per_device.setdefault(device, {})[name] = _value(row)
     return [
-        BlockDevice(device, found.get("scheduler"), found.get("rotational"))
+        BlockDevice(device, device_kind(device, found.get("rotational")), found.get("scheduler"), found.get("rotational"))
         for device, found in sorted(per_device.items())
         if "scheduler" in found and not VIRTUAL_BLOCK_RE.match(device)
     ]
@@ -219,18 +194,6 @@ def _first_source(frame: pl.DataFrame) -> str:
     return sources[0] if sources.len() else ""
 
 
-@dataclass(frozen=True)
-class ProcessAffinity:
-    """A process's allowed CPUs and memory nodes (``/proc/PID/status``, ``taskset -p``)."""
-
-    subject: str
-    cpus: list[int] | None
-    mems: list[int] | None
-    cpus_text: str | None
-    mems_text: str | None
-    source: str
-
-
 def database_process_affinity(tables: dict[str, pl.DataFrame]) -> list[ProcessAffinity]:
     """Affinity rows whose process is a database server (subject "mariadbd 1234" or "mariadbd")."""
     per_subject: dict[str, dict[str, Value]] = {}
@@ -245,21 +208,14 @@ def database_process_affinity(tables: dict[str, pl.DataFrame]) -> list[ProcessAf
         found.append(
             ProcessAffinity(
                 subject,
-                _cpu_list(cpus.value) if cpus else None,
-                _cpu_list(mems.value) if mems else None,
+                cpu_list_or_none(cpus.value) if cpus else None,
+                cpu_list_or_none(mems.value) if mems else None,
                 cpus.value if cpus else None,
                 mems.value if mems else None,
                 (cpus or mems).source if (cpus or mems) else "",
             )
         )
     return found
-
-
-def _cpu_list(text: str) -> list[int] | None:
-    try:
-        return parse_cpu_list(text)
-    except ValueError:
-        return None
 
 
 def is_database_process(name: str) -> bool:

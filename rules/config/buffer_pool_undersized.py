@@ -51,11 +51,12 @@ from dataclasses import dataclass
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.versions import at_least
-from dbdiag.derive.host_config import Amount, Value, db_value, gib, ram_mb
+from dbdiag.derive.host_config import Amount, db_value, gib, ram_mb
 from dbdiag.findings import Evidence, Finding, Scope, Severity
+from dbdiag.host_values import Value
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 from dbdiag.settings import size_bytes
+from dbdiag.versions import at_least
 
 RULE_ID = "buffer-pool-undersized"
 

@@ -1,39 +1,20 @@
-"""The derived ``host_config_value`` and ``database_evidence`` tables as the config rules read them.
+"""The derived ``host_config_value``, ``block_device``, ``database_affinity`` and ``database_evidence``
+tables as the config rules read them (row views: ``dbdiag.host_values``).
 
 >>> import polars as pl
 >>> frame = pl.DataFrame({"category": ["sysctl"], "name": ["vm.swappiness"], "value": ["60"], "choices": [None], "source": ["sysctl.txt"]})
 >>> values_of(frame, "sysctl")["vm.swappiness"]
-Value(value='60', choices=None, source='sysctl.txt')
+Value(value='60', choices=None, source='sysctl.txt', unit=None)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.cpulist import parse_cpu_list
+from dbdiag.cpulist import cpu_list_or_none
+from dbdiag.host_values import BlockDevice, ProcessAffinity, Value
 from dbdiag.rules.base import RuleInput
-
-
-@dataclass(frozen=True)
-class Value:
-    """One captured setting: its effective value, the offered choices and where it was read."""
-
-    value: str
-    choices: str | None
-    source: str
-
-
-@dataclass(frozen=True)
-class BlockDevice:
-    """A disk of the derived ``block_device`` table: its scheduler and rotational flag, and its kind."""
-
-    name: str
-    kind: str  # nvme, ssd, hdd or unknown
-    scheduler: Value | None
-    rotational: Value | None
 
 
 def block_devices(inp: RuleInput) -> list[BlockDevice]:
@@ -43,7 +24,8 @@ def block_devices(inp: RuleInput) -> list[BlockDevice]:
         return []
     return [
         BlockDevice(
-            row["device"], row["kind"],
+            row["device"],
+            row["kind"],
             Value(row["scheduler"], row["scheduler_choices"], row["scheduler_source"]) if row["scheduler"] is not None else None,
             Value(row["rotational"], None, row["rotational_source"]) if row["rotational"] is not None else None,
         )
@@ -51,34 +33,13 @@ def block_devices(inp: RuleInput) -> list[BlockDevice]:
     ]
 
 
-@dataclass(frozen=True)
-class Affinity:
-    """A database process's allowed CPUs and memory nodes (derived ``database_affinity``)."""
-
-    subject: str
-    cpus: list[int] | None
-    mems: list[int] | None
-    cpus_text: str | None
-    mems_text: str | None
-    source: str
-
-
-def _cpu_list(text: str | None) -> list[int] | None:
-    if text is None:
-        return None
-    try:
-        return parse_cpu_list(text)
-    except ValueError:
-        return None
-
-
-def database_affinity(inp: RuleInput) -> list[Affinity]:
+def database_affinity(inp: RuleInput) -> list[ProcessAffinity]:
     """Affinity of the database server processes, by subject ("mariadbd 1234")."""
     frame = inp.table(t.DATABASE_AFFINITY, keep_empty=True)
     if frame is None:
         return []
     return [
-        Affinity(row["subject"], _cpu_list(row["cpus"]), _cpu_list(row["mems"]), row["cpus"], row["mems"], row["source"])
+        ProcessAffinity(row["subject"], cpu_list_or_none(row["cpus"]), cpu_list_or_none(row["mems"]), row["cpus"], row["mems"], row["source"])
         for row in frame.to_dicts()
     ]
 
