@@ -16,7 +16,6 @@ from functools import lru_cache
 
 import polars as pl
 
-from dbdiag.vocabulary.dialects import SQLGLOT_DIALECT as _SQLGLOT_DIALECT
 from dbdiag.vocabulary.dialects import SQLNORM_DIALECTS as DIALECTS
 
 

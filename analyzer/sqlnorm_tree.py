@@ -13,7 +13,8 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from dbdiag.sqlnorm_regex import _SQLGLOT_DIALECT, _check_dialect
+from dbdiag.sqlnorm_regex import _check_dialect
+from dbdiag.vocabulary.dialects import SQLGLOT_DIALECT
 
 if TYPE_CHECKING:  # sqlglot is imported on first use: most runs never need it
     from sqlglot import exp
@@ -72,7 +73,7 @@ def parse_statement(sql: str | None, dialect: str = "mysql") -> exp.Expression |
     if not sql or refusal(sql) is not None:
         return None
     try:
-        return sqlglot.parse_one(sql, read=_SQLGLOT_DIALECT[dialect])
+        return sqlglot.parse_one(sql, read=SQLGLOT_DIALECT[dialect])
     except tree_errors():
         return None
 

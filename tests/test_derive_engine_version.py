@@ -6,7 +6,8 @@ import polars as pl
 import pytest
 
 from dbdiag import tables as t
-from dbdiag.derive.engine_version import at_least, engine_version
+from dbdiag.derive.engine_version import engine_version
+from dbdiag.versions import at_least
 from dbdiag.pipeline import analyze
 from tests.conftest import CORPUS, REPO, corpus_present, skip_without_corpus
 

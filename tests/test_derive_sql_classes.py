@@ -15,7 +15,6 @@ from dbdiag import sqlnorm
 from dbdiag import tables as t
 from dbdiag.derive.sql import (
     PROFILE_LIMIT,
-    SAMPLE_CHARS,
     TIMELINE_BUCKETS,
     TIMELINE_TOP,
     SqlOptions,
@@ -24,6 +23,7 @@ from dbdiag.derive.sql import (
     derive_sql,
     fingerprinted,
 )
+from dbdiag.units import SAMPLE_CHARS
 
 TEXTS = [
     "SELECT c FROM sbtest1 WHERE id=42",

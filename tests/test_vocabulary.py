@@ -8,7 +8,6 @@ import re
 from dbdiag.derive import cpu_profile, host_config
 from dbdiag.derive.sql import SQLNORM_DIALECT_OF_ENGINE
 from dbdiag.rules.processes import is_database_or_proxy
-from dbdiag.sqlnorm_regex import _SQLGLOT_DIALECT
 from dbdiag.vocabulary import dialects, metrics, processes
 
 OLD_PROFILE_COMMS = (
@@ -46,7 +45,7 @@ def test_every_analysed_engine_process_is_a_database_everywhere() -> None:
 
 def test_the_dialect_maps_are_the_old_ones() -> None:
     assert SQLNORM_DIALECT_OF_ENGINE == {"mysql": "mysql", "mariadb": "mysql", "percona": "mysql", "tidb": "tidb", "postgresql": "postgresql"}
-    assert _SQLGLOT_DIALECT == {"mysql": "mysql", "tidb": "mysql", "postgresql": "postgres"}
+    assert dialects.SQLGLOT_DIALECT == {"mysql": "mysql", "tidb": "mysql", "postgresql": "postgres"}
     assert set(dialects.SQLNORM_DIALECT_OF_ENGINE.values()) == set(dialects.SQLNORM_DIALECTS) == set(dialects.SQLGLOT_DIALECT)
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.versions import MYSQL_FAMILY, at_least  # noqa: F401 - at_least re-exported for derive's callers
+from dbdiag.versions import MYSQL_FAMILY
 
 _SETTING_NAMES = ("version", "server_version", "tidb_version")
 _CLUSTER_ENGINE = {"tikv": "tidb", "pd": "tidb"}  # a TiDB cluster's components: its SQL is TiDB's

@@ -29,7 +29,7 @@ import polars as pl
 from dbdiag import redact_text, sqlnorm
 from dbdiag import tables as t
 from dbdiag.distinct import numbered
-from dbdiag.units import SAMPLE_CHARS, short_sample  # noqa: F401 - SAMPLE_CHARS re-exported (tests)
+from dbdiag.units import short_sample
 from dbdiag.vocabulary.dialects import DEFAULT_SQLNORM_DIALECT, SQLNORM_DIALECT_OF_ENGINE
 
 PROFILE_LIMIT = 50

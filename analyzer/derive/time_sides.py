@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from dbdiag.vocabulary.metrics import FAMILIES, NOT_USER_PREFIXES, SCRAPE_ENDPOINT_LABELS_RE, of_role
+from dbdiag.vocabulary.metrics import FAMILIES, SCRAPE_ENDPOINT_LABELS_RE, of_role
 
 
 # Application latency histograms/summaries: family -> (seconds per unit, what emits it).

@@ -10,7 +10,8 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.derive.connection_time import interval_connect, run_connect
 from dbdiag.derive.histogram import counter_deltas
-from dbdiag.derive.time_sides import GENERIC_USER_FAMILY_RE, IGNORED_ENDPOINT_RE, NOT_USER_PREFIXES, USER_FAMILIES, Side
+from dbdiag.derive.time_sides import GENERIC_USER_FAMILY_RE, IGNORED_ENDPOINT_RE, USER_FAMILIES, Side
+from dbdiag.vocabulary.metrics import NOT_USER_PREFIXES
 
 def user_side(tables: dict[str, pl.DataFrame], notes: list[str]) -> tuple[Side | None, str]:
     samples = tables.get(t.LOAD_SAMPLE)

@@ -75,7 +75,7 @@ from dbdiag.rules.sql.common import (
     statements,
     timed_full_scan_executions,
 )
-from dbdiag.vocabulary.dialects import DEFAULT_SQLNORM_DIALECT, MYSQL_FAMILY, SQLGLOT_DIALECT, SQLNORM_DIALECT_OF_ENGINE
+from dbdiag.vocabulary.dialects import DEFAULT_SQLNORM_DIALECT, MYSQL_FAMILY, SQLNORM_DIALECT_OF_ENGINE
 
 if TYPE_CHECKING:  # sqlglot is imported when a statement is parsed: most runs never need it
     from sqlglot import exp

@@ -50,7 +50,6 @@ References:
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 
 import polars as pl

@@ -65,7 +65,6 @@ from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.sql import plan_check
 from dbdiag.rules.sql.common import db_time_s, from_one_source, has_statement, seconds, short_sql, statement_evidence, statements
 from dbdiag.rules.sql.full_table_scan import (
-    SQLGLOT_DIALECT,
     column_table,
     index_ddl,
     index_name,
@@ -75,6 +74,7 @@ from dbdiag.rules.sql.full_table_scan import (
     table_aliases,
     timed_full_scan_executions,
 )
+from dbdiag.vocabulary.dialects import SQLGLOT_DIALECT
 
 if TYPE_CHECKING:  # sqlglot is imported when a statement is parsed: most runs never need it
     from sqlglot import exp

@@ -14,7 +14,7 @@ from dbdiag.rules.sql.common import (
     rows_where,
     statements_numbered,
 )
-from dbdiag.rules.sql.full_table_scan import MYSQL_FAMILY
+from dbdiag.vocabulary.dialects import MYSQL_FAMILY
 
 OUTDATED_MODIFY_RATIO = 0.8
 OUTDATED_MIN_MODIFIED_ROWS = 1_000
