@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from dbdiag.parsers.kit.numeric import true_divide
+
 MAX_ROWS = 100_000
 
 WAIT_RE = (
@@ -75,7 +77,7 @@ def lock_wait_entries(records: pl.DataFrame, log: pl.Expr | None = None) -> pl.D
     rows = frame.with_columns(
         pl.col("wait").struct.field("mode").alias("lock_mode"),
         pl.col("wait").struct.field("object").alias("lock_object"),
-        _seconds(pl.col("wait").struct.field("ms").cast(pl.Float64, strict=False)).alias("wait_s"),
+        true_divide(pl.col("wait").struct.field("ms").cast(pl.Float64, strict=False), pl.lit(1000.0)).alias("wait_s"),  # not ms * (1/1000)
         pl.coalesce(holders, pl.Series(own_blocker, dtype=pl.String)).alias("holders"),
         pl.col("context").str.extract(CONTEXT_RELATION_RE, 1).alias("relation"),
         pl.coalesce(pl.col("wait").struct.field("pid"), pl.col("pid")).alias("pid"),
@@ -116,10 +118,3 @@ SCHEMA_WITHOUT_SOURCE = {
 
 def empty() -> pl.DataFrame:
     return pl.DataFrame(schema=SCHEMA_WITHOUT_SOURCE)
-
-
-def _seconds(ms: pl.Expr) -> pl.Expr:
-    """Milliseconds -> seconds, the double nearest to ms / 1000: a true division (the divisor a column,
-    as polars divides by a constant as a multiplication by its inverse in some plans and not others:
-    1000.071 ms became 1.0000710000000002 s or 1.000071 s depending on the frame)."""
-    return ms / (ms * 0.0 + 1000.0)
