@@ -19,6 +19,17 @@ def seconds(value: float | None) -> str:
     return f"{value * 1_000_000:.0f} µs"
 
 
+def gib(size_bytes_: float) -> str:
+    """Bytes for a reader: ``1.5 GiB``, ``256 MiB``.
+
+    >>> gib(268435456), gib(3 * 2**30 // 2)
+    ('256 MiB', '1.5 GiB')
+    """
+    if size_bytes_ >= 2**30:
+        return f"{size_bytes_ / 2**30:.1f} GiB"
+    return f"{size_bytes_ / 2**20:.0f} MiB"
+
+
 SAMPLE_CHARS = 2000  # SQL samples in metrics and evidence: blanks collapsed, cut with "…"
 
 

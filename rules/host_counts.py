@@ -1,4 +1,4 @@
-"""How many CPUs and NUMA nodes the host has, as the derived ``host_count`` table says (one answer for every rule)."""
+"""How many CPUs and NUMA nodes the host has and its RAM, as the derived ``host_count`` table says (one answer for every rule)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ class Count:
 
 
 def host_count(inp: RuleInput, fact: str) -> Count | None:
-    """``fact`` ("cpus", "numa_nodes") of the host, None when no input tells."""
+    """``fact`` ("cpus", "numa_nodes", "ram_mb") of the host, None when no input tells."""
     counts = inp.table(t.HOST_COUNT)
     if counts is None:
         return None
@@ -31,3 +31,7 @@ def numa_nodes(inp: RuleInput) -> Count | None:
 
 def cpus(inp: RuleInput) -> Count | None:
     return host_count(inp, "cpus")
+
+
+def ram_mb(inp: RuleInput) -> Count | None:
+    return host_count(inp, "ram_mb")

@@ -7,7 +7,9 @@ import tarfile
 import polars as pl
 
 from dbdiag import tables as t
+from dbdiag.derive.database_memory import database_memory_settings, node_memory
 from dbdiag.derive.host_config import host_config_checks, node_count, ram_mb
+from dbdiag.derive.host_counts import host_counts
 from dbdiag.parsers import mysql_variables, numactl, proc_cmdline, sys_choice, sysctl
 from dbdiag.parsers.base import ParseContext
 from tests.conftest import CORPUS
@@ -131,3 +133,21 @@ def test_real_mariadb_capture_rows():
     assert rows["innodb_buffer_pool_size"]["source"] == "capture/db/global_variables.tsv"
     assert rows["innodb_numa_interleave"]["recommended"] == "n/a (1 node)"
     assert rows["cmdline isolcpus / nohz_full / rcu_nocbs / irqaffinity"]["value"] == "not set"
+
+
+def test_database_memory_tables_take_the_running_value_and_size_every_node():
+    settings = t.conform(t.DB_SETTING, pl.DataFrame([
+        {"engine": "mariadb", "kind": "config", "name": "innodb_buffer_pool_size", "value": "8G", "source": "etc/my.cnf"},
+        {"engine": "mariadb", "kind": "variable", "name": "INNODB_BUFFER_POOL_SIZE", "value": " 134217728 ", "source": "db/variables.tsv"},
+        {"engine": "mariadb", "kind": "variable", "name": "innodb_buffer_pool_instances", "value": "x", "source": "db/variables.tsv"},
+    ]))
+    table = database_memory_settings({t.DB_SETTING: settings})
+    assert table.schema == pl.Schema(t.DATABASE_MEMORY_SETTING_SCHEMA)
+    assert table.select("name", "value", "size_bytes", "source").rows() == [
+        ("innodb_buffer_pool_size", "134217728", 134217728, "db/variables.tsv"),  # the server's value, not my.cnf's
+        ("innodb_buffer_pool_instances", "x", None, "db/variables.tsv"),
+    ]
+    nodes = node_memory(_nodes(2, size_mb=1024))
+    assert nodes.select("node", "size_mb").rows() == [(0, 1024), (1, 1024)]
+    counts = host_counts(_nodes(2, size_mb=1024))
+    assert counts.filter(pl.col("fact") == "ram_mb").select("value", "source").row(0) == (2048, "os/numactl.txt")

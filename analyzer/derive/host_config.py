@@ -28,6 +28,7 @@ from dbdiag import tables as t
 from dbdiag.cpulist import cpu_list_or_none
 from dbdiag.host_values import BlockDevice, ProcessAffinity, Value, device_kind
 from dbdiag.settings import setting, size_bytes
+from dbdiag.units import gib
 from dbdiag.vocabulary.kernel import CPU_ISOLATION_PARAMETERS
 from dbdiag.vocabulary.processes import HOST_DATABASE_PROCESSES
 
@@ -320,17 +321,6 @@ def buffer_pool(tables: dict[str, pl.DataFrame]) -> tuple[str, str, int, str] | 
         if size is not None:
             return family, name, size, found.source
     return None
-
-
-def gib(size_bytes_: float) -> str:
-    """Bytes for a reader: ``1.5 GiB``, ``256 MiB``.
-
-    >>> gib(268435456), gib(3 * 2**30 // 2)
-    ('256 MiB', '1.5 GiB')
-    """
-    if size_bytes_ >= 2**30:
-        return f"{size_bytes_ / 2**30:.1f} GiB"
-    return f"{size_bytes_ / 2**20:.0f} MiB"
 
 
 def host_config_checks(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:

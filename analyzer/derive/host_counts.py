@@ -5,11 +5,14 @@ Output rows (``fact``, ``value``, ``source``)::
     fact        value  source
     cpus        8      topology (lscpu.txt)
     numa_nodes  2      numactl-hardware.txt
+    ram_mb      31974  numactl-hardware.txt
 
 - ``cpus``: logical CPUs from the topology (lscpu / numactl), else the host facts' CPU count, else
   the CPUs of the per-CPU utilisation (mpstat); no row when no input tells.
 - ``numa_nodes``: the largest count of numa_node, topology, numastat's node columns or the
   numactl/lscpu node-count fact (see ``host_config.node_count``); no row when none tells.
+- ``ram_mb``: the machine's memory, the sum of the NUMA nodes' sizes, else a host fact's
+  (``host_config.ram_mb``); no row when none tells.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any, Mapping
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive.host_config import node_count
+from dbdiag.derive.host_config import node_count, ram_mb
 
 
 def cpu_count(tables: Mapping[str, Any], host: dict[str, Any] | None) -> tuple[int, str] | None:
@@ -45,4 +48,7 @@ def host_counts(view: Mapping[str, Any]) -> pl.DataFrame:
     nodes = node_count(dict(view))
     if nodes is not None:
         rows.append({"fact": "numa_nodes", "value": nodes.value, "source": nodes.source})
+    ram = ram_mb(dict(view))
+    if ram is not None:
+        rows.append({"fact": "ram_mb", "value": ram.value, "source": ram.source})
     return pl.DataFrame(rows, schema=t.HOST_COUNT_SCHEMA)

@@ -11,9 +11,12 @@ import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.derive import changes as changes_module
+from dbdiag.derive import database_memory as database_memory_module
 from dbdiag.derive import cpu as cpu_module
 from dbdiag.derive import cpu_profile as cpu_profile_module
 from dbdiag.derive import engine_version as engine_version_module
+from dbdiag.derive import background_activity as background_activity_module
+from dbdiag.derive import histogram_windows as histogram_windows_module
 from dbdiag.derive import full_scans as full_scans_module, host as host_module, host_config as host_config_module, idle_gaps as idle_gaps_module
 from dbdiag.derive import host_counts as host_counts_module
 from dbdiag.derive import numa, public_text as public_text_module, sql as sql_module, sql_statements
@@ -146,3 +149,23 @@ def statements(view: View, options: DeriveOptions) -> dict[str, Any]:
 
 def full_scans(view: View, options: DeriveOptions) -> dict[str, Any]:
     return full_scans_module.derive_full_scans(view)
+
+
+def histogram_windows(view: View, options: DeriveOptions) -> dict[str, Any]:
+    """Windows as wide as time accounting's (it widens them to a sparse scrape step), else ``--window``."""
+    accounting = view.get(t.TIME_ACCOUNTING_METRIC)
+    width = accounting.get("window_s") if isinstance(accounting, dict) else None
+    width_s = float(width) if isinstance(width, (int, float)) and width > 0 else options.window_s
+    return {t.HISTOGRAM_WINDOW: histogram_windows_module.histogram_windows(view.get(t.METRIC_SAMPLE), width_s)}
+
+
+def background_activity(view: View, options: DeriveOptions) -> dict[str, Any]:
+    return {t.BACKGROUND_ACTIVITY: background_activity_module.background_activity(view.get(t.METRIC_SAMPLE))}
+
+
+def database_memory(view: View, options: DeriveOptions) -> dict[str, Any]:
+    return {
+        t.DATABASE_MEMORY_SETTING: database_memory_module.database_memory_settings(view),
+        t.NODE_MEMORY: database_memory_module.node_memory(view),
+        t.DATABASE_MEMORY_BINDING: database_memory_module.database_memory_bindings(view),
+    }

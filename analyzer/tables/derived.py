@@ -86,7 +86,8 @@ CPU_NODE = "cpu_nodes"
 CPU_NODE_SCHEMA = {"cpu": pl.Int32, "node": pl.Int32, "socket": pl.Int32, "core": pl.Int32}
 IRQ_DELTA = "irq_delta"
 IRQ_DELTA_SCHEMA = {"irq": pl.String, "device": pl.String, "cpu": pl.Int32, "delta": pl.Int64, "chip": pl.String, "node": pl.Int32}
-# derive/host_counts.py: how many CPUs ("cpus") and NUMA nodes ("numa_nodes") the host has, and the input that said so.
+# derive/host_counts.py: how many CPUs ("cpus") and NUMA nodes ("numa_nodes") the host has, its RAM ("ram_mb"), and the
+# input that said so.
 HOST_COUNT = "host_count"
 HOST_COUNT_SCHEMA = {"fact": pl.String, "value": pl.Int64, "source": pl.String}
 # derive/host_config.py: the kernel settings the config rules judge (category "sysctl", "cmdline", "thp" of the top
@@ -102,6 +103,14 @@ BLOCK_DEVICE_SCHEMA = {
 # The allowed CPUs and memory nodes (as printed: "0-3") of database server processes, by subject ("mariadbd 1234").
 DATABASE_AFFINITY = "database_affinity"
 DATABASE_AFFINITY_SCHEMA = {"subject": pl.String, "cpus": pl.String, "mems": pl.String, "source": pl.String}
+# derive/database_memory.py: the buffer-pool settings as the server runs them, MB per NUMA node, and the nodes a
+# database process may take memory from.
+DATABASE_MEMORY_SETTING = "database_memory_setting"
+DATABASE_MEMORY_SETTING_SCHEMA = {"name": pl.String, "value": pl.String, "unit": pl.String, "size_bytes": pl.Int64, "source": pl.String}
+NODE_MEMORY = "node_memory"
+NODE_MEMORY_SCHEMA = {"node": pl.Int32, "size_mb": pl.Int64, "source": pl.String}
+DATABASE_MEMORY_BINDING = "database_memory_binding"
+DATABASE_MEMORY_BINDING_SCHEMA = {"process": pl.String, "nodes": pl.List(pl.Int32), "how": pl.String, "source": pl.String}
 DATABASE_EVIDENCE = "database_evidence"
 DATABASE_EVIDENCE_SCHEMA = {"line": pl.String}
 # derive/cpu.py: the IRQ lines of real devices (timers, IPIs left out), with the device behind a line's queues
@@ -132,6 +141,15 @@ NUMA_PROCESS_MEMORY_SCHEMA = {
 # derive/time_accounting.py and timeline.py: per window DB time against user time, and every series by window.
 TIME_ACCOUNTING_WINDOW = "time_accounting_windows"
 TIME_ACCOUNTING_WINDOW_SCHEMA = {"window_start": UTC_TIME, "user_response_time_s": pl.Float64, "db_time_s": pl.Float64, "ratio": pl.Float64}
+# derive/histogram_windows.py: percentiles of each metric histogram per window and over the whole capture (null window).
+HISTOGRAM_WINDOW = "histogram_window"
+HISTOGRAM_WINDOW_SCHEMA = {
+    "source": pl.String, "metric": pl.String, "series_labels": pl.String, "instance": pl.String, "window_start": UTC_TIME,
+    "count": pl.Int64, "p50_ms": pl.Float64, "p99_ms": pl.Float64, "p999_ms": pl.Float64, "p9999_ms": pl.Float64,
+}
+# derive/background_activity.py: GC/compaction/checkpoint/flush metrics, counters as increases.
+BACKGROUND_ACTIVITY = "background_activity"
+BACKGROUND_ACTIVITY_SCHEMA = {"ts": UTC_TIME, "metric": pl.String, "labels": pl.String, "value": pl.Float64, "source": pl.String}
 TIMELINE = "timeline_window"  # the metric of the same content is "timeline"
 TIMELINE_SCHEMA = {"window_start": UTC_TIME, "series": pl.String, "value": pl.Float64, "unit": pl.String, "source": pl.String, "samples": pl.Int64}
 
@@ -144,6 +162,8 @@ DERIVED_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     DATABASE_AFFINITY: DATABASE_AFFINITY_SCHEMA, CPU_PROFILE_STACK: CPU_PROFILE_STACK_SCHEMA,
     CPU_PROFILE_SYMBOL: CPU_PROFILE_SYMBOL_SCHEMA, NUMA_REMOTE: NUMA_REMOTE_SCHEMA, NUMA_PROCESS_MEMORY: NUMA_PROCESS_MEMORY_SCHEMA,
     TIME_ACCOUNTING_WINDOW: TIME_ACCOUNTING_WINDOW_SCHEMA, TIMELINE: TIMELINE_SCHEMA,
+    DATABASE_MEMORY_SETTING: DATABASE_MEMORY_SETTING_SCHEMA, NODE_MEMORY: NODE_MEMORY_SCHEMA,
+    DATABASE_MEMORY_BINDING: DATABASE_MEMORY_BINDING_SCHEMA, HISTOGRAM_WINDOW: HISTOGRAM_WINDOW_SCHEMA, BACKGROUND_ACTIVITY: BACKGROUND_ACTIVITY_SCHEMA,
 }
 # A rule skipped for lack of a derived table names the input a user can add (the report's names stay).
 SHOWN_AS = {FINGERPRINTED_STATEMENT: STATEMENT, WORKING_STATEMENT: STATEMENT, PUBLIC_PLAN_NODE: PLAN_NODE, PUBLIC_LOCK_WAIT: LOCK_WAIT}

@@ -22,6 +22,10 @@ INTERNAL_SQL_LABELS_RE = r"(?:^|,)sql_type=internal(?:,|$)"
 SCRAPE_ENDPOINT_LABELS_RE = r"(?:^|,)(?:uri|handler|path|route|endpoint|http_route)=[^,]*(?:actuator|metrics|health|prometheus)"
 
 SECONDS_PER_UNIT = {"s": 1.0, "ms": 1e-3}
+# Background work that stalls foreground requests now and then: garbage collection, compaction, checkpoints, flushes.
+BACKGROUND_ACTIVITY_METRIC_RE = r"(?i)(gc|garbage|compaction|compact|checkpoint|flush|stall|vacuum|fsync)"
+# A counter series: its increases, not its values, say what happened in a window.
+COUNTER_SERIES_RE = r"_(total|count|sum)$"
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,6 @@ from typing import Any
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive.histogram import counter_deltas, histogram_quantile, label_value
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.app.common import fmt_ms, iso, non_database_runs, percentile_from_counts, rounded, sample_windows, window_s
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
@@ -76,7 +75,6 @@ NAMED_SMALL_LABELS = 6  # more labels too small to judge are counted, not listed
 MIN_SAMPLES_P9999 = 10_000
 MAX_WINDOWS_SHOWN = 12
 NOT_LATENCY_PATTERN = r"(?i)idle"  # TiDB's conn_idle_duration: time between a client's commands, not work
-HINT_METRIC_PATTERN = r"(?i)(gc|garbage|compaction|compact|checkpoint|flush|stall|vacuum|fsync)"
 QUANTILES = {"p50_ms": 0.5, "p99_ms": 0.99, "p999_ms": 0.999, "p9999_ms": 0.9999}
 
 
@@ -170,13 +168,11 @@ def _subjects(inp: RuleInput, width: float) -> tuple[list[Subject], list[str]]:
                 subjects.append(Subject(name, "sysbench histogram", _basis(frame, "whole run"), (source,)))
             else:
                 unjudged.append(f"{name}: {count:,} events")
-    metrics = inp.table(t.METRIC_SAMPLE)
-    if metrics is not None:
-        for subject in _histogram_subjects(metrics, width):
-            if subject.windows.height:
-                subjects.append(subject)
-            else:
-                unjudged.append(f"{subject.name}: fewer than {MIN_SAMPLES_P999:,} observations per window and overall")
+    for subject in _histogram_subjects(inp):
+        if subject.windows.height:
+            subjects.append(subject)
+        else:
+            unjudged.append(f"{subject.name}: fewer than {MIN_SAMPLES_P999:,} observations per window and overall")
     intervals = inp.table(t.LOAD_INTERVAL)
     if intervals is not None:
         subjects.extend(s for s in _interval_subjects(intervals) if s.run_key not in host)
@@ -245,56 +241,26 @@ def _add(
         unjudged.append(f"{name}: {int(total['count'].sum()):,} samples")
 
 
-def _histogram_subjects(metrics: pl.DataFrame, width: float) -> list[Subject]:
-    """One subject per histogram (metric + labels other than ``le`` and ``instance``), windows per instance."""
-    buckets = metrics.filter(
-        pl.col("metric").str.ends_with("_bucket")
-        & pl.col("labels").str.contains(r"(?:^|,)le=")
-        & ~pl.col("metric").str.contains(NOT_LATENCY_PATTERN)
-    )
-    if buckets.height == 0:
+def _histogram_subjects(inp: RuleInput) -> list[Subject]:
+    """One subject per histogram (metric + labels other than ``le`` and ``instance``, derived
+    ``histogram_window``), windows per instance; over the whole capture when no window is large enough."""
+    windows = inp.table(t.HISTOGRAM_WINDOW)
+    if windows is None:
         return []
-    deltas = counter_deltas(buckets).with_columns(
-        label_value("le"),
-        pl.coalesce(pl.col("instance"), label_value("instance")).alias("series_instance"),
-        pl.col("labels").str.replace_all(r"(?:^|,)(?:le|instance)=[^,]*", "").str.strip_chars(",").alias("series_labels"),
-    )
-    width_us = max(1, int(round(width * 1e6)))
-    deltas = deltas.with_columns(
-        pl.from_epoch((pl.col("ts").dt.epoch("us") // width_us) * width_us, time_unit="us").dt.replace_time_zone("UTC").alias("window_start"),
-        pl.col("le").str.replace(r"^\+?Inf$", "inf").cast(pl.Float64, strict=False).alias("le_value"),
-    ).filter(pl.col("le_value").is_not_null())
+    columns = ["window_start", "count", *QUANTILES, "instance"]
+    latencies = windows.filter(~pl.col("metric").str.contains(NOT_LATENCY_PATTERN))
     subjects: list[Subject] = []
-    for (source, metric, labels), group in deltas.group_by("source", "metric", "series_labels", maintain_order=True):
-        scale = 1.0 if ("_ms" in metric or "millisecond" in metric) else 1000.0
-        per_window = group.group_by("series_instance", "window_start", "le_value").agg(pl.col("delta").sum())
-        rows = [
-            _histogram_row(window, frame, scale, instance)
-            for (instance, window), frame in per_window.group_by("series_instance", "window_start", maintain_order=True)
-        ]
-        frame = pl.DataFrame([r for r in rows if r], schema=_window_schema(with_instance=True)).sort("window_start", "instance")
+    for (source, metric, labels), group in latencies.group_by("source", "metric", "series_labels", maintain_order=True):
         name = f"{metric[: -len('_bucket')]}{{{labels}}}" if labels else metric[: -len("_bucket")]
-        judged = _enough(frame)
+        per_window = group.filter(pl.col("window_start").is_not_null()).select(columns).sort("window_start", "instance")
+        judged = _enough(per_window)
         if judged.height:
             subjects.append(Subject(name, "metric histogram", _basis(judged, "window"), (source,)))
             continue
-        totals = per_window.group_by("series_instance", "le_value").agg(pl.col("delta").sum())
-        whole_rows = [_histogram_row(None, f, scale, i) for (i,), f in totals.group_by("series_instance", maintain_order=True)]
-        whole = _enough(pl.DataFrame([r for r in whole_rows if r], schema=_window_schema(with_instance=True)))
+        whole = _enough(group.filter(pl.col("window_start").is_null()).select(columns))
         note = f"no window held {MIN_SAMPLES_P999:,} observations: judged over the whole capture"
         subjects.append(Subject(name, "metric histogram", _basis(whole, "whole capture"), (source,), note))
     return subjects
-
-
-def _histogram_row(window: datetime | None, frame: pl.DataFrame, scale: float, instance: str | None) -> dict[str, Any] | None:
-    pairs = list(frame.select("le_value", "delta").iter_rows())
-    count = max((c for le, c in pairs if le == float("inf")), default=0)
-    if count <= 0:
-        return None
-    values = {k: histogram_quantile(pairs, q) for k, q in QUANTILES.items()}
-    return {
-        "window_start": window, "count": int(count), **{k: (None if v is None else v * scale) for k, v in values.items()}, "instance": instance,
-    }
 
 
 def _interval_subjects(intervals: pl.DataFrame) -> list[Subject]:
@@ -383,19 +349,9 @@ def _plan_change_rows(inp: RuleInput, ranges: list[tuple[datetime, datetime]], w
 
 
 def _metric_hint_rows(inp: RuleInput, ranges: list[tuple[datetime, datetime]]) -> list[tuple[Any, ...]]:
-    metrics = inp.table(t.METRIC_SAMPLE)
-    if metrics is None or not ranges:
+    values = inp.table(t.BACKGROUND_ACTIVITY)
+    if values is None or not ranges:
         return []
-    hints = metrics.filter(pl.col("metric").str.contains(HINT_METRIC_PATTERN) & ~pl.col("metric").str.ends_with("_bucket") & pl.col("value").is_finite())
-    if hints.height == 0:
-        return []
-    counters = hints.filter(pl.col("metric").str.contains(r"_(total|count|sum)$"))
-    values = pl.concat(
-        [
-            counter_deltas(counters).rename({"delta": "value"}).select("ts", "metric", "labels", "value", "source"),
-            hints.filter(~pl.col("metric").str.contains(r"_(total|count|sum)$")).select("ts", "metric", "labels", "value", "source"),
-        ]
-    )
     rows: list[tuple[Any, ...]] = []
     for (metric, labels), group in values.group_by("metric", "labels", maintain_order=True):
         median = group["value"].median()

@@ -15,11 +15,11 @@ Why it matters:
     meant to keep memory local now costs more than it saves.
 
 How it is detected:
-    Inputs: ``db_setting`` (the pool size), node memory from ``numa_node.size_mb`` (numactl
-    --hardware) or per-node ``MemTotal`` in ``numa_counter`` (numastat -m), and the binding from
-    ``host_setting`` ``process_affinity`` rows of a database process, ``numa_counter`` process
-    rows (numastat -p, when the process holds at least MIN_PROCESS_MB = 512 MB and
-    ONE_NODE_SHARE_PCT = 95% of it sits on one node) or the ``numactl_show_*`` host facts.
+    Inputs, as derive's ``database_memory`` tables give them: ``db_setting`` (the pool size),
+    node memory from ``numa_node.size_mb`` (numactl --hardware) or per-node ``MemTotal`` in
+    ``numa_counter`` (numastat -m), and the binding from ``host_setting`` ``process_affinity`` rows
+    of a database process, ``numa_counter`` process rows (numastat -p, when the process holds at
+    least 512 MB and 95% of it sits on one node) or the ``numactl_show_*`` host facts.
     Fires when the pool is larger than the summed memory of the allowed nodes and those are
     fewer than all the machine's nodes (MIN_NODES = 2). Never on one node; skipped when the
     binding of the database process was not captured.
@@ -43,23 +43,15 @@ from dataclasses import dataclass
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive.host_config import (
-    buffer_pool,
-    database_process_affinity,
-    gib,
-    is_database_process,
-    node_sizes_mb,
-)
 from dbdiag.findings import Evidence, Finding, Scope, Severity
-from dbdiag.python_values import mapped
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
+from dbdiag.rules.config.values import node_memory_mb
 from dbdiag.rules.host_counts import numa_nodes
+from dbdiag.units import gib
 
 RULE_ID = "buffer-pool-exceeds-numa-node"
 
 MIN_NODES = 2
-MIN_PROCESS_MB = 512.0
-ONE_NODE_SHARE_PCT = 95.0
 FIT_NODE_SHARE_PCT = 80.0
 INNODB_CHUNK = 128 * 2**20  # innodb_buffer_pool_chunk_size default; sizes are rounded to it
 
@@ -80,10 +72,10 @@ def check(inp: RuleInput) -> Verdict:
         raise Skip("NUMA node count unknown: needs lscpu, numactl --hardware or numastat")
     if nodes.value < MIN_NODES:
         return Verdict(measured=f"{nodes.value} NUMA node ({nodes.source}): the pool cannot exceed a node it is not confined to")
-    pool = buffer_pool(inp.tables)
+    pool = _buffer_pool(inp)
     if pool is None:
         raise Skip("no innodb_buffer_pool_size or shared_buffers size among the database settings")
-    sizes = node_sizes_mb(inp.tables)
+    sizes = node_memory_mb(inp)
     if sizes is None:
         raise Skip("memory per NUMA node unknown: needs numactl --hardware or numastat -m")
     per_node, sizes_source = sizes
@@ -109,56 +101,24 @@ def check(inp: RuleInput) -> Verdict:
     return Verdict(findings=findings, measured="; ".join(judged))
 
 
+def _buffer_pool(inp: RuleInput) -> tuple[str, str, int, str] | None:
+    """(engine family, setting name, bytes, source) of the InnoDB pool, else shared_buffers, when captured as a size."""
+    settings = inp.table(t.DATABASE_MEMORY_SETTING)
+    if settings is None:
+        return None
+    for family, name in (("innodb", "innodb_buffer_pool_size"), ("postgresql", "shared_buffers")):
+        rows = settings.filter((pl.col("name") == name) & pl.col("size_bytes").is_not_null())
+        if rows.height:
+            return family, name, int(rows["size_bytes"][0]), rows["source"][0]
+    return None
+
+
 def _bindings(inp: RuleInput) -> list[Binding]:
-    """The first kind of binding evidence found: /proc/PID/status, then numastat -p, then numactl --show."""
-    found: list[Binding] = []
-    for affinity in database_process_affinity(inp.tables):
-        if affinity.mems:
-            how = f"Mems_allowed_list {affinity.mems_text}"
-            found.append(Binding(affinity.subject, tuple(affinity.mems), how, affinity.source))
-    if found:
-        return found
-    found = _numastat_bindings(inp)
-    if found:
-        return found
-    return _numactl_show_binding(inp)
-
-
-def _numactl_show_binding(inp: RuleInput) -> list[Binding]:
-    """``numactl --show`` is the policy of the shell that ran it: only a ``bind`` policy says
-    anything (the capture ran inside the database's wrapper); ``default`` says nothing of it."""
-    facts = inp.table(t.HOST_FACT)
-    if facts is None:
+    """The derived ``database_memory_binding`` rows: /proc/PID/status, else numastat -p, else numactl --show."""
+    frame = inp.table(t.DATABASE_MEMORY_BINDING)
+    if frame is None:
         return []
-    show = {key: (value, source) for key, value, source in facts.filter(pl.col("key").str.starts_with("numactl_show_")).rows()}
-    policy = show.get("numactl_show_policy", ("", ""))[0]
-    membind, source = show.get("numactl_show_membind", ("", ""))
-    nodes = tuple(int(n) for n in membind.split() if n.isdigit())
-    if policy != "bind" or not nodes:
-        return []
-    return [Binding("numactl --show (policy of the capturing shell)", nodes, f"policy bind, membind {membind}", source)]
-
-
-def _numastat_bindings(inp: RuleInput) -> list[Binding]:
-    counters = inp.table(t.NUMA_COUNTER)
-    if counters is None:
-        return []
-    process = counters.filter((pl.col("scope") == "process") & pl.col("process").is_not_null() & pl.col("node").is_not_null())
-    process = process.filter(mapped(process["process"], is_database_process, pl.Boolean).fill_null(False))
-    if process.height == 0:
-        return []
-    last = process.filter(pl.col("snapshot") == pl.col("snapshot").max().over("source", "pid"))
-    per_node = last.group_by("pid", "process", "node").agg(pl.col("value").sum(), pl.col("source").first()).sort("pid", "node")
-    found = []
-    for (pid, name), frame in per_node.group_by("pid", "process", maintain_order=True):
-        total = float(frame["value"].sum())
-        if total < MIN_PROCESS_MB:
-            continue
-        top = frame.sort("value", descending=True).row(0, named=True)
-        share = 100.0 * top["value"] / total
-        nodes = (top["node"],) if share >= ONE_NODE_SHARE_PCT else tuple(frame["node"].to_list())
-        found.append(Binding(f"{name} {pid}", nodes, f"numastat -p: {share:.0f}% of {total:,.0f} MB on node {top['node']}", top["source"]))
-    return found
+    return [Binding(r["process"], tuple(r["nodes"]), r["how"], r["source"]) for r in frame.iter_rows(named=True)]
 
 
 def _finding(

@@ -51,11 +51,13 @@ from dataclasses import dataclass
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive.host_config import Amount, db_value, gib, ram_mb
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.host_values import Value
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
+from dbdiag.rules.config.values import database_memory_setting
+from dbdiag.rules.host_counts import Count, ram_mb
 from dbdiag.settings import size_bytes
+from dbdiag.units import gib
 from dbdiag.versions import at_least
 
 RULE_ID = "buffer-pool-undersized"
@@ -86,11 +88,11 @@ class MissRatio:
 
 
 def check(inp: RuleInput) -> Verdict:
-    innodb = db_value(inp.tables, "innodb_buffer_pool_size")
-    shared = db_value(inp.tables, "shared_buffers")
+    innodb = database_memory_setting(inp, "innodb_buffer_pool_size")
+    shared = database_memory_setting(inp, "shared_buffers")
     if innodb is None and shared is None:
         raise Skip("no innodb_buffer_pool_size or shared_buffers among the database settings")
-    ram = ram_mb(inp.tables)
+    ram = ram_mb(inp)
     if ram is None:
         raise Skip("RAM unknown: needs numactl --hardware (node sizes), numastat -m or node meminfo (MemTotal)")
     ram_bytes = ram.value * 2**20
@@ -114,7 +116,7 @@ def _size(value: Value, name: str) -> int:
     return size
 
 
-def _judge_innodb(inp: RuleInput, value: Value, ram: Amount, ram_bytes: int) -> tuple[Finding | None, str]:
+def _judge_innodb(inp: RuleInput, value: Value, ram: Count, ram_bytes: int) -> tuple[Finding | None, str]:
     pool = _size(value, "innodb_buffer_pool_size")
     share = 100.0 * pool / ram_bytes
     misses = _miss_ratio(inp)
@@ -198,8 +200,8 @@ def _innodb_steps(engine: str | None, version: dict | None, target: int) -> list
 
 
 def _innodb_target(inp: RuleInput, ram_bytes: int) -> int:
-    chunk = _size_or(db_value(inp.tables, "innodb_buffer_pool_chunk_size"), INNODB_DEFAULT_CHUNK)
-    instances_value = db_value(inp.tables, "innodb_buffer_pool_instances")
+    chunk = _size_or(database_memory_setting(inp, "innodb_buffer_pool_chunk_size"), INNODB_DEFAULT_CHUNK)
+    instances_value = database_memory_setting(inp, "innodb_buffer_pool_instances")
     instances = int(instances_value.value) if instances_value is not None and instances_value.value.isdigit() else 1
     step = max(chunk * max(instances, 1), 1)
     return max(step, int(ram_bytes * INNODB_TARGET_SHARE_PCT / 100 // step * step))
@@ -226,7 +228,7 @@ def _miss_ratio(inp: RuleInput) -> MissRatio | None:
     return MissRatio(reads, counters["innodb_buffer_pool_read_requests"][0], source)
 
 
-def _judge_postgres(value: Value, ram: Amount, ram_bytes: int) -> tuple[Finding | None, str]:
+def _judge_postgres(value: Value, ram: Count, ram_bytes: int) -> tuple[Finding | None, str]:
     shared = _size(value, "shared_buffers")
     share = 100.0 * shared / ram_bytes
     line = f"shared_buffers {gib(shared)} = {share:.1f}% of {gib(ram_bytes)} RAM; fires below {PG_MIN_SHARE_PCT:.0f}%"

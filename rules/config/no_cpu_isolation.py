@@ -43,8 +43,8 @@ from dbdiag.cpulist import format_cpu_list, parse_cpu_list
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 from dbdiag.rules.config.values import cmdline_sources, database_affinity, database_evidence, setting_values
-from dbdiag.vocabulary.kernel import CPU_ISOLATION_PARAMETERS
 from dbdiag.rules.host_counts import numa_nodes
+from dbdiag.vocabulary.kernel import CPU_ISOLATION_PARAMETERS
 
 RULE_ID = "no-cpu-isolation"
 

@@ -1,5 +1,5 @@
-"""The derived ``host_config_value``, ``block_device``, ``database_affinity`` and ``database_evidence``
-tables as the config rules read them (row views: ``dbdiag.host_values``).
+"""The derived ``host_config_value``, ``block_device``, ``database_affinity``, ``database_evidence``,
+``database_memory_setting`` and ``node_memory`` tables as the config rules read them (row views: ``dbdiag.host_values``).
 
 >>> import polars as pl
 >>> frame = pl.DataFrame({"category": ["sysctl"], "name": ["vm.swappiness"], "value": ["60"], "choices": [None], "source": ["sysctl.txt"]})
@@ -69,3 +69,21 @@ def database_evidence(inp: RuleInput) -> list[str]:
     """Why we believe a database runs on this host: one short line per kind of evidence."""
     frame = inp.table(t.DATABASE_EVIDENCE, keep_empty=True)
     return [] if frame is None else frame["line"].to_list()
+
+
+def database_memory_setting(inp: RuleInput, name: str) -> Value | None:
+    """One of derive's DATABASE_MEMORY_SETTINGS as the server runs it; None when not captured."""
+    frame = inp.table(t.DATABASE_MEMORY_SETTING)
+    rows = frame.filter(pl.col("name") == name) if frame is not None else None
+    if rows is None or rows.height == 0:
+        return None
+    row = rows.row(0, named=True)
+    return Value(row["value"], None, row["source"], row["unit"])
+
+
+def node_memory_mb(inp: RuleInput) -> tuple[dict[int, int], str] | None:
+    """MB per NUMA node and the input that said so; None when no input sizes every node."""
+    frame = inp.table(t.NODE_MEMORY)
+    if frame is None:
+        return None
+    return {int(node): int(mb) for node, mb in frame.select("node", "size_mb").rows()}, frame["source"][0]

@@ -8,8 +8,7 @@ import polars as pl
 import pytest
 
 from dbdiag import tables as t
-from dbdiag.derive.host_config import block_device_table, config_values, database_affinity_table, database_evidence_table
-from dbdiag.derive.host_counts import host_counts
+from dbdiag.derive import derive_all
 from dbdiag.engine import run_rule
 from dbdiag.findings import Severity, Status
 from dbdiag.parsers import mysql_variables, numactl, proc_cmdline, sys_choice, sysctl
@@ -70,8 +69,7 @@ def db(*rows: tuple, engine: str = "mariadb") -> pl.DataFrame:
 
 def derived(tables: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
     """The derived tables the config rules read, as the derive stage makes them."""
-    return {t.HOST_COUNT: host_counts(tables), t.HOST_CONFIG_VALUE: config_values(tables), t.DATABASE_EVIDENCE: database_evidence_table(tables),
-            t.BLOCK_DEVICE: block_device_table(tables), t.DATABASE_AFFINITY: database_affinity_table(tables)}
+    return derive_all(tables).tables
 
 
 def run(module, tables: dict[str, pl.DataFrame], metrics: dict | None = None):
