@@ -9,7 +9,8 @@ from polars.testing import assert_frame_equal, assert_series_equal
 from dbdiag import tables as t
 from dbdiag.derive.sql_statements import statement_layout
 from dbdiag.rules.base import RuleInput
-from dbdiag.rules.sql.common import from_one_source, has_statement, join_statements
+from dbdiag.rules.sql.common import from_one_source
+from dbdiag.statement_keys import has_statement, join_statements
 
 
 def _statements(sources: list[str | None], ids: list[int | None]) -> pl.DataFrame:

@@ -392,7 +392,6 @@ def _related(inp: RuleInput, devices: list[tuple[str, list[str]]]) -> tuple[str,
 
 
 def _remediation(per_cpu: pl.DataFrame, hot: list[int], node: int | None, devices: list[tuple[str, list[str]]]) -> str:
-    hot_list = format_cpu_list(hot)
     all_nodes = sorted(n for n in per_cpu["node"].drop_nulls().unique().to_list())
     other_nodes = [n for n in all_nodes if n != node]
     # the CPUs of the other nodes, the ones the database is bound to in step 4 (not every CPU but the hot ones)

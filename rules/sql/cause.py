@@ -22,8 +22,9 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.findings import Evidence
 from dbdiag.rules.base import RuleInput
-from dbdiag.rules.sql.common import seconds, short_sql
+from dbdiag.rules.sql.common import short_sql
 from dbdiag.rules.sql.full_table_scan import parse_sql, suggest_index, table_aliases
+from dbdiag.units import seconds
 
 TABLE_KINDS = ("ddl", "statistics", "bulk-change")
 STATEMENT_CHARS = 300

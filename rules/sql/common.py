@@ -7,8 +7,7 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.findings import Evidence
 from dbdiag.rules.base import RuleInput, Skip
-from dbdiag.statement_keys import has_statement, join_statements, rows_where, statement_key  # noqa: F401 - re-exported for the SQL rules
-from dbdiag.units import seconds, short_sample  # noqa: F401 - seconds re-exported for the SQL rules
+from dbdiag.units import short_sample
 
 PLAN_EVIDENCE_LINES = 40
 

@@ -38,7 +38,8 @@ from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.sql import plan_check
-from dbdiag.rules.sql.common import db_time_s, exec_time_column, seconds, short_sql, statements
+from dbdiag.rules.sql.common import db_time_s, exec_time_column, short_sql, statements
+from dbdiag.units import seconds
 
 RULE_ID = "dominant-statement"
 

@@ -66,15 +66,8 @@ from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.sql import plan_check
-from dbdiag.rules.sql.common import (
-    db_time_s,
-    plan_nodes_of,
-    seconds,
-    short_plan,
-    statement_evidence,
-    statements,
-    timed_full_scan_executions,
-)
+from dbdiag.rules.sql.common import db_time_s, plan_nodes_of, short_plan, statement_evidence, statements, timed_full_scan_executions
+from dbdiag.units import seconds
 from dbdiag.vocabulary.dialects import DEFAULT_SQLNORM_DIALECT, MYSQL_FAMILY, SQLNORM_DIALECT_OF_ENGINE
 
 if TYPE_CHECKING:  # sqlglot is imported when a statement is parsed: most runs never need it

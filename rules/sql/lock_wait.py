@@ -57,10 +57,11 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
-from dbdiag.rules.sql.common import db_time_s, seconds, short_sql, statements, where
+from dbdiag.rules.sql.common import db_time_s, short_sql, statements, where
 from dbdiag.rules.sql.full_table_scan import parse_sql, table_aliases
 from dbdiag.rules.sql.lock_holds import ROW_LOCK_ENGINES, holds, inferred_row_lock_waits, may_hold
 from dbdiag.sqlnorm import tree_errors
+from dbdiag.units import seconds
 
 RULE_ID = "lock-wait"
 

@@ -60,10 +60,9 @@ import polars as pl
 from dbdiag import sqlnorm
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
-from dbdiag.versions import at_least
 from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.sql import plan_check
-from dbdiag.rules.sql.common import db_time_s, from_one_source, has_statement, seconds, short_sql, statement_evidence, statements
+from dbdiag.rules.sql.common import db_time_s, from_one_source, short_sql, statement_evidence, statements
 from dbdiag.rules.sql.full_table_scan import (
     column_table,
     index_ddl,
@@ -74,6 +73,9 @@ from dbdiag.rules.sql.full_table_scan import (
     table_aliases,
     timed_full_scan_executions,
 )
+from dbdiag.statement_keys import has_statement
+from dbdiag.units import seconds
+from dbdiag.versions import at_least
 from dbdiag.vocabulary.dialects import SQLGLOT_DIALECT
 
 if TYPE_CHECKING:  # sqlglot is imported when a statement is parsed: most runs never need it

@@ -51,10 +51,11 @@ import re
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.versions import at_least
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
-from dbdiag.rules.sql.common import exec_time_column, seconds, short_sql, statements
+from dbdiag.rules.sql.common import exec_time_column, short_sql, statements
+from dbdiag.units import seconds
+from dbdiag.versions import at_least
 
 RULE_ID = "plan-cache-miss"
 

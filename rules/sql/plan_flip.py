@@ -64,8 +64,9 @@ from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.sql import cause as cause_module
-from dbdiag.rules.sql.common import db_time_s, plan_nodes_of, seconds, short_plan, short_sql, statement_evidence, statements
+from dbdiag.rules.sql.common import db_time_s, plan_nodes_of, short_plan, short_sql, statement_evidence, statements
 from dbdiag.rules.sql.full_table_scan import suggest_index
+from dbdiag.units import seconds
 
 RULE_ID = "plan-flip"
 

@@ -73,7 +73,7 @@ from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
 from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 from dbdiag.rules.sql import cause as cause_module
-from dbdiag.rules.sql.common import db_time_s, seconds, short_sql, statements
+from dbdiag.rules.sql.common import db_time_s, short_sql, statements
 from dbdiag.rules.sql.stale_statistics_remedies import filter_columns, remediation, where_columns
 from dbdiag.rules.sql.stale_statistics_signals import (  # noqa: F401 - the thresholds the docs quote live with the signals
     MIN_NODE_ROWS,
@@ -90,6 +90,7 @@ from dbdiag.rules.sql.stale_statistics_signals import (  # noqa: F401 - the thre
     user_statement_among,
     user_statements,
 )
+from dbdiag.units import seconds
 
 RULE_ID = "stale-statistics"
 

@@ -7,13 +7,8 @@ import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.rules.base import RuleInput
-from dbdiag.rules.sql.common import (
-    from_one_source,
-    has_statement,
-    join_statements,
-    rows_where,
-    statements_numbered,
-)
+from dbdiag.rules.sql.common import from_one_source, statements_numbered
+from dbdiag.statement_keys import has_statement, join_statements, rows_where
 from dbdiag.vocabulary.dialects import MYSQL_FAMILY
 
 OUTDATED_MODIFY_RATIO = 0.8

@@ -14,7 +14,8 @@ from dbdiag.engine import run_rule
 from dbdiag.findings import Status
 from dbdiag.rules.base import RuleInput
 from dbdiag.rules.sql import full_table_scan, stale_statistics
-from dbdiag.rules.sql.common import has_statement, rows_where, statements, statements_numbered
+from dbdiag.rules.sql.common import statements, statements_numbered
+from dbdiag.statement_keys import has_statement, rows_where
 from tests.rules.sql_synthetic import filler, plan_for, run, sql_input
 
 
