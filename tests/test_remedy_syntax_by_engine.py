@@ -16,6 +16,7 @@ import pytest
 import sqlglot
 
 from dbdiag import tables as t
+from dbdiag.derive import derive_all
 from dbdiag.engine import run_rule
 from dbdiag.findings import Status
 from dbdiag.rules.base import RuleInput
@@ -62,7 +63,8 @@ def _ram(size_mb: int) -> dict[str, pl.DataFrame]:
 
 def _buffer_pool_remedy(engine: str, rows: list[tuple[str, str]], ram_mb: int, version: dict | None) -> str:
     tables = {t.DB_SETTING: _settings(engine, rows), **_ram(ram_mb)}
-    outcome = run_rule(buffer_pool_undersized.RULE, RuleInput(tables=tables, derived={}, metrics={"engine_version": version} if version else {}))
+    derived = derive_all(tables).tables  # the settings as the server runs them, RAM as host_count says
+    outcome = run_rule(buffer_pool_undersized.RULE, RuleInput(tables=tables, derived=derived, metrics={"engine_version": version} if version else {}))
     assert outcome.status is Status.FIRED, outcome
     return outcome.findings[0].remediation
 
