@@ -14,10 +14,10 @@ Only a header cut by the end of the data stops the archive (``ArchiveStop``).
 
 from __future__ import annotations
 
-import re
 import tarfile
 
 from dbdiag.capture_members import ArchiveStop, KiB
+from dbdiag.patterns import lazy_compile
 
 # pax / GNU long-name headers are read whole by tarfile; real ones are a few hundred bytes (a path
 # is at most 4 KiB, xattrs and ACLs a few KiB more). A larger one is skipped over, never parsed.
@@ -36,10 +36,10 @@ _TAR_METADATA_TYPES = (
 )
 # pax records tarfile converts with int() unchecked (the other number fields fall back to 0).
 _PAX_SIZE_KEYS = ("size", "GNU.sparse.size", "GNU.sparse.realsize")
-_DECIMAL = re.compile(r"[0-9]{1,19}")
-_DECIMAL_BYTES = re.compile(rb"[0-9]{1,19}")
+_DECIMAL = lazy_compile(r"[0-9]{1,19}")
+_DECIMAL_BYTES = lazy_compile(rb"[0-9]{1,19}")
 # A pax record: "<length> <keyword>=<value>\n"; the shortest is "5 x=\n".
-_PAX_LENGTH_PREFIX = re.compile(rb"([0-9]{1,20}) ")
+_PAX_LENGTH_PREFIX = lazy_compile(rb"([0-9]{1,20}) ")
 _PAX_RECORD_MIN_BYTES = 5
 _OLD_GNU_REGIONS_PER_BLOCK = 21
 _OLD_GNU_ISEXTENDED_AT = 504

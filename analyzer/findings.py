@@ -8,10 +8,11 @@ Charts are data too (``Chart``): the report templates draw them.
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
+
+from dbdiag.patterns import lazy_compile
 
 # The measured cost of a finding, in ``Finding.impact`` under these names (fixed, DESIGN.md).
 # Shares are fractions of 0..1; seconds are totals over the capture. A rule sets the ones it can measure.
@@ -25,7 +26,7 @@ COST_KEYS = (SHARE_OF_USER_TIME, SHARE_OF_DB_TIME, CPU_SHARE)
 # Rules whose findings describe the test or the workload, never a problem of the system: they rank last.
 TEST_NOTE_RULES = frozenset({"load-test-inflation", "rate-limit-advice", "dominant-statement"})
 
-_ID_UNSAFE_RE = re.compile(r"[^a-z0-9._:=-]+")
+_ID_UNSAFE_RE = lazy_compile(r"[^a-z0-9._:=-]+")
 MAX_ID_SUBJECT_CHARS = 80
 
 

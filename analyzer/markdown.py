@@ -22,20 +22,21 @@ text is not passed through them, so a link written there stays a link.
 
 from __future__ import annotations
 
-import re
+from dbdiag.patterns import lazy_compile
 
-_LINE_ENDINGS = re.compile(r"\r\n|\r|\n")
+
+_LINE_ENDINGS = lazy_compile(r"\r\n|\r|\n")
 # Backslash, code spans, emphasis, links and images, table cells, strike-through.
-_PUNCTUATION = re.compile(r"[\\`*\[\]|~]")
+_PUNCTUATION = lazy_compile(r"[\\`*\[\]|~]")
 # '_' opens or closes emphasis only at a word's edge: innodb_buffer_pool_size stays as it is.
-_EDGE_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
+_EDGE_UNDERSCORE = lazy_compile(r"(?<![^\W_])_|_(?![^\W_])")
 # What makes a line a heading, a list item or a thematic break: '# ', '- ', '+ ', '---', '1. ', '2) '.
-_BLOCK_START = re.compile(r"^(?:#{1,6}(?=\s|$)|[+-](?=\s|$|-)|\d{1,9}(?=[.)](?:\s|$)))")
-_BACKTICK_RUN = re.compile(r"`+")
+_BLOCK_START = lazy_compile(r"^(?:#{1,6}(?=\s|$)|[+-](?=\s|$|-)|\d{1,9}(?=[.)](?:\s|$)))")
+_BACKTICK_RUN = lazy_compile(r"`+")
 # Where GitHub starts an autolink (a scheme after a non-letter, 'www.', the local part of an
 # e-mail address), to the next space, cell break or backtick. Backslash escapes are no safe
 # answer: whether "http\\://" still links depends on how a renderer joins text nodes.
-_AUTOLINK = re.compile(
+_AUTOLINK = lazy_compile(
     r"(?i)(?:(?<![a-z])(?:https?|ftp|mailto|xmpp):|(?<![a-z0-9])www\.|[\w.+-]+@[\w-]+\.)[^\s|`]*"
 )
 

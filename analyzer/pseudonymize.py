@@ -36,6 +36,7 @@ from typing import Any
 import polars as pl
 
 from dbdiag import tables as t
+from dbdiag.patterns import lazy_compile
 from dbdiag.vocabulary.processes import DATABASE_COMPONENTS
 
 DEFAULT_NAMES = frozenset({
@@ -51,8 +52,8 @@ MAX_PATH_CHARS = 1024  # longer member paths are pseudonymized like any text
 
 _IPV4 = r"(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?!\d|\.\w)"
 _IPV6 = r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?![\w:])"
-_IPV4_RE = re.compile(_IPV4)
-_IPV6_RE = re.compile(_IPV6)
+_IPV4_RE = lazy_compile(_IPV4)
+_IPV6_RE = lazy_compile(_IPV6)
 # A name is a whole word: no letter, digit or _ beside it. A host name also takes a dot and a letter
 # after it as part of the word (vm.swappiness is no host "vm"); a database name does not (bank.acct is "bank").
 _WORD_BEFORE, _WORD_AFTER = r"(?<![A-Za-z0-9_])", r"(?![A-Za-z0-9_])"
@@ -67,17 +68,17 @@ SETTING_HOST_NAMES = (
 )
 # names in log lines: MySQL aborted connections and access denials, PostgreSQL auth lines, TiDB fields
 MESSAGE_NAMES = (
-    re.compile(r"\bdb: '(?P<db>[^']*)' user: '(?P<user>[^']*)' host: '(?P<host>[^']*)'"),
-    re.compile(r"\buser '(?P<user>[^']+)'@'(?P<host>[^']+)'"),
-    re.compile(r"\bDefault database: '(?P<db>[^']+)'"),
-    re.compile(r'\b(?:user|role) "(?P<user>[^"]+)"'),
-    re.compile(r'\bdatabase "(?P<db>[^"]+)"'),
-    re.compile(r"\buser=(?P<user>[^\s,\]\"]+)"),
-    re.compile(r"\bdatabase=(?P<db>[^\s,\]\"]+)"),
-    re.compile(r"\b(?:host|client|ip|addr|address)=(?P<host>[^\s,\]\"]+)"),
-    re.compile(r"\[(?:current_db|db|schema)=(?P<db>[^\s,\]\"]+)"),
+    lazy_compile(r"\bdb: '(?P<db>[^']*)' user: '(?P<user>[^']*)' host: '(?P<host>[^']*)'"),
+    lazy_compile(r"\buser '(?P<user>[^']+)'@'(?P<host>[^']+)'"),
+    lazy_compile(r"\bDefault database: '(?P<db>[^']+)'"),
+    lazy_compile(r'\b(?:user|role) "(?P<user>[^"]+)"'),
+    lazy_compile(r'\bdatabase "(?P<db>[^"]+)"'),
+    lazy_compile(r"\buser=(?P<user>[^\s,\]\"]+)"),
+    lazy_compile(r"\bdatabase=(?P<db>[^\s,\]\"]+)"),
+    lazy_compile(r"\b(?:host|client|ip|addr|address)=(?P<host>[^\s,\]\"]+)"),
+    lazy_compile(r"\[(?:current_db|db|schema)=(?P<db>[^\s,\]\"]+)"),
 )
-ARCHIVE_HOST = re.compile(r"(?:^|/)(?:sosreport|insights)-(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*?)-(?:[\w-]*-)?\d{4}-?\d\d-?\d\d")
+ARCHIVE_HOST = lazy_compile(r"(?:^|/)(?:sosreport|insights)-(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*?)-(?:[\w-]*-)?\d{4}-?\d\d-?\d\d")
 
 
 @dataclass(frozen=True)

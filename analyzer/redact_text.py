@@ -33,25 +33,26 @@ from collections.abc import Callable
 import polars as pl
 
 from dbdiag import sqlnorm
+from dbdiag.patterns import lazy_compile
 
 # TiDB/TiKV unified-log fields holding SQL: [sql="..."] [prev_stmt=...] [txn_sql=...] [query=...]
-_KV_SQL = re.compile(
+_KV_SQL = lazy_compile(
     r'\[(?P<key>[\w.-]*?(?:sql|stmt|query|statement)s?)=(?:"(?P<quoted>(?:[^"\\]|\\.)*)(?P<close>"?)|(?P<bare>[^\]"]*))',
     re.IGNORECASE,
 )
 # TiKV/TiDB row and index keys encode column values: [key=7480000000000000FF3F5F72...] [start_key="t\200..."]
-_KV_KEY = re.compile(r'\[(?P<key>[\w.-]*?(?:key|keys|lock)s?)=(?:"(?:[^"\\]|\\.)*"?|[^\]"]*)', re.IGNORECASE)
-_PG_SQL = re.compile(r"(?P<head>\b(?:STATEMENT|QUERY):\s+|\b(?:statement|(?:execute|parse|bind) [^\s:]+):\s+)(?P<sql>.+)", re.DOTALL)
-_PG_KEY = re.compile(r"(?P<head>\bKey \((?:[^()]|\([^()]*\))*\)=\().*\)")
-_PG_ROW = re.compile(r"(?P<head>\bFailing row contains \().*\)")
-_PG_PARAMETERS = re.compile(r"(?P<head>\bparameters:\s+)(?P<sql>.+)", re.DOTALL)
-_PG_INPUT = re.compile(r'(?P<head>\binvalid input (?:syntax|value) for [^:"]*: )"(?:[^"]|"")*(?:"|\Z)')
-_MY_DUPLICATE = re.compile(r"(?P<head>\bDuplicate entry ')(?:[^']|'(?! for key))*'(?= for key)")
-_MY_VALUE = re.compile(r"(?P<head>\b(?:Incorrect \w+ value|Truncated incorrect \w+ value): ')(?:[^']|'(?! for))*'")
-_MY_QUOTED_QUERY = re.compile(r"(?P<head>\bQuery: ')(?P<sql>.*)'")
-_MY_QUERY = re.compile(r"(?P<head>\b(?:[Qq]uery|[Ss]tatement)(?: \(0x[0-9A-Fa-f]+\))?: )(?!')(?P<sql>.+)", re.DOTALL)
-_ANY_VERB = re.compile(r"\b(?:SELECT|INSERT|UPDATE|DELETE|REPLACE)\b")
-_ANY_CLAUSE = re.compile(r"\b(?:FROM|INTO|SET)\b")
+_KV_KEY = lazy_compile(r'\[(?P<key>[\w.-]*?(?:key|keys|lock)s?)=(?:"(?:[^"\\]|\\.)*"?|[^\]"]*)', re.IGNORECASE)
+_PG_SQL = lazy_compile(r"(?P<head>\b(?:STATEMENT|QUERY):\s+|\b(?:statement|(?:execute|parse|bind) [^\s:]+):\s+)(?P<sql>.+)", re.DOTALL)
+_PG_KEY = lazy_compile(r"(?P<head>\bKey \((?:[^()]|\([^()]*\))*\)=\().*\)")
+_PG_ROW = lazy_compile(r"(?P<head>\bFailing row contains \().*\)")
+_PG_PARAMETERS = lazy_compile(r"(?P<head>\bparameters:\s+)(?P<sql>.+)", re.DOTALL)
+_PG_INPUT = lazy_compile(r'(?P<head>\binvalid input (?:syntax|value) for [^:"]*: )"(?:[^"]|"")*(?:"|\Z)')
+_MY_DUPLICATE = lazy_compile(r"(?P<head>\bDuplicate entry ')(?:[^']|'(?! for key))*'(?= for key)")
+_MY_VALUE = lazy_compile(r"(?P<head>\b(?:Incorrect \w+ value|Truncated incorrect \w+ value): ')(?:[^']|'(?! for))*'")
+_MY_QUOTED_QUERY = lazy_compile(r"(?P<head>\bQuery: ')(?P<sql>.*)'")
+_MY_QUERY = lazy_compile(r"(?P<head>\b(?:[Qq]uery|[Ss]tatement)(?: \(0x[0-9A-Fa-f]+\))?: )(?!')(?P<sql>.+)", re.DOTALL)
+_ANY_VERB = lazy_compile(r"\b(?:SELECT|INSERT|UPDATE|DELETE|REPLACE)\b")
+_ANY_CLAUSE = lazy_compile(r"\b(?:FROM|INTO|SET)\b")
 MAX_LINE_CHARS = 16_384  # event lines are 400 at most; a longer text is cut (with "…") before it is read
 # Rust-regex prefilter: a line with none of these words goes through untouched (most lines of a log)
 _TRIGGER = (
@@ -60,9 +61,9 @@ _TRIGGER = (
 )
 
 # "Process 15355: UPDATE ..." lines of a PostgreSQL deadlock DETAIL (split before each, the pid kept)
-_PG_DEADLOCK_PROCESS = re.compile(r"(?m)(?=^Process \d{1,10}: )")
-_LABEL_VERB = re.compile(r"(?i)\b(?:select|insert|update|delete|replace|merge|upsert|call|exec|execute|with|values)\b")
-_LABEL_CLAUSE = re.compile(r"(?i)\b(?:from|into|set|where|values|using|join|as)\b|\(")
+_PG_DEADLOCK_PROCESS = lazy_compile(r"(?m)(?=^Process \d{1,10}: )")
+_LABEL_VERB = lazy_compile(r"(?i)\b(?:select|insert|update|delete|replace|merge|upsert|call|exec|execute|with|values)\b")
+_LABEL_CLAUSE = lazy_compile(r"(?i)\b(?:from|into|set|where|values|using|join|as)\b|\(")
 
 
 def redact_log_line(text: str, dialect: str = "mysql") -> str:

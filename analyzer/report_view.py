@@ -6,13 +6,13 @@ NUMA tables, with chart geometry (``report_geometry``). It adds no number the JS
 from __future__ import annotations
 
 import math
-import re
 from datetime import datetime, timedelta
 from typing import Any
 
 from dbdiag import flamegraph
 from dbdiag.charts import time_panels
 from dbdiag.findings import Status
+from dbdiag.patterns import lazy_compile
 from dbdiag.report_geometry import (
     FLAME_WIDTH_PX,
     LOG_SCALE_SPREAD,
@@ -236,7 +236,7 @@ def where_time_went(accounting: dict[str, Any] | None, sql_summary: dict[str, An
     return view
 
 
-_METRIC_LIST_RE = re.compile(r" \((?:[\w*]+_(?:seconds|milliseconds)(?:, )?)+\)")
+_METRIC_LIST_RE = lazy_compile(r" \((?:[\w*]+_(?:seconds|milliseconds)(?:, )?)+\)")
 
 
 def _other_db_time(db_s: float | None, accounting: dict[str, Any], sql_summary: dict[str, Any] | None) -> list[str]:

@@ -7,12 +7,13 @@ Every size unit here is binary (1 kB = 1024 bytes), as MySQL, PostgreSQL and TiK
 
 from __future__ import annotations
 
-import re
 
 import polars as pl
 
-_SIZE_RE = re.compile(r"^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)$")
-_UNIT_RE = re.compile(r"^([0-9]*)\s*([A-Za-z]+)$")
+from dbdiag.patterns import lazy_compile
+
+_SIZE_RE = lazy_compile(r"^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)$")
+_UNIT_RE = lazy_compile(r"^([0-9]*)\s*([A-Za-z]+)$")
 _FACTORS = {
     "": 1, "b": 1,
     "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,

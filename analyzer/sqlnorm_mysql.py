@@ -10,6 +10,7 @@ import re
 
 import polars as pl
 
+from dbdiag.patterns import lazy_compile
 from dbdiag.sqlnorm_regex import (
     _LISTS,
     _NON_ASCII,
@@ -52,9 +53,9 @@ _MYSQL_SHORTEN_INSERT = _Step(
 )
 # The same in three linear searches for Python's engine, which retries the lazy ".*?" from each
 # later VALUES: quadratic on a text of many "VALUES (" and no "), (" (see _shorten_insert).
-_INSERT_HEAD = re.compile(rf"(?i:INSERT|REPLACE)(?i: IGNORE)?[{_WS}]+(?i:INTO)", re.ASCII)
-_VALUES_OPEN = re.compile(rf"(?i:VALUES)[{_WS}]*\(", re.ASCII)
-_NEXT_ROW = re.compile(rf"\)[{_WS}]*,[{_WS}]*\(", re.ASCII)
+_INSERT_HEAD = lazy_compile(rf"(?i:INSERT|REPLACE)(?i: IGNORE)?[{_WS}]+(?i:INTO)", re.ASCII)
+_VALUES_OPEN = lazy_compile(rf"(?i:VALUES)[{_WS}]*\(", re.ASCII)
+_NEXT_ROW = lazy_compile(rf"\)[{_WS}]*,[{_WS}]*\(", re.ASCII)
 # pt's comment steps, as one lexer: strings (backslash escapes; an unterminated one runs to the
 # end) are kept, and so are backslash-quote pairs outside them (pt takes them out before it reads
 # strings); /* */ comments (an unterminated one runs to the end) and -- or # to the end of the line

@@ -12,6 +12,7 @@ from functools import lru_cache
 import polars as pl
 
 from dbdiag.distinct import numbered
+from dbdiag.patterns import lazy_compile
 from dbdiag.sqlnorm_regex import (
     _LISTS,
     _NON_ASCII,
@@ -88,7 +89,7 @@ def _pg_literal_tokens() -> frozenset:
     )
 
 
-_WORD_BEFORE = re.compile(r"[A-Za-z0-9_](?=\.)")
+_WORD_BEFORE = lazy_compile(r"[A-Za-z0-9_](?=\.)")
 
 
 def _pg_tokenized(text: str) -> str | None:
@@ -145,7 +146,7 @@ def _postgresql(text: str) -> str:
 # What _pg_lexed reads: comment openings (their end is found by nesting), then the _PG_LEX lexemes
 # and dollar quotes (a tag is at most an identifier's 63 characters); literals and what never closes
 # run to the end.
-_PG_LEXEME = re.compile(
+_PG_LEXEME = lazy_compile(
     r"""(?P<comment>/\*) | (?P<line>--[^\n]*)
       | (?P<name>"(?:[^"]|"")*")
       | (?P<literal>\b[eE]'(?:[^'\\]|\\.|'')*(?:'|\\?\Z)
@@ -155,7 +156,7 @@ _PG_LEXEME = re.compile(
           | \b[0-9][0-9_]*(?:\.[0-9_]*)?(?:[eE][+-]?[0-9]+)? | \B\.[0-9][0-9_]*(?:[eE][+-]?[0-9]+)?)""",
     re.VERBOSE | re.DOTALL | re.ASCII,
 )
-_COMMENT_MARK = re.compile(r"/\*|\*/")
+_COMMENT_MARK = lazy_compile(r"/\*|\*/")
 
 
 def _pg_lexed(text: str) -> str:

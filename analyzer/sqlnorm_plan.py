@@ -14,28 +14,29 @@ from __future__ import annotations
 import json
 import re
 
+from dbdiag.patterns import lazy_compile
 from dbdiag.sqlnorm_redact import redact_literals
 
-_QUOTED = re.compile(r"'(?:[^'\\]|\\.|'')*(?:'|\\?\Z)|\"(?:[^\"\\]|\\.|\"\")*(?:\"|\\?\Z)", re.DOTALL)
+_QUOTED = lazy_compile(r"'(?:[^'\\]|\\.|'')*(?:'|\\?\Z)|\"(?:[^\"\\]|\\.|\"\")*(?:\"|\\?\Z)", re.DOTALL)
 # Any number that is not part of a name (t1, Column#5, $1, TableFullScan_5) or of a version.
-_ANY_NUMBER = re.compile(r"(?<![\w#$.])-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.])")
+_ANY_NUMBER = lazy_compile(r"(?<![\w#$.])-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.])")
 # Numbers that are compared with or passed as values: after a spaced comparison or arithmetic
 # operator (plans print estimates unspaced: rows=1), inside a TiDB function call eq(col, 42) /
 # in(col, 1, 2), inside a TiDB range [1,5) and in IN lists; before a separator, an operator or a cast.
-_PLAN_VALUE = re.compile(
+_PLAN_VALUE = lazy_compile(
     r"(?:(?<=[=<>+*/%-] )|(?<=[(,\[] )|(?<=[(,\[]))-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
     r"(?=\s*[,)\]]|\s*$|\s+(?:AND|OR|and|or)\b|\s+[=<>!+*/%|-]|::)",
     re.MULTILINE,
 )
 # PostgreSQL's expression lines (EXPLAIN's labels for conditions, keys and output lists). The indent is
 # spaces and tabs: ``\s*`` crossed line ends, which made blank lines quadratic (10 s for 20,000).
-_PG_EXPRESSION_LINE = re.compile(
+_PG_EXPRESSION_LINE = lazy_compile(
     r"^([ \t]*(?:Index Cond|Recheck Cond|Hash Cond|Merge Cond|Join Filter|Filter|TID Cond|One-Time Filter|Run Condition"
     r"|Output|Sort Key|Group Key|Presorted Key|Cache Key|Hash Key|Order By|Conflict Filter|Sampling): )(.*)$",
     re.MULTILINE,
 )
 # A TiDB plan row: id, task, estRows, then operator info (tab-separated, as tidb_decode_plan prints it).
-_TIDB_ROW = re.compile(r"^(\t?[^\t\n]*\t(?:root|(?:cop|batchCop|mpp)\[\w+\])\t[^\t\n]*\t)([^\t\n]*)", re.MULTILINE)
+_TIDB_ROW = lazy_compile(r"^(\t?[^\t\n]*\t(?:root|(?:cop|batchCop|mpp)\[\w+\])\t[^\t\n]*\t)([^\t\n]*)", re.MULTILINE)
 
 
 def redact_plan_filter(text: str) -> str:

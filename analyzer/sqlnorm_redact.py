@@ -6,6 +6,7 @@ import re
 
 import polars as pl
 
+from dbdiag.patterns import lazy_compile
 from dbdiag.sqlnorm_pg import _comment_end
 from dbdiag.sqlnorm_regex import _check_dialect
 
@@ -16,7 +17,7 @@ _NUMBER = r"(?<![\w$.])(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?(?![\w$])"
 # scanned twice. Optimizer hints (/*+ */) and MySQL executable comments (/*!50000 */) are code:
 # their opening is kept and their body read as SQL; other comments are dropped (their words may
 # be anything). An unterminated backtick or PostgreSQL quoted name is no name: what follows is lexed.
-_REDACT_MYSQL = re.compile(
+_REDACT_MYSQL = lazy_compile(
     r"""(?P<hint>/\*(?:\+|![0-9]*))
       | (?P<block>/\*.*?(?:\*/|\Z)) | (?P<line>(?:--(?=\s|\Z)|\#)[^\n]*)
       | (?P<keep>`(?:[^`]|``)*`)
@@ -28,7 +29,7 @@ _REDACT_MYSQL = re.compile(
     + r")",
     re.VERBOSE | re.DOTALL,
 )
-_REDACT_POSTGRESQL = re.compile(
+_REDACT_POSTGRESQL = lazy_compile(
     r"""(?P<hint>/\*\+)
       | (?P<nested>/\*) | (?P<line>--[^\n]*)
       | (?P<keep>"(?:[^"]|"")*"|\$\d+)

@@ -16,6 +16,7 @@ from functools import lru_cache
 
 import polars as pl
 
+from dbdiag.patterns import lazy_compile
 from dbdiag.vocabulary.dialects import SQLNORM_DIALECTS as DIALECTS
 
 
@@ -113,15 +114,15 @@ _LIMIT = _Step(r"\blimit \?(?:, ?\?| offset \?)?", "limit ?", first_only=True)
 
 # Tail steps that Rust's regex cannot express (back-reference; \G loop): Python only, on the
 # few distinct texts that contain their trigger. The texts have no line breaks (collapsed before).
-_UNION_RE = re.compile(r"\b(select\s.*?)(?:(\sunion(?:\sall)?)\s\1)+", re.ASCII)
+_UNION_RE = lazy_compile(r"\b(select\s.*?)(?:(\sunion(?:\sall)?)\s\1)+", re.ASCII)
 _UNION_TRIGGER = rf"[{_WS}]union"
 # pt's pattern tries every "select" against the rest of the text: its cost grows with both. Up to
 # this product (about 50 ms) it runs as pt runs it; past it, equal neighbouring branches are folded
 # one by one (the same on plain chains; a repeat of several branches at once is left as it is).
 UNION_EXACT_WORK = 2_000_000  # "select"s x characters
-_UNION_SEPARATOR = re.compile(r"(\sunion(?:\sall)?\s)", re.ASCII)
-_ORDER_BY_RE = re.compile(r"\border by ", re.ASCII | re.IGNORECASE)
-_SPACE_ASC_RE = re.compile(r"\sasc", re.ASCII | re.IGNORECASE)
+_UNION_SEPARATOR = lazy_compile(r"(\sunion(?:\sall)?\s)", re.ASCII)
+_ORDER_BY_RE = lazy_compile(r"\border by ", re.ASCII | re.IGNORECASE)
+_SPACE_ASC_RE = lazy_compile(r"\sasc", re.ASCII | re.IGNORECASE)
 _ASC_TRIGGER = rf"\border by .*[{_WS}]asc"
 
 

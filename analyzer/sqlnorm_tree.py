@@ -9,10 +9,10 @@ callers that walk a tree catch :func:`tree_errors` around each statement.
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from dbdiag.patterns import lazy_compile
 from dbdiag.sqlnorm_regex import _check_dialect
 from dbdiag.vocabulary.dialects import SQLGLOT_DIALECT
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # sqlglot is imported on first use: most runs never need it
 
 SQLGLOT_MAX_CHARS = 64 * 1024  # sqlglot parses ~250 KB a second: the longest statement is parsed in about 0.25 s
 SQLGLOT_MAX_DEPTH = 20  # levels of parentheses; sqlglot's recursion fails from about 38 on a shallow stack
-_PARENTHESES = re.compile(r"[()]+")
+_PARENTHESES = lazy_compile(r"[()]+")
 
 
 def nesting_depth(sql: str) -> int:

@@ -46,6 +46,7 @@ import polars as pl
 
 from dbdiag import sqlnorm_redact
 from dbdiag import tables as t
+from dbdiag.patterns import lazy_compile
 
 BULK_MIN_ROWS = 1_000
 BULK_MIN_TIME_S = 0.5
@@ -55,17 +56,17 @@ _NAME = r"(?:`[^`]+`|\"[^\"]+\"|\[[^\]]+\]|[\w$]+)"
 _QUALIFIED = rf"(?P<table>{_NAME}(?:\s*\.\s*{_NAME}){{0,2}})"
 _INDEX = rf"(?P<object>{_NAME})"
 # The first words of a statement that can be a change: searched on the head of each text only.
-_CANDIDATE = re.compile(
+_CANDIDATE = lazy_compile(
     r"(?is)^\s*(?:/\*.*?\*/\s*)*(?:alter|create|drop|truncate|rename|analyze|vacuum|optimize|lock\s+stats|unlock\s+stats"
     r"|set\s+(?:global|persist|@@global)|insert|update|delete|replace|load\s+data|copy|select\s+pg_reload_conf)\b"
 )
-_WRITE = re.compile(r"(?is)^\s*(?:/\*.*?\*/\s*)*(?:insert|update|delete|replace|load\s+data|copy)\b")
+_WRITE = lazy_compile(r"(?is)^\s*(?:/\*.*?\*/\s*)*(?:insert|update|delete|replace|load\s+data|copy)\b")
 _HEAD_CHARS = 400
-_ANALYZE_QUERY = re.compile(r"(?is)^\s*analyze\s+(?:format\s*=\s*\w+\s+)?(?:select|with|update|delete|insert|replace|\(\s*select)\b")
+_ANALYZE_QUERY = lazy_compile(r"(?is)^\s*analyze\s+(?:format\s*=\s*\w+\s+)?(?:select|with|update|delete|insert|replace|\(\s*select)\b")
 
 # (kind, action, pattern); the first that matches wins. Patterns run on the statement's head.
 _PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
-    (kind, action, re.compile(pattern, re.IGNORECASE | re.DOTALL))
+    (kind, action, lazy_compile(pattern, re.IGNORECASE | re.DOTALL))
     for kind, action, pattern in (
         ("ddl", "index-ignored", rf"^alter\s+(?:online\s+|ignore\s+)?table\s+(?:if\s+exists\s+)?{_QUALIFIED}.*?\balter\s+(?:index|key)\s+{_INDEX}\s+ignored\b"),
         ("ddl", "index-not-ignored", rf"^alter\s+(?:online\s+|ignore\s+)?table\s+(?:if\s+exists\s+)?{_QUALIFIED}.*?\balter\s+(?:index|key)\s+{_INDEX}\s+not\s+ignored\b"),
@@ -98,7 +99,7 @@ _PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
     )
 )
 # Set-based writes: bulk even when the log gives no row count, if they ran long.
-_SET_BASED = re.compile(r"(?is)^(?:insert|replace)\b.*?\bselect\b|^(?:update|delete|load\s+data|copy)\b")
+_SET_BASED = lazy_compile(r"(?is)^(?:insert|replace)\b.*?\bselect\b|^(?:update|delete|load\s+data|copy)\b")
 
 def changes(tables: dict[str, pl.DataFrame], show_literals: bool = False) -> pl.DataFrame | None:
     """The ``change`` table, oldest first; None when the capture has neither statements nor events."""

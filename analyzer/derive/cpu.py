@@ -16,6 +16,7 @@ import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.derive.snapshots import first_to_last_delta
+from dbdiag.patterns import lazy_compile
 from dbdiag.python_values import mapped
 
 NETWORK_SOFTIRQS = ("NET_RX", "NET_TX", "BLOCK")
@@ -122,7 +123,7 @@ def irq_delta(tables: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame | None, lis
     return frame, sources
 
 
-_QUEUE_SUFFIX = re.compile(r"[-_.]?(?:TxRx|Tx-Rx|rx|tx|input|output|comp|queue|fp|q)[-_.]?\d+(?=$|@)", re.IGNORECASE)
+_QUEUE_SUFFIX = lazy_compile(r"[-_.]?(?:TxRx|Tx-Rx|rx|tx|input|output|comp|queue|fp|q)[-_.]?\d+(?=$|@)", re.IGNORECASE)
 
 
 def device_family(device: str) -> str:
@@ -139,7 +140,7 @@ NOT_DEVICES = ("arch_timer", "timer", "IPI", "cascade")
 
 # Drivers and interface names of I/O devices (NICs, NVMe, SAS/SATA/FC HBAs, virtual disks and NICs):
 # their interrupts carry the database's packets and block I/O.
-_IO_DEVICE = re.compile(
+_IO_DEVICE = lazy_compile(
     r"^(?:virtio|nvme|eth\d|en[opsx]|eno|ib\d|mlx[45]|hns|hinic|ixgbe|i40e|iavf|ice|igb|igc|e1000|bnxt|bnx2|tg3|"
     r"ena\b|gve|vmxnet|vmw_pvscsi|qede|qed|cxgb|sfc|ionic|nfp|fm10k|ngbe|txgbe|ahci|ata|megasas|megaraid|mpt[23]sas|"
     r"mpi3mr|qla2xxx|lpfc|hpsa|smartpqi|aacraid|isci|mvsas|pm80xx|hisi_sas|xen-blkfront|blkif|vif|hv_netvsc|hv_storvsc)",
@@ -147,7 +148,7 @@ _IO_DEVICE = re.compile(
 )
 # Devices whose interrupts are not the database's I/O: GPUs, USB, audio, input, serial, clocks,
 # PCIe port services, platform buses.
-_OTHER_DEVICE = re.compile(
+_OTHER_DEVICE = lazy_compile(
     r"^(?:nvidia|amdgpu|radeon|nouveau|i915|xe\b|xhci|ehci|ohci|uhci|usb|snd|hda|i8042|hid|ttyS|serial|rtc|acpi|hpet|"
     r"aerdrv|PCIe|pciehp|dmar|watchdog|thermal|pmu|arm-pmu|mei|i2c|spi|gpio|edac|intel_|vfio|virtio\d+-config)",
     re.IGNORECASE,

@@ -89,6 +89,7 @@ from dbdiag import flamegraph
 from dbdiag import tables as t
 from dbdiag.derive.cpu_profile_summary import summarise
 from dbdiag.derive.cpu_tooling import tooling_expr
+from dbdiag.patterns import lazy_compile
 from dbdiag.vocabulary.processes import profile_database_comm_pattern
 
 IDLE = "idle"
@@ -191,9 +192,9 @@ def _anchored(pattern: str) -> str:
     return f"^(?:{pattern})$"
 
 
-_COMPILED_RULES = tuple((category, re.compile(_anchored(pattern))) for category, pattern in FRAME_RULES)
-_LEAF_HINT = re.compile(_anchored(PAGE_FAULT_LEAF_HINT))
-_SUFFIX_RE = re.compile(_SUFFIX)
+_COMPILED_RULES = tuple((category, lazy_compile(_anchored(pattern))) for category, pattern in FRAME_RULES)
+_LEAF_HINT = lazy_compile(_anchored(PAGE_FAULT_LEAF_HINT))
+_SUFFIX_RE = lazy_compile(_SUFFIX)
 
 
 def _normalise(frame: str) -> str:

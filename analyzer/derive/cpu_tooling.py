@@ -20,9 +20,10 @@ on a database server during a capture they run the collector scripts; database c
 
 from __future__ import annotations
 
-import re
 
 import polars as pl
+
+from dbdiag.patterns import lazy_compile
 
 TOOLING_COMMS = (
     # profilers and system collectors
@@ -35,7 +36,7 @@ TOOLING_COMMS = (
     r"|tar|gzip|gunzip|pigz|bzip2|pbzip2|xz|pixz|zstd|pzstd|lz4|zip|unzip|cat|cp|mv|rm|sleep|date|grep|awk|gawk|mawk"
     r"|sed|head|tail|sort|uniq|wc|find|du|df|ls|tee|sh|bash|dash|\S+\.sh"
 )
-_TOOLING_RE = re.compile(f"^(?:{TOOLING_COMMS})$")
+_TOOLING_RE = lazy_compile(f"^(?:{TOOLING_COMMS})$")
 
 
 def is_tooling(comm: str | None) -> bool:

@@ -23,11 +23,12 @@ from typing import Any
 import polars as pl
 
 from dbdiag import tables as t
+from dbdiag.patterns import lazy_compile
 from dbdiag.versions import MYSQL_FAMILY
 
 _SETTING_NAMES = ("version", "server_version", "tidb_version")
 _CLUSTER_ENGINE = {"tikv": "tidb", "pd": "tidb"}  # a TiDB cluster's components: its SQL is TiDB's
-_NUMBER_RE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+_NUMBER_RE = lazy_compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 # Words of a version text that name the engine it belongs to.
 _ENGINE_WORDS = (("tidb", "tidb"), ("mariadb", "mariadb"), ("percona", "percona"), ("postgres", "postgresql"),
                  ("mysql", "mysql"))

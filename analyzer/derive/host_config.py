@@ -27,15 +27,16 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.cpulist import cpu_list_or_none
 from dbdiag.host_values import BlockDevice, ProcessAffinity, Value, device_kind
+from dbdiag.patterns import lazy_compile
 from dbdiag.settings import setting, size_bytes
 from dbdiag.units import gib
 from dbdiag.vocabulary.kernel import CPU_ISOLATION_PARAMETERS
 from dbdiag.vocabulary.processes import HOST_DATABASE_PROCESSES
 
 # Server processes of the databases (and their cluster parts) dbdiag knows, as comm/process names.
-DATABASE_PROCESS_RE = re.compile("^(" + "|".join(map(re.escape, HOST_DATABASE_PROCESSES)) + ")$")
+DATABASE_PROCESS_RE = lazy_compile("^(" + "|".join(map(re.escape, HOST_DATABASE_PROCESSES)) + ")$")
 # Block devices that are not disks: their scheduler does not matter.
-VIRTUAL_BLOCK_RE = re.compile(r"^(loop|ram|zram|sr|fd|nbd|md|dm-)\d*")
+VIRTUAL_BLOCK_RE = lazy_compile(r"^(loop|ram|zram|sr|fd|nbd|md|dm-)\d*")
 
 # CFS tunables worth showing when a kernel still exposes them as sysctls (tuned profiles set them).
 SCHED_TUNABLES = (

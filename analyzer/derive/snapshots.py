@@ -11,8 +11,10 @@ import re
 
 import polars as pl
 
+from dbdiag.patterns import lazy_compile
+
 _ORDER_WORDS = {"before": 0, "start": 0, "begin": 0, "first": 0, "pre": 0, "after": 1, "end": 1, "last": 1, "post": 1}
-_TRAILING_NUMBER = re.compile(r"(\d+)(?:\.txt)?$")
+_TRAILING_NUMBER = lazy_compile(r"(\d+)(?:\.txt)?$")
 
 
 def source_order_key(source: str) -> tuple[int, int, str]:

@@ -40,18 +40,19 @@ import re
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.host_setting import TABLE, Row, frame
 from dbdiag.parsers.kit.warning_caps import cap_skipped_lines
+from dbdiag.patterns import lazy_compile
 
-_HEADER_RE = re.compile(r"^Channel parameters for (\S+?):?[ \t]*$")
+_HEADER_RE = lazy_compile(r"^Channel parameters for (\S+?):?[ \t]*$")
 _SECTIONS = {"pre-set maximums:": "max", "current hardware settings:": "current"}
-_COUNT_RE = re.compile(r"^([A-Za-z][A-Za-z ]{0,30}):[ \t]*(\S(?:.*?[^ \t\n])?)[ \t]*$")
-_ERROR_RE = re.compile(
+_COUNT_RE = lazy_compile(r"^([A-Za-z][A-Za-z ]{0,30}):[ \t]*(\S(?:.*?[^ \t\n])?)[ \t]*$")
+_ERROR_RE = lazy_compile(
     r"^(?:netlink error|Cannot get device channel parameters|no such device|: Operation not supported|"
     r"Operation not supported|ethtool: )",
     re.IGNORECASE,
 )
-_DETECT_HEADER_RE = re.compile(r"^Channel parameters for \S+", re.MULTILINE)
-_DETECT_SECTION_RE = re.compile(r"^(?:Pre-set maximums|Current hardware settings):[ \t]*$", re.MULTILINE)
-_DETECT_LABEL_RE = re.compile(r"^(?:Combined|Other):[ \t]*(?:\d+|n/a)[ \t]*$", re.MULTILINE)
+_DETECT_HEADER_RE = lazy_compile(r"^Channel parameters for \S+", re.MULTILINE)
+_DETECT_SECTION_RE = lazy_compile(r"^(?:Pre-set maximums|Current hardware settings):[ \t]*$", re.MULTILINE)
+_DETECT_LABEL_RE = lazy_compile(r"^(?:Combined|Other):[ \t]*(?:\d+|n/a)[ \t]*$", re.MULTILINE)
 
 
 def parse(text: str, ctx: ParseContext) -> ParseResult:

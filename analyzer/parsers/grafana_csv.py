@@ -49,6 +49,7 @@ from dbdiag.parsers.kit.numeric import true_divide
 from dbdiag.parsers.kit.times import check_tz, local_to_utc, zone_note
 from dbdiag.parsers.kit.warning_caps import cap_warnings
 from dbdiag.parsers.prometheus_json import canonical_labels
+from dbdiag.patterns import lazy_compile
 
 # unit as Grafana prints it -> (factor to the base unit, base unit); sub-units as 1/divisor, applied
 # as a division so that "11.8 ms" reads as 0.0118, not 0.011800000000000001
@@ -65,10 +66,10 @@ COUNT_SCALES = {"K": 1e3, "Mil": 1e6, "Bil": 1e9, "Tri": 1e12, "Quadr": 1e15}
 _NUMBER_RE = r"^\s*(?P<prefix>[^\d.+-]*?)\s*(?P<number>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*(?P<unit>.*?)\s*$"
 _GROUPED_RE = r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?:\s.*)?$"
 _SPECIAL_FLOATS = {"NaN": "NaN", "Infinity": "inf", "+Infinity": "inf", "-Infinity": "-inf", "+Inf": "inf", "-Inf": "-inf", "Inf": "inf"}
-_PROM_NAME_RE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)?\{(?P<body>.*)\}$")
-_LABEL_RE = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
-_HEADER_TIME_RE = re.compile(r'^(?:"Time"|Time)(?P<sep>[,;\t])')
-_HEADER_LONG_RE = re.compile(r'^"?Series"?(?P<sep>[,;\t])"?Time"?(?P=sep)"?Value"?\s*$')
+_PROM_NAME_RE = lazy_compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)?\{(?P<body>.*)\}$")
+_LABEL_RE = lazy_compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+_HEADER_TIME_RE = lazy_compile(r'^(?:"Time"|Time)(?P<sep>[,;\t])')
+_HEADER_LONG_RE = lazy_compile(r'^"?Series"?(?P<sep>[,;\t])"?Time"?(?P=sep)"?Value"?\s*$')
 _EPOCH_MS_RE = r"^\d{12,14}(?:\.\d+)?$"
 _EPOCH_S_RE = r"^\d{9,11}(?:\.\d+)?$"
 

@@ -49,18 +49,19 @@ import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.kit.lines import is_script
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import PROXY_CONFIG, conform
 
 SECTIONS = (
     "global", "defaults", "frontend", "backend", "listen", "peers", "resolvers", "userlist", "cache",
     "program", "http-errors", "ring", "mailers", "namespace_list", "traces",
 )
-_SECTION_LINE_RE = re.compile(r"^(?:global|defaults|frontend|backend|listen)(?:[ \t]+[^ \t\n#]+)?[ \t]*(?:#[^\n]*)?$", re.MULTILINE)
-_DIRECTIVE_LINE_RE = re.compile(
+_SECTION_LINE_RE = lazy_compile(r"^(?:global|defaults|frontend|backend|listen)(?:[ \t]+[^ \t\n#]+)?[ \t]*(?:#[^\n]*)?$", re.MULTILINE)
+_DIRECTIVE_LINE_RE = lazy_compile(
     r"^[ \t]+(?:maxconn|server|bind|mode|balance|default_backend|use_backend|timeout|fullconn|default-server|option)[ \t]",
     re.MULTILINE,
 )
-_MAXCONN_PARAM_RE = re.compile(r"(?:^|[ \t])maxconn[ \t]+(\d+)(?=[ \t]|$)")
+_MAXCONN_PARAM_RE = lazy_compile(r"(?:^|[ \t])maxconn[ \t]+(\d+)(?=[ \t]|$)")
 
 
 def _without_comment(line: str) -> str:

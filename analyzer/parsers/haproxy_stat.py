@@ -45,8 +45,9 @@ from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.kit.times import check_tz, parse_time_line, zone_note
 from dbdiag.parsers.kit.warning_caps import cap_warnings
+from dbdiag.patterns import lazy_compile
 
-_HEADER_RE = re.compile(r"^#\s*pxname,svname,", re.MULTILINE)
+_HEADER_RE = lazy_compile(r"^#\s*pxname,svname,", re.MULTILINE)
 TYPE_NAMES = {"0": "frontend", "1": "backend", "2": "server", "3": "listener"}
 INT_COLUMNS = ("scur", "smax", "slim", "stot", "qcur", "qmax", "qlimit", "rate", "rate_max", "ereq", "econ", "eresp")
 TEXT_COLUMNS = ("pxname", "svname", "status", "type")

@@ -38,16 +38,17 @@ import re
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.host_setting import TABLE, Row, base_name, frame
 from dbdiag.parsers.kit.warning_caps import cap_skipped_lines
+from dbdiag.patterns import lazy_compile
 
 _FILES = ("smp_affinity_list", "smp_affinity", "effective_affinity_list", "effective_affinity", "affinity_hint", "node")
 # values as (?:.*?[^ \t\n])?, not .*?: the same text, and linear in a run of spaces inside it
-_FILE_RE = re.compile(r"^/proc/irq/(\d+)/([A-Za-z_]+):[ \t]*((?:.*?[^ \t\n])?)[ \t]*$")
-_DEFAULT_RE = re.compile(r"^/proc/irq/default_smp_affinity:[ \t]*((?:.*?[^ \t\n])?)[ \t]*$")
-_LOOP_RE = re.compile(r"^/proc/irq/(\d+)/?:?[ \t]+(\S(?:.*?[^ \t\n])?)[ \t]*$")
-_HEAD_RE = re.compile(r"^==> /proc/irq/(\d+)/([A-Za-z_]+) <==$")
-_BARE_DIR_RE = re.compile(r"^/proc/irq/(?:\d+|default_smp_affinity)/?[ \t]*$")
-_OTHER_RE = re.compile(r"^(?:/proc/irq/\S+.*|(?:cat|grep): .*)$")
-_DETECT_RE = re.compile(
+_FILE_RE = lazy_compile(r"^/proc/irq/(\d+)/([A-Za-z_]+):[ \t]*((?:.*?[^ \t\n])?)[ \t]*$")
+_DEFAULT_RE = lazy_compile(r"^/proc/irq/default_smp_affinity:[ \t]*((?:.*?[^ \t\n])?)[ \t]*$")
+_LOOP_RE = lazy_compile(r"^/proc/irq/(\d+)/?:?[ \t]+(\S(?:.*?[^ \t\n])?)[ \t]*$")
+_HEAD_RE = lazy_compile(r"^==> /proc/irq/(\d+)/([A-Za-z_]+) <==$")
+_BARE_DIR_RE = lazy_compile(r"^/proc/irq/(?:\d+|default_smp_affinity)/?[ \t]*$")
+_OTHER_RE = lazy_compile(r"^(?:/proc/irq/\S+.*|(?:cat|grep): .*)$")
+_DETECT_RE = lazy_compile(
     r"^(?:==> )?/proc/irq/(?:\d+(?:/[a-z_]+(?::| <==$)|/?:?[ \t]+[0-9a-fA-F,-]+[ \t]*$)|default_smp_affinity:)",
     re.MULTILINE,
 )

@@ -37,11 +37,12 @@ from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpe
 from dbdiag.parsers.jmeter_jtl import DEFAULT_LAYOUTS, FIELDS, finish_table, load_sample_frame, pick_time_format
 from dbdiag.parsers.kit.times import check_tz
 from dbdiag.parsers.kit.warning_caps import cap_warnings
+from dbdiag.patterns import lazy_compile
 
 DELIMITERS = (",", "\t", ";", "|")
 # JMeter's own header sniffing (CSVSaveService.DELIMITER_PATTERN): words joined by one non-word character.
-_HEADER_DELIMITER_RE = re.compile(r'\w+((\W)\w+)?(\2\w+)*(\2"\w+")*')
-_EPOCH_MS_RE = re.compile(r"^\d{9,14}$")
+_HEADER_DELIMITER_RE = lazy_compile(r'\w+((\W)\w+)?(\2\w+)*(\2"\w+")*')
+_EPOCH_MS_RE = lazy_compile(r"^\d{9,14}$")
 _KNOWN = frozenset(FIELDS)
 _TRANSACTION_MARK = "Number of samples in transaction : "
 _BARE = frozenset({  # fields JMeter writes as bare numbers or booleans: never quoted, never a line break

@@ -47,7 +47,6 @@ cut short (JMeter still running or killed) keeps the samples before the cut, wit
 from __future__ import annotations
 
 import io
-import re
 from typing import NamedTuple
 from xml.parsers import expat
 
@@ -58,6 +57,7 @@ from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpe
 from dbdiag.parsers.jmeter_jtl import finish_table, load_sample_frame
 from dbdiag.parsers.kit.times import check_tz
 from dbdiag.parsers.kit.warning_caps import cap_warnings
+from dbdiag.patterns import lazy_compile
 
 SAMPLE_TAGS = frozenset({"httpSample", "sample", "statSample"})
 ATTRIBUTES = {  # XML attribute -> JMeter CSV field name
@@ -66,8 +66,8 @@ ATTRIBUTES = {  # XML attribute -> JMeter CSV field name
     "sby": "sentBytes", "ng": "grpThreads", "na": "allThreads", "lt": "Latency", "sc": "SampleCount",
     "ec": "ErrorCount", "hn": "Hostname", "it": "IdleTime", "ct": "Connect",
 }
-_ROOT_RE = re.compile(r"<testResults\b")
-_SAMPLE_RE = re.compile(r"<(?:httpSample|sample|statSample)\s[^>]*\b(?:lb|ts|t)=\"")
+_ROOT_RE = lazy_compile(r"<testResults\b")
+_SAMPLE_RE = lazy_compile(r"<(?:httpSample|sample|statSample)\s[^>]*\b(?:lb|ts|t)=\"")
 
 
 class Samples(NamedTuple):
@@ -193,9 +193,9 @@ _SCREEN_CHARS = 1 << 20  # the head looked at before anything else
 _MAX_LAYOUTS = 16  # distinct attribute lists of top-level samples; past that, a file is not JMeter's
 _SAMPLE_START = r"<(?:httpSample|sample|statSample)[\t\n\r />]"
 _NAME = r"[A-Za-z_][A-Za-z0-9_.:-]*"
-_CANONICAL_TAG = re.compile(rf'<(?:httpSample|sample|statSample)((?: {_NAME}="[^"]*")*)[\t ]*/?>')
-_ATTRIBUTE = re.compile(rf' ({_NAME})="[^"]*"')
-_COMPLETE_TAG = re.compile(  # a start or end tag as XML allows it (the last one before a break is checked)
+_CANONICAL_TAG = lazy_compile(rf'<(?:httpSample|sample|statSample)((?: {_NAME}="[^"]*")*)[\t ]*/?>')
+_ATTRIBUTE = lazy_compile(rf' ({_NAME})="[^"]*"')
+_COMPLETE_TAG = lazy_compile(  # a start or end tag as XML allows it (the last one before a break is checked)
     r"<(?:/[^ \t\r\n<>/=\"']+[ \t\r\n]*"
     r"|[^ \t\r\n<>/=\"'!?]+(?:[ \t\r\n]+[^ \t\r\n<>/=\"']+[ \t\r\n]*=[ \t\r\n]*(?:\"[^\"<]*\"|'[^'<]*'))*[ \t\r\n]*/?)>"
 )

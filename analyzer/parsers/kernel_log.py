@@ -38,7 +38,6 @@ in ``message`` (note). ``host`` is the syslog host field (null for dmesg). ``rec
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
@@ -48,6 +47,7 @@ from dbdiag.parsers import log_events as E
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.kit import zones as Z
 from dbdiag.parsers.kit.times import check_tz, local_to_utc
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import EVENT, UTC_TIME
 
 _DB_WORDS = (
@@ -79,13 +79,13 @@ ISO_SYSLOG_RE = (
 BSD_SYSLOG_RE = r"^(?P<bsd>[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d) (?P<bhost>[^\s\[\]]+) [^\s\[:]+(?:\[\d+\])?: "
 
 _DETECT = {
-    "dmesg": re.compile(r"(?m)^\[\s*\d+\.\d{6}\] \S"),
-    "dmesg -T": re.compile(r"(?m)^\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{4}\] \S"),
-    "dmesg iso": re.compile(r"(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{6}[+-]\d\d:\d\d \S"),
-    "syslog": re.compile(r"(?m)^(?:[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) [^\s\[\]]+ ([^\s\[:]+)(?:\[\d+\])?: \S"),
+    "dmesg": lazy_compile(r"(?m)^\[\s*\d+\.\d{6}\] \S"),
+    "dmesg -T": lazy_compile(r"(?m)^\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{4}\] \S"),
+    "dmesg iso": lazy_compile(r"(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{6}[+-]\d\d:\d\d \S"),
+    "syslog": lazy_compile(r"(?m)^(?:[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) [^\s\[\]]+ ([^\s\[:]+)(?:\[\d+\])?: \S"),
 }
-_KERNEL_WORDS_RE = re.compile(r"\b(?:kernel|systemd)(?:\[\d+\])?: |oom-kill|Out of memory|segfault at|Linux version|BIOS")
-_OTHER_LOG_RE = re.compile(r"(?m)(?:\b(?:LOG|ERROR|FATAL|STATEMENT):  \S|\d \[(?:Note|Warning|ERROR|System)\] )")
+_KERNEL_WORDS_RE = lazy_compile(r"\b(?:kernel|systemd)(?:\[\d+\])?: |oom-kill|Out of memory|segfault at|Linux version|BIOS")
+_OTHER_LOG_RE = lazy_compile(r"(?m)(?:\b(?:LOG|ERROR|FATAL|STATEMENT):  \S|\d \[(?:Note|Warning|ERROR|System)\] )")
 
 
 def parse(text: str, ctx: ParseContext) -> ParseResult:

@@ -62,15 +62,16 @@ import polars as pl
 from dbdiag.cpulist import format_cpu_list, parse_cpu_list
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import HOST_FACT, NUMA_NODE, TOPOLOGY, conform, host_fact_frame
 
 
-_KV_RE = re.compile(r"^(?P<indent>[ \t]*)(?P<key>[A-Za-z][A-Za-z0-9 ()./_+-]{0,60}?):(?P<gap>[ \t]*)(?P<value>.*)$")
-_NUMA_KEY_RE = re.compile(r"^NUMA node(\d+) CPU\(s\)$")
-_PARSE_HEADER_RE = re.compile(r"^#\s*CPU\s*(?:,|$)", re.IGNORECASE)
-_PARSE_ROW_RE = re.compile(r"^\d+(?:,[^,]*)*$")
-_EXTENDED_HEADER_RE = re.compile(r"^\s*CPU\s+(?:NODE|SOCKET|CORE|BOOK|DRAWER|CLUSTER|L1d|ONLINE|MAXMHZ)\b")
-_EXTENDED_ROW_RE = re.compile(r"^\s*\d+(?:\s+\S+)+\s*$")
+_KV_RE = lazy_compile(r"^(?P<indent>[ \t]*)(?P<key>[A-Za-z][A-Za-z0-9 ()./_+-]{0,60}?):(?P<gap>[ \t]*)(?P<value>.*)$")
+_NUMA_KEY_RE = lazy_compile(r"^NUMA node(\d+) CPU\(s\)$")
+_PARSE_HEADER_RE = lazy_compile(r"^#\s*CPU\s*(?:,|$)", re.IGNORECASE)
+_PARSE_ROW_RE = lazy_compile(r"^\d+(?:,[^,]*)*$")
+_EXTENDED_HEADER_RE = lazy_compile(r"^\s*CPU\s+(?:NODE|SOCKET|CORE|BOOK|DRAWER|CLUSTER|L1d|ONLINE|MAXMHZ)\b")
+_EXTENDED_ROW_RE = lazy_compile(r"^\s*\d+(?:\s+\S+)+\s*$")
 
 _CANONICAL = {
     "CPU(s)": "cpu_count",
@@ -82,11 +83,11 @@ _CANONICAL = {
     "Socket(s)": "sockets",
     "NUMA node(s)": "numa_node_count",
 }
-_CACHES_SECTION = re.compile(r"^Caches\b", re.IGNORECASE)
+_CACHES_SECTION = lazy_compile(r"^Caches\b", re.IGNORECASE)
 _VULN_SECTION = "Vulnerabilities"
 
 # Keys that only lscpu prints, for detect().
-_DETECT_KEYS = re.compile(
+_DETECT_KEYS = lazy_compile(
     r"^[ \t]*(?:Architecture|CPU op-mode\(s\)|CPU\(s\)|On-line CPU\(s\) list|Thread\(s\) per core|"
     r"Core\(s\) per socket|Socket\(s\)|NUMA node\(s\)|NUMA node\d+ CPU\(s\)|Model name|Vendor ID|"
     r"Byte Order|BogoMIPS|L1d cache|Hypervisor vendor):",

@@ -24,10 +24,11 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
 from dbdiag.parsers.kit import json_text
+from dbdiag.patterns import lazy_compile
 
-_NAME = re.compile(r"(^|/)(manifest(\.json|\.txt)?|MANIFEST(\.txt)?)$", re.IGNORECASE)
+_NAME = lazy_compile(r"(^|/)(manifest(\.json|\.txt)?|MANIFEST(\.txt)?)$", re.IGNORECASE)
 # the value as (?:.*?\S)?, not .*?: the same text, and linear in a run of spaces inside it
-_KEY_VALUE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*[=:]\s*((?:.*?\S)?)\s*$")
+_KEY_VALUE = lazy_compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*[=:]\s*((?:.*?\S)?)\s*$")
 TZ_KEYS = ("tz", "timezone", "time_zone")
 TAKEN_AT_KEYS = ("taken_at", "captured_at", "time")
 

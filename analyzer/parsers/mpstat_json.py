@@ -50,10 +50,11 @@ from dbdiag.parsers._sysstat import (
 )
 from dbdiag.parsers.kit.times import check_tz, local_to_utc, zone_note
 from dbdiag.parsers.kit.warning_caps import cap_warnings
+from dbdiag.patterns import lazy_compile
 
-SYSSTAT_JSON_RE = re.compile(r'^\s*\{\s*"sysstat"\s*:\s*\{\s*"hosts"\s*:')
+SYSSTAT_JSON_RE = lazy_compile(r'^\s*\{\s*"sysstat"\s*:\s*\{\s*"hosts"\s*:')
 MPSTAT_KEYS = ('"cpu-load"', '"soft-interrupts"', '"node-load"', '"individual-interrupts"', '"sum-interrupts"')
-CLOCK_RE = re.compile(r"(\d{1,2}):(\d{2}):(\d{2})(?:\s*([AaPp][Mm]))?")
+CLOCK_RE = lazy_compile(r"(\d{1,2}):(\d{2}):(\d{2})(?:\s*([AaPp][Mm]))?")
 CPU_LOAD_KEYS = ("cpu-load", "cpu-load-all")
 
 

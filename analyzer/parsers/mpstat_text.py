@@ -41,10 +41,10 @@ from __future__ import annotations
 import re
 from datetime import date
 
-import numpy as np
 import polars as pl
 
 from dbdiag import tables as T
+from dbdiag.native.lazy import np
 from dbdiag.parsers._sysstat import (
     HALF_DAY_S,
     PCT_COLUMNS,
@@ -59,6 +59,7 @@ from dbdiag.parsers._sysstat import (
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning, decode_text
 from dbdiag.parsers.kit.times import check_tz, local_to_utc, zone_note
 from dbdiag.parsers.kit.warning_caps import cap_warnings
+from dbdiag.patterns import lazy_compile
 
 BANNER_RE = (
     r"^(?P<os>Linux)\s+(?P<kernel>\S+)\s+\((?P<host>[^)]*)\)\s+(?P<bdate>\S+)"
@@ -73,10 +74,10 @@ TIMED_RE = (
 NUMBER_TOKEN_RE = r"(?:^|\s)[-+]?\d+(?:[.,]\d+)?(?:\s|$)"
 
 
-SOFTIRQ_NAME_RE = re.compile(r"[A-Z][A-Z_]*")
+SOFTIRQ_NAME_RE = lazy_compile(r"[A-Z][A-Z_]*")
 # Per-IRQ column names: numbers, old ``i025`` spelling, or kernel abbreviations (LOC, NMI, IPI0, Err).
 # Lower-case names (sar's softnet ``total/s dropd/s``) are other tables.
-IRQ_NAME_RE = re.compile(r"\d+|i\d{3}|[A-Z][A-Za-z0-9_]*")
+IRQ_NAME_RE = lazy_compile(r"\d+|i\d{3}|[A-Z][A-Za-z0-9_]*")
 
 
 # ---- detection --------------------------------------------------------------------------------

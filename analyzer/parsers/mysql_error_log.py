@@ -41,6 +41,7 @@ from dbdiag.parsers import log_events as E
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.kit import zones as Z
 from dbdiag.parsers.kit.times import check_tz, local_to_utc
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import EVENT
 
 _SERVER = r"(?P<process>[\w./-]*?(?:mysqld|mariadbd)[\w.-]*)"
@@ -66,11 +67,11 @@ STAMP_RE = (
     r"|(?P<clock>\d\d:\d\d:\d\d) UTC - )"
 )
 _DATE_RE = r"^" + _WRAPPER + r"(?:(?P<d1>\d{4}-\d\d-\d\d)[T ]|(?P<d2>\d{6}) )"
-_LINE_DETECT_RE = re.compile(
+_LINE_DETECT_RE = lazy_compile(
     r"(?m)^" + _WRAPPER + r"(?:\d{4}-\d\d-\d\d[T ]\s?\d{1,2}:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?|\d{6} +\d{1,2}:\d\d:\d\d)"
     r" +(?:\d+ +)?\[(?:Note|Warning|ERROR|System|Info|Notice)\] "
 )
-_SAFE_DETECT_RE = re.compile(r"(?m)^(?:\d{6} +\d{1,2}:\d\d:\d\d|\d{4}-\d\d-\d\dT\S+) mysqld_safe ")
+_SAFE_DETECT_RE = lazy_compile(r"(?m)^(?:\d{6} +\d{1,2}:\d\d:\d\d|\d{4}-\d\d-\d\dT\S+) mysqld_safe ")
 
 
 def parse(text: str, ctx: ParseContext) -> ParseResult:
@@ -144,7 +145,7 @@ def _clock_only_times(rows: pl.DataFrame, lines: pl.DataFrame) -> pl.DataFrame:
     return rows.with_columns(pl.when(pl.col("clock").is_not_null()).then(at).otherwise(pl.col("ts")).alias("ts")).drop("date")
 
 
-_SYSLOG_LINE_RE = re.compile(r"(?m)^[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \S+ [^\s:]+: ")
+_SYSLOG_LINE_RE = lazy_compile(r"(?m)^[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \S+ [^\s:]+: ")
 
 
 def detect(head: str, name: str) -> float:

@@ -38,16 +38,17 @@ import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import DB_SETTING, conform
 
-_TSV_HEADER_RE = re.compile(r"^Variable_name\tValue$")
-_TSV_ROW_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.$]*)\t(.*)$", re.DOTALL)
-_VERTICAL_ROW_RE = re.compile(r"^\*+ (\d+)\. row \*+$")
-_VERTICAL_NAME_RE = re.compile(r"^\s*Variable_name: ?(.*)$")
-_VERTICAL_VALUE_RE = re.compile(r"^\s*Value: ?(.*)$")
-_BOX_RULE_RE = re.compile(r"^\+-+\+-+\+$")
-_BOX_HEADER_RE = re.compile(r"^\|\s*Variable_name\s*\|\s*Value\s*\|$")
-_ESCAPE_RE = re.compile(r"\\([\\tn0])")
+_TSV_HEADER_RE = lazy_compile(r"^Variable_name\tValue$")
+_TSV_ROW_RE = lazy_compile(r"^([A-Za-z_][A-Za-z0-9_.$]*)\t(.*)$", re.DOTALL)
+_VERTICAL_ROW_RE = lazy_compile(r"^\*+ (\d+)\. row \*+$")
+_VERTICAL_NAME_RE = lazy_compile(r"^\s*Variable_name: ?(.*)$")
+_VERTICAL_VALUE_RE = lazy_compile(r"^\s*Value: ?(.*)$")
+_BOX_RULE_RE = lazy_compile(r"^\+-+\+-+\+$")
+_BOX_HEADER_RE = lazy_compile(r"^\|\s*Variable_name\s*\|\s*Value\s*\|$")
+_ESCAPE_RE = lazy_compile(r"\\([\\tn0])")
 _ESCAPES = {"\\": "\\", "t": "\t", "n": "\n", "0": "\0"}
 _NAME_PREFIXES = (
     "innodb_", "com_", "handler_", "binlog_", "character_set_", "collation_", "aria_", "performance_schema_",

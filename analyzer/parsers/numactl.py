@@ -48,15 +48,16 @@ import polars as pl
 
 from dbdiag.cpulist import parse_cpu_list
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import HOST_FACT, NUMA_NODE, TOPOLOGY, conform, host_fact_frame
 
-_AVAILABLE_RE = re.compile(r"^available:\s*(\d+)\s+nodes?\s*(?:\((.*)\))?\s*$")
+_AVAILABLE_RE = lazy_compile(r"^available:\s*(\d+)\s+nodes?\s*(?:\((.*)\))?\s*$")
 # values as (?:.*?\S)?, not .*?: the same text, and linear in a run of spaces inside it
-_NODE_RE = re.compile(r"^node\s+(\d+)\s+(cpus|size|free):[ \t]*((?:.*?\S)?)\s*$")
-_SIZE_RE = re.compile(r"^(\d+)\s*([KMGT]i?B|kB|B)?$", re.IGNORECASE)
-_DIST_HEADER_RE = re.compile(r"^node(?:\s+\d+)+\s*$")
-_DIST_ROW_RE = re.compile(r"^\s*(\d+):((?:\s+\d+)+)\s*$")
-_SHOW_RE = re.compile(
+_NODE_RE = lazy_compile(r"^node\s+(\d+)\s+(cpus|size|free):[ \t]*((?:.*?\S)?)\s*$")
+_SIZE_RE = lazy_compile(r"^(\d+)\s*([KMGT]i?B|kB|B)?$", re.IGNORECASE)
+_DIST_HEADER_RE = lazy_compile(r"^node(?:\s+\d+)+\s*$")
+_DIST_ROW_RE = lazy_compile(r"^\s*(\d+):((?:\s+\d+)+)\s*$")
+_SHOW_RE = lazy_compile(
     r"^(policy|preferred node|preferred|physcpubind|cpubind|nodebind|membind|interleavemask|"
     r"interleavenode|preferred_many|weighted_interleave)\s*:\s*((?:.*?\S)?)\s*$"
 )

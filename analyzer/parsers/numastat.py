@@ -79,27 +79,28 @@ from dbdiag.parsers.kit.lines import snapshot_lines
 from dbdiag.parsers.kit.snapshots import snapshot_result
 from dbdiag.parsers.kit.times import parse_time_line
 from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import NUMA_COUNTER, UTC_TIME
 
 
-_TITLE_RE = re.compile(
+_TITLE_RE = lazy_compile(
     r"^\s*Per-node (numastat info|system memory usage|process memory usage) \(in MBs\)"
     r"(?::|\s+for PID (\d+) \((.*)\))?\s*$"
 )
-_COMPAT_HEADER_RE = re.compile(r"^\s*node\d+(?:\s+node\d+)*\s*$")
-_HEADER_RE = re.compile(r"^\s*(?:PID\s+)?(?:(?:Node\s+\d+|Total)(?:\s+|$))+$")
-_HEADER_TOKEN_RE = re.compile(r"Node\s+(\d+)|node(\d+)|(Total)")
-_DASHES_RE = re.compile(r"^[\s-]*-[\s-]*$")
+_COMPAT_HEADER_RE = lazy_compile(r"^\s*node\d+(?:\s+node\d+)*\s*$")
+_HEADER_RE = lazy_compile(r"^\s*(?:PID\s+)?(?:(?:Node\s+\d+|Total)(?:\s+|$))+$")
+_HEADER_TOKEN_RE = lazy_compile(r"Node\s+(\d+)|node(\d+)|(Total)")
+_DASHES_RE = lazy_compile(r"^[\s-]*-[\s-]*$")
 _NUMBER = r"-?\d+(?:\.\d+)?"
-_PID_LABEL_RE = re.compile(r"^(\d+)(?:\s+\((.*?)\)?)?$")
-_TOKEN_RE = re.compile(r"^Token (\S+) not in hash table\.\s*$")
-_NO_MATCH_RE = re.compile(r"^Found no processes containing pattern:?\s*((?:.*?\S)?)\s*$")  # not .*?: linear
-_CANT_READ_RE = re.compile(r"^Can't read /proc/(\d+)/numa_maps")
-_NO_DATA_RE = re.compile(r"^Table has no (?:non-zero )?data\.\s*$")
-_VERSION_RE = re.compile(r"^\S*numastat version:")
-_MESSAGE_HINT_RE = re.compile(r"^\s*(?:Token |Found no |Can't read |Table has |\S*numastat version)")
+_PID_LABEL_RE = lazy_compile(r"^(\d+)(?:\s+\((.*?)\)?)?$")
+_TOKEN_RE = lazy_compile(r"^Token (\S+) not in hash table\.\s*$")
+_NO_MATCH_RE = lazy_compile(r"^Found no processes containing pattern:?\s*((?:.*?\S)?)\s*$")  # not .*?: linear
+_CANT_READ_RE = lazy_compile(r"^Can't read /proc/(\d+)/numa_maps")
+_NO_DATA_RE = lazy_compile(r"^Table has no (?:non-zero )?data\.\s*$")
+_VERSION_RE = lazy_compile(r"^\S*numastat version:")
+_MESSAGE_HINT_RE = lazy_compile(r"^\s*(?:Token |Found no |Can't read |Table has |\S*numastat version)")
 # Only lines shaped like a time are handed to parse_time_line (rows are the bulk of a long file).
-_TIME_HINT_RE = re.compile(r"^\s*(?:TS\s|\d{9,11}(?:[.\s]|$)|\d{4}-\d{2}-\d{2}|[A-Z][a-z]{2}[ ,])")
+_TIME_HINT_RE = lazy_compile(r"^\s*(?:TS\s|\d{9,11}(?:[.\s]|$)|\d{4}-\d{2}-\d{2}|[A-Z][a-z]{2}[ ,])")
 # Out-of-range numbers are dropped with a warning here, so that derive never meets them: a 40-digit
 # counter failed derive's cast to Int64 and ended the run.
 MAX_COUNTER = 2**63 - 1
@@ -359,14 +360,14 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     )
 
 
-_TITLE_DETECT_RE = re.compile(r"^[ \t]*Per-node (?:numastat info|system memory usage|process memory usage) \(in MBs\)",
+_TITLE_DETECT_RE = lazy_compile(r"^[ \t]*Per-node (?:numastat info|system memory usage|process memory usage) \(in MBs\)",
                               re.MULTILINE)
-_COMPAT_HEADER_DETECT_RE = re.compile(r"^[ \t]*node\d+(?:[ \t]+node\d+)*[ \t]*$", re.MULTILINE)
-_COMPAT_ROW_DETECT_RE = re.compile(
+_COMPAT_HEADER_DETECT_RE = lazy_compile(r"^[ \t]*node\d+(?:[ \t]+node\d+)*[ \t]*$", re.MULTILINE)
+_COMPAT_ROW_DETECT_RE = lazy_compile(
     r"^(?:numa_hit|numa_miss|numa_foreign|interleave_hit|local_node|other_node)[ \t]{2,}\d+", re.MULTILINE
 )
-_MB_ROW_DETECT_RE = re.compile(r"^(?:Numa_Hit|Numa_Miss|Local_Node|Other_Node|Interleave_Hit)[ \t]+\d", re.MULTILINE)
-_MODERN_HEADER_DETECT_RE = re.compile(r"^[ \t]*(?:PID[ \t]+)?Node[ \t]+\d+(?:[ \t]+Node[ \t]+\d+)*[ \t]+Total[ \t]*$",
+_MB_ROW_DETECT_RE = lazy_compile(r"^(?:Numa_Hit|Numa_Miss|Local_Node|Other_Node|Interleave_Hit)[ \t]+\d", re.MULTILINE)
+_MODERN_HEADER_DETECT_RE = lazy_compile(r"^[ \t]*(?:PID[ \t]+)?Node[ \t]+\d+(?:[ \t]+Node[ \t]+\d+)*[ \t]+Total[ \t]*$",
                                       re.MULTILINE)
 
 

@@ -94,6 +94,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import PERF_CALLCHAIN, PERF_SYMBOL, SCHEMAS, conform
 
 MAX_LINE_CHARS = 65536
@@ -102,23 +103,23 @@ _BRANCH_INDENT = 11  # "|" plus 10 spaces per call-graph level (ui/stdio/hist.c)
 _PENDING = -100  # column of a -g flat chain until its first frame is read
 _SLACK = 2  # columns a frame may sit off its level (perf 3.x, narrow percentages); levels are >= 3 apart
 
-_ANSI_RE = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78])")
-_SAMPLES_RE = re.compile(r"^#\s*Samples:\s*(\d+)\s*([KMGT]?)\s+of event\s+'(.*)'\s*$")
-_EVENT_COUNT_RE = re.compile(r"^#\s*Event count \(approx\.\):\s*(\d+)")
-_DOTS_RE = re.compile(r"^#(?:\s+\.+)+\s*$")
-_ENTRY_START_RE = re.compile(r"^[+-]?\s*\d+(?:\.\d+)?%")
-_ENTRY_TOKENS_RE = re.compile(
+_ANSI_RE = lazy_compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78])")
+_SAMPLES_RE = lazy_compile(r"^#\s*Samples:\s*(\d+)\s*([KMGT]?)\s+of event\s+'(.*)'\s*$")
+_EVENT_COUNT_RE = lazy_compile(r"^#\s*Event count \(approx\.\):\s*(\d+)")
+_DOTS_RE = lazy_compile(r"^#(?:\s+\.+)+\s*$")
+_ENTRY_START_RE = lazy_compile(r"^[+-]?\s*\d+(?:\.\d+)?%")
+_ENTRY_TOKENS_RE = lazy_compile(
     r"^(?P<sign>[+-])?\s*(?P<p1>\d+(?:\.\d+)?)%\s+(?:(?P<p2>\d+(?:\.\d+)?)%\s+)?(?P<rest>\S.*)$"
 )
 # values as (?:.*?\S)?, not .*?: the same text, and linear in a run of spaces inside it
-_SYMBOL_RE = re.compile(r"^\[(?P<kind>[.kgHuA])\] (?P<sym>(?:.*?\S)?)\s*$")
-_SYMBOL_SEARCH_RE = re.compile(r"\[(?P<kind>[.kgHuA])\] (?P<sym>(?:.*?\S)?)\s*$")
-_PCT_RE = re.compile(r"^\d+(?:\.\d+)?%$")
-_GRAPH_RE = re.compile(r"^(?P<lead>[ |]*)(?P<marker>---\s?|--(?P<pct>\d+(?:\.\d+)?)%--\s?)?(?P<name>\S.*)$")
-_FLAT_PCT_RE = re.compile(r"^\s+(?P<pct>\d+(?:\.\d+)?)%$")
-_TUI_BRANCH_RE = re.compile(r"^(?P<lead>\s*)(?P<sign>[+-]\s+)?(?P<pct>\d+(?:\.\d+)?)%\s(?P<name>\S.*)$")
-_PID_FIRST_RE = re.compile(r"^\s*(\d+):((?:.*?\S)?)\s*$")
-_PID_LAST_RE = re.compile(r"^(.*?):\s*(\d+)\s*$")
+_SYMBOL_RE = lazy_compile(r"^\[(?P<kind>[.kgHuA])\] (?P<sym>(?:.*?\S)?)\s*$")
+_SYMBOL_SEARCH_RE = lazy_compile(r"\[(?P<kind>[.kgHuA])\] (?P<sym>(?:.*?\S)?)\s*$")
+_PCT_RE = lazy_compile(r"^\d+(?:\.\d+)?%$")
+_GRAPH_RE = lazy_compile(r"^(?P<lead>[ |]*)(?P<marker>---\s?|--(?P<pct>\d+(?:\.\d+)?)%--\s?)?(?P<name>\S.*)$")
+_FLAT_PCT_RE = lazy_compile(r"^\s+(?P<pct>\d+(?:\.\d+)?)%$")
+_TUI_BRANCH_RE = lazy_compile(r"^(?P<lead>\s*)(?P<sign>[+-]\s+)?(?P<pct>\d+(?:\.\d+)?)%\s(?P<name>\S.*)$")
+_PID_FIRST_RE = lazy_compile(r"^\s*(\d+):((?:.*?\S)?)\s*$")
+_PID_LAST_RE = lazy_compile(r"^(.*?):\s*(\d+)\s*$")
 _UNIT = {"": 1, "K": 1_000, "M": 1_000_000, "G": 1_000_000_000, "T": 1_000_000_000_000}
 _COLUMN_KEYS = {
     "overhead": "self",
@@ -543,7 +544,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     return finish(reader, ctx, cut_short=not text.endswith("\n"))
 
 
-_DETECT_ENTRY_RE = re.compile(
+_DETECT_ENTRY_RE = lazy_compile(
     r"^[+-]?[ \t]*\d+\.\d+%[ \t]+(?:\d+\.\d+%[ \t]+)?(?:\S.*?)?\[[.kgHuA]\] \S", re.MULTILINE
 )
 

@@ -81,11 +81,12 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-import numpy as np
 import polars as pl
 
+from dbdiag.native.lazy import np
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import PERF_STACK, conform
 
 from dbdiag.native import perf_fold, perf_fold_polars
@@ -108,11 +109,11 @@ from dbdiag.native.perf_fold_polars import (
 
 MAX_THREAD_ID = 2**31 - 1  # pids and tids are Int32 in perf_stack; Linux's pid_max is at most 2^22
 _META_KEYS = ("captured on", "hostname", "os release", "nrcpus online", "nrcpus avail")
-_HEADER_RE = re.compile(HEADER_PATTERN)
-_REPORT_RE = re.compile(r"^# (?:To display the perf\.data header info|Overhead|Samples: |Children )|PerfTop:", re.M)
+_HEADER_RE = lazy_compile(HEADER_PATTERN)
+_REPORT_RE = lazy_compile(r"^# (?:To display the perf\.data header info|Overhead|Samples: |Children )|PerfTop:", re.M)
 # "[^(]*\(" (the first parenthesis), not ".*\(": the same lines, without trying every "(" of a long line
-_FRAME_DETECT_RE = re.compile(r"^[ \t]+[0-9a-fA-F]+ [^(]*\(.*\)[ \t]*$")
-_OLD_FRAME_DETECT_RE = re.compile(r"^[0-9a-fA-F]{6,} \S[^(]*\(.*\)[ \t]*$")
+_FRAME_DETECT_RE = lazy_compile(r"^[ \t]+[0-9a-fA-F]+ [^(]*\(.*\)[ \t]*$")
+_OLD_FRAME_DETECT_RE = lazy_compile(r"^[0-9a-fA-F]{6,} \S[^(]*\(.*\)[ \t]*$")
 
 
 def parse(text: str, ctx: ParseContext) -> ParseResult:

@@ -43,18 +43,19 @@ import re
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
 from dbdiag.parsers.perf_report import ReportReader, clean_lines, finish
+from dbdiag.patterns import lazy_compile
 
-_HEADER_RE = re.compile(r"^\s*PerfTop:\s*(?P<irqs>\d+)\s+irqs/sec\s+kernel:\s*(?P<kernel>[\d.]+)%")
+_HEADER_RE = lazy_compile(r"^\s*PerfTop:\s*(?P<irqs>\d+)\s+irqs/sec\s+kernel:\s*(?P<kernel>[\d.]+)%")
 # no "[" inside the brackets: a run of "[" would otherwise be rescanned from each one
-_EVENT_RE = re.compile(r"\[(?:[^\[\]\s]*\s+)?(?P<event>[^\[\]\s]+)\]")
-_ENTRY_RE = re.compile(r"^[+-]?\s*\d+(?:\.\d+)?%\s+(?:\d+(?:\.\d+)?%\s+)?\S.*\[[.kgHuA]\] ")
+_EVENT_RE = lazy_compile(r"\[(?:[^\[\]\s]*\s+)?(?P<event>[^\[\]\s]+)\]")
+_ENTRY_RE = lazy_compile(r"^[+-]?\s*\d+(?:\.\d+)?%\s+(?:\d+(?:\.\d+)?%\s+)?\S.*\[[.kgHuA]\] ")
 _IGNORE = (
-    re.compile(r"^-{10,}$"),
-    re.compile(r"^Script (?:started|done) on "),
-    re.compile(r"^Mapped keys:"),
-    re.compile(r"^\t?\[\w+\]\s+\S"),
-    re.compile(r"^\s*\[\w+\]\s{2,}\S"),
-    re.compile(r"Enter selection, or unmapped key to continue"),
+    lazy_compile(r"^-{10,}$"),
+    lazy_compile(r"^Script (?:started|done) on "),
+    lazy_compile(r"^Mapped keys:"),
+    lazy_compile(r"^\t?\[\w+\]\s+\S"),
+    lazy_compile(r"^\s*\[\w+\]\s{2,}\S"),
+    lazy_compile(r"Enter selection, or unmapped key to continue"),
 )
 
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import polars as pl
 
 from dbdiag import tables as T
+from dbdiag.native.lazy import np
 from dbdiag.parsers import pg_explain, pg_lock_waits
 from dbdiag.parsers import pg_messages as M
 from dbdiag.parsers.base import ParseResult, ParseWarning

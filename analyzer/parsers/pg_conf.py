@@ -31,10 +31,11 @@ import polars as pl
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.kit.lines import is_script
 from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import DB_SETTING, conform
 
-_NAME_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*(=?)\s*")
-_UNQUOTED_RE = re.compile(r"[^\s#']+")
+_NAME_RE = lazy_compile(r"^\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*(=?)\s*")
+_UNQUOTED_RE = lazy_compile(r"[^\s#']+")
 _INCLUDES = ("include", "include_if_exists", "include_dir")
 _SIGNATURES = ("# PostgreSQL configuration file", "# It will be overwritten by the ALTER SYSTEM command.")
 _KNOWN = (
@@ -47,8 +48,8 @@ _KNOWN = (
     "max_parallel_workers", "log_destination", "logging_collector", "track_io_timing", "hot_standby",
 )
 # [ \t], not \s: \s crosses lines, and over 2,000 blank lines the three \s* made this cubic (100 s)
-_KNOWN_LINE_RE = re.compile(r"^[ \t]*(?:#[ \t]*)?(" + "|".join(_KNOWN) + r")[ \t]*=", re.MULTILINE | re.IGNORECASE)
-_SECTION_LINE_RE = re.compile(r"^[ \t]*\[[^\]\n]*\][ \t]*$", re.MULTILINE)
+_KNOWN_LINE_RE = lazy_compile(r"^[ \t]*(?:#[ \t]*)?(" + "|".join(_KNOWN) + r")[ \t]*=", re.MULTILINE | re.IGNORECASE)
+_SECTION_LINE_RE = lazy_compile(r"^[ \t]*\[[^\]\n]*\][ \t]*$", re.MULTILINE)
 
 
 def _quoted(text: str, start: int) -> tuple[str, int] | None:

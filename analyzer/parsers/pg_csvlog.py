@@ -19,13 +19,13 @@ ERROR. Statement rules and output columns: see ``pg_messages``; plans: ``pg_expl
 from __future__ import annotations
 
 import io
-import re
 
 import polars as pl
 
 from dbdiag.parsers import pg_batch
 from dbdiag.parsers import pg_messages as M
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, decode_text
+from dbdiag.patterns import lazy_compile
 
 CSV_COLUMNS = (
     "log_time", "user_name", "database_name", "process_id", "connection_from", "session_id", "session_line_num",
@@ -42,8 +42,8 @@ TO_RECORD = {
 VERSIONS = {22: "PostgreSQL 8.4", 23: "PostgreSQL 9.0-12", 24: "PostgreSQL 13", 26: "PostgreSQL 14+"}
 # The first record sets the width of every row; a line of 64 K commas made 64 K columns (5 s of work)
 MAX_COLUMNS = 64
-_CSV_MARK_RE = re.compile(r'[",\n]')
-LINE_RE = re.compile(
+_CSV_MARK_RE = lazy_compile(r'[",\n]')
+LINE_RE = lazy_compile(
     r'(?m)^"?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [^,"]*)?"?,.*?,'
     r'(?:LOG|ERROR|FATAL|PANIC|WARNING|NOTICE|INFO|DEBUG\d?),[0-9A-Z]{5},'
 )

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from dbdiag.parsers import pg_messages as M
+from dbdiag.patterns import lazy_compile
 
 SAMPLE_LINES = 8000
 SHAPE_SAMPLE = 400  # prefixes cut into tokens (the others only check the result)
@@ -27,8 +28,8 @@ MIN_PREFIX_MATCH = 0.8  # share of sampled severity lines the inferred prefix mu
 MAX_PREFIX_CHARS = 512
 # an entry line's prefix ends at the first severity after a character that is not a letter, digit or _
 # (else the line may start with it): searched for, cheaper than a lazy prefix regex on every line
-SEV_AFTER_RE = re.compile(r"[^A-Za-z0-9_](?:" + M.SEVERITY_ALTERNATION + r"):")
-SEV_FIRST_RE = re.compile(r"(?:" + M.SEVERITY_ALTERNATION + r"):")
+SEV_AFTER_RE = lazy_compile(r"[^A-Za-z0-9_](?:" + M.SEVERITY_ALTERNATION + r"):")
+SEV_FIRST_RE = lazy_compile(r"(?:" + M.SEVERITY_ALTERNATION + r"):")
 LOGPLEX_RE = (
     r"^(?P<wts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?P<wzone>Z|[+-]\d\d:?\d\d)? (?:\S+ )?app\[[^\]]*?\.(?P<wpid>\d+)\]:? "
     r"\[[A-Z_]+\] \[\d+-\d+\] ?(?P<rest>.*)$"
@@ -79,19 +80,19 @@ KEYED_ESCAPES = {
 }
 _ZONE = r"(?: ?(?:[A-Z]{1,5}|[+-]\d\d(?::?\d\d)?)(?![A-Za-z0-9]))?"
 TOKENS = (
-    ("ts_ms", re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+" + _ZONE)),
-    ("ts", re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d" + _ZONE)),
-    ("epoch", re.compile(r"\d{10}\.\d{3}(?![\d.])")),
-    ("linenum", re.compile(r"\[\d+-(\d+)\]")),
-    ("keyed", re.compile(r"(?P<key>[A-Za-z_]+)(?P<eq> ?= ?)(?P<val>\[[^\]\s]*\]|[^\s,\[\]()]*)(?P<port>\(\d*\))?")),
-    ("userdb", re.compile(r"(?:\[unknown\]|[^\s@\[\]:,]*)@(?:\[unknown\]|[^\s@\[\]:,]*)")),
-    ("session", re.compile(r"[0-9a-f]{4,8}\.[0-9a-f]{1,8}(?![\w.])")),
-    ("vxid", re.compile(r"\d+/\d+(?![\d/])")),
-    ("hostport", re.compile(r"(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9a-fA-F]*:[0-9a-fA-F:]+|\[local\]|[A-Za-z][\w.-]*)\(\d+\)")),
-    ("ip", re.compile(r"\d{1,3}(?:\.\d{1,3}){3}(?![\d.])|\[local\]")),
-    ("sqlstate", re.compile(r"(?:0\d{4}|(?=[0-9A-Z]{0,4}[A-Z])[0-9A-Z]{5})(?![0-9A-Za-z])")),
-    ("number", re.compile(r"-?\d+(?![\d.])")),
-    ("word", re.compile(r"[^\s\[\]():@,=|;<>{}]+")),
+    ("ts_ms", lazy_compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+" + _ZONE)),
+    ("ts", lazy_compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d" + _ZONE)),
+    ("epoch", lazy_compile(r"\d{10}\.\d{3}(?![\d.])")),
+    ("linenum", lazy_compile(r"\[\d+-(\d+)\]")),
+    ("keyed", lazy_compile(r"(?P<key>[A-Za-z_]+)(?P<eq> ?= ?)(?P<val>\[[^\]\s]*\]|[^\s,\[\]()]*)(?P<port>\(\d*\))?")),
+    ("userdb", lazy_compile(r"(?:\[unknown\]|[^\s@\[\]:,]*)@(?:\[unknown\]|[^\s@\[\]:,]*)")),
+    ("session", lazy_compile(r"[0-9a-f]{4,8}\.[0-9a-f]{1,8}(?![\w.])")),
+    ("vxid", lazy_compile(r"\d+/\d+(?![\d/])")),
+    ("hostport", lazy_compile(r"(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9a-fA-F]*:[0-9a-fA-F:]+|\[local\]|[A-Za-z][\w.-]*)\(\d+\)")),
+    ("ip", lazy_compile(r"\d{1,3}(?:\.\d{1,3}){3}(?![\d.])|\[local\]")),
+    ("sqlstate", lazy_compile(r"(?:0\d{4}|(?=[0-9A-Z]{0,4}[A-Z])[0-9A-Z]{5})(?![0-9A-Za-z])")),
+    ("number", lazy_compile(r"-?\d+(?![\d.])")),
+    ("word", lazy_compile(r"[^\s\[\]():@,=|;<>{}]+")),
 )
 
 
@@ -136,7 +137,7 @@ class KeyedLead:
 
 
 # the first of TOKENS that matches at a position, in one match (no token matches an empty text)
-ANY_TOKEN_RE = re.compile("|".join(f"(?P<{kind}>{pattern.pattern})" for kind, pattern in TOKENS))
+ANY_TOKEN_RE = lazy_compile("|".join(f"(?P<{kind}>{pattern.pattern})" for kind, pattern in TOKENS))
 TOKEN_RES = dict(TOKENS)
 
 

@@ -28,21 +28,21 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import DB_SETTING, conform
 
-_ALIGNED_HEADER_RE = re.compile(r"^\s*name\s*\|\s*setting\s*(?:\|.*)?$")
-_RULE_RE = re.compile(r"^-+(?:\+-+)*$")
-_UNALIGNED_HEADER_RE = re.compile(r"^name\|setting(?:\|[a-z_]+)*$")
-_CSV_HEADER_RE = re.compile(r"^name,setting(?:,[a-z_]+)*$")
-_FOOTER_RE = re.compile(r"^\((\d+) rows?\)$")
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
-_UNIT_RE = re.compile(r"^(?:\d*(?:B|kB|MB|GB|TB)|us|ms|s|min|h|d)?$")
+_ALIGNED_HEADER_RE = lazy_compile(r"^\s*name\s*\|\s*setting\s*(?:\|.*)?$")
+_RULE_RE = lazy_compile(r"^-+(?:\+-+)*$")
+_UNALIGNED_HEADER_RE = lazy_compile(r"^name\|setting(?:\|[a-z_]+)*$")
+_CSV_HEADER_RE = lazy_compile(r"^name,setting(?:,[a-z_]+)*$")
+_FOOTER_RE = lazy_compile(r"^\((\d+) rows?\)$")
+_NAME_RE = lazy_compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+_UNIT_RE = lazy_compile(r"^(?:\d*(?:B|kB|MB|GB|TB)|us|ms|s|min|h|d)?$")
 _KNOWN_PREFIXES = (
     "allow_", "application_name", "archive_", "array_nulls", "authentication_timeout", "autovacuum",
     "backend_flush_after", "backslash_quote", "bgwriter_", "block_size", "bonjour", "checkpoint_", "client_",

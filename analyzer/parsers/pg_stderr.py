@@ -54,13 +54,14 @@ from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpe
 from dbdiag.parsers.kit import zones as Z
 from dbdiag.parsers.kit.lines import split_lines
 from dbdiag.parsers.pg_prefix import Prefix, infer_prefix
+from dbdiag.patterns import lazy_compile
 
 CHUNK_CHARS = 16_000_000  # pieces read two at a time (one per core); bounds the working memory
 BOUNDARY_WINDOW_CHARS = 1_000_000  # text read at a time when looking for where a piece starts
 
-LOOKS_LIKE_PG_HEAD_RE = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\S* (?:\S+ )?\[\d+\]")
+LOOKS_LIKE_PG_HEAD_RE = lazy_compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\S* (?:\S+ )?\[\d+\]")
 # two letters, not {2,}: the same lines, and with .*? before it {2,} was quadratic on a long word
-FOREIGN_SEVERITY_RE = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d.*?[^\W\d_]{2}\s?:  \S")
+FOREIGN_SEVERITY_RE = lazy_compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d.*?[^\W\d_]{2}\s?:  \S")
 
 
 # ---- lines and entries (vectorised) ---------------------------------------------------------------
@@ -221,7 +222,7 @@ def _body(data: bytes) -> str | bytes:
     return data.replace(b"\r\n", b"\n") if b"\r" in data else data
 
 
-ASCII_BLANK_RE = re.compile(rb"[ \t\n\r\x0b\x0c\x1c-\x1f]*\Z")
+ASCII_BLANK_RE = lazy_compile(rb"[ \t\n\r\x0b\x0c\x1c-\x1f]*\Z")
 
 
 @dataclass(frozen=True)
@@ -362,9 +363,9 @@ def _no_severity(sample: list[str]) -> ParseResult:
 
 # ---- detection ------------------------------------------------------------------------------------
 
-_SEV_TWO_SPACES_RE = re.compile(r"(?m)(?:^|[^\w])(?:LOG|ERROR|FATAL|PANIC|WARNING|STATEMENT|DETAIL|HINT|CONTEXT|NOTICE|INFO):  \S")
-_SEV_ONE_SPACE_RE = re.compile(r"(?m)(?:^|[^\w])(?:LOG|ERROR|FATAL|STATEMENT):\s\S")
-_PG_WORDS_RE = re.compile(
+_SEV_TWO_SPACES_RE = lazy_compile(r"(?m)(?:^|[^\w])(?:LOG|ERROR|FATAL|PANIC|WARNING|STATEMENT|DETAIL|HINT|CONTEXT|NOTICE|INFO):  \S")
+_SEV_ONE_SPACE_RE = lazy_compile(r"(?m)(?:^|[^\w])(?:LOG|ERROR|FATAL|STATEMENT):\s\S")
+_PG_WORDS_RE = lazy_compile(
     r"duration: \d|statement: |checkpoint (?:starting|complete)|database system|connection (?:received|authorized)|"
     r"disconnection: |automatic (?:vacuum|analyze)|temporary file: |sql_error_code = "
 )

@@ -69,6 +69,7 @@ import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS, cap_warnings
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import LOAD_INTERVAL, LOAD_RUN, LOAD_STATEMENT_LATENCY, conform
 
 TOOL = "pgbench"
@@ -82,26 +83,26 @@ _PROGRESS_RE = (
     rf"(?:, lag (?P<lag>{_NUM}) ms)?"
     r"(?:, \d+ skipped)?(?:, \d+ retried, \d+ retries)?\s*$"
 )
-_PROGRESS_DETECT_RE = re.compile(
+_PROGRESS_DETECT_RE = lazy_compile(
     r"^progress: \d+(?:\.\d+)? s, \d+(?:\.\d+)? tps, lat \S+ ms stddev ", re.MULTILINE
 )
-_BANNER_RE = re.compile(r"^pgbench \(\d+[\w.]*(?: \(.*\))?(?:, server [^)]*\)?)?\)$")
-_BANNER_DETECT_RE = re.compile(r"^pgbench \(\d+[\w.]*[ ,)]", re.MULTILINE)
-_HEADER_DETECT_RE = re.compile(
+_BANNER_RE = lazy_compile(r"^pgbench \(\d+[\w.]*(?: \(.*\))?(?:, server [^)]*\)?)?\)$")
+_BANNER_DETECT_RE = lazy_compile(r"^pgbench \(\d+[\w.]*[ ,)]", re.MULTILINE)
+_HEADER_DETECT_RE = lazy_compile(
     r"^(?:transaction type: .+|number of clients: \d+|number of transactions actually processed: \d+"
     r"|scaling factor: \d+|query mode: (?:simple|extended|prepared))\s*$",
     re.MULTILINE,
 )
 # possessive prompt (++ *+): a line of "#" was quadratic, each split of it rescanned for a "/"
-_COMMAND_RE = re.compile(r"^\s*+(?:[$#>+]++\s*+)?(?:\S*/)?pgbench\s+(?!\()(.*)$")
-_RATE_OPTION_RE = re.compile(r"(?:^|\s)(?:-R\s*|--rate[= ])(\d+(?:\.\d+)?)(?=\s|$)")
-_INIT_OPTION_RE = re.compile(r"(?:^|\s)(?:-i|--initialize|-[a-zA-Z]*i[a-zA-Z]*)(?=\s|$)")
-_INIT_DETECT_RE = re.compile(r"^\d+ of \d+ tuples \(\d+%\) done", re.MULTILINE)
-_STATEMENT_RE = re.compile(r"^\s+(-?nan|-?\d+(?:\.\d+)?)(?:\s+(\d+))?(?:\s+(\d+))?\s{2,}(\S.*)$")
-_SCRIPT_RE = re.compile(r"^SQL script \d+: (.+)$")
-_PROBLEM_RE = re.compile(r"^(?:pgbench: (?:error|fatal|warning): |client \d+ |Run was aborted|ERROR: |FATAL: )")
-_NUMBER = re.compile(r"^(-?\d+(?:\.\d+)?)")
-_QUIET_RE = re.compile(
+_COMMAND_RE = lazy_compile(r"^\s*+(?:[$#>+]++\s*+)?(?:\S*/)?pgbench\s+(?!\()(.*)$")
+_RATE_OPTION_RE = lazy_compile(r"(?:^|\s)(?:-R\s*|--rate[= ])(\d+(?:\.\d+)?)(?=\s|$)")
+_INIT_OPTION_RE = lazy_compile(r"(?:^|\s)(?:-i|--initialize|-[a-zA-Z]*i[a-zA-Z]*)(?=\s|$)")
+_INIT_DETECT_RE = lazy_compile(r"^\d+ of \d+ tuples \(\d+%\) done", re.MULTILINE)
+_STATEMENT_RE = lazy_compile(r"^\s+(-?nan|-?\d+(?:\.\d+)?)(?:\s+(\d+))?(?:\s+(\d+))?\s{2,}(\S.*)$")
+_SCRIPT_RE = lazy_compile(r"^SQL script \d+: (.+)$")
+_PROBLEM_RE = lazy_compile(r"^(?:pgbench: (?:error|fatal|warning): |client \d+ |Run was aborted|ERROR: |FATAL: )")
+_NUMBER = lazy_compile(r"^(-?\d+(?:\.\d+)?)")
+_QUIET_RE = lazy_compile(
     r"^(?:starting vacuum\.\.\.(?:end\.)?|end\.|dropping old tables\.\.\.|creating tables\.\.\.|"
     r"creating primary keys\.\.\.|creating foreign keys\.\.\.|vacuuming\.\.\.|"
     r"generating data(?: \([\w-]+\))?\.\.\.|\d+ of \d+ tuples \(\d+%\) done.*|done in .*|"

@@ -31,9 +31,10 @@ import re
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.host_setting import TABLE, frame
 from dbdiag.parsers.kit.warning_caps import cap_skipped_lines
+from dbdiag.patterns import lazy_compile
 
-_TOKEN_RE = re.compile(r'(?:[^\s"]|"[^"]*"?)+')
-_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+_TOKEN_RE = lazy_compile(r'(?:[^\s"]|"[^"]*"?)+')
+_NAME_RE = lazy_compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 # Parameters common enough on real servers that two of them make a line a kernel command line.
 _KNOWN_FLAGS = frozenset({
     "ro", "rw", "quiet", "splash", "nomodule", "nomodeset", "noapic", "nosmp", "single", "debug",
@@ -50,7 +51,7 @@ _KNOWN_KEYS = frozenset({
     "KEYMAP", "KEYTABLE", "rd.lvm.lv", "rd.luks.uuid", "rd.md", "rd.dm", "random.trust_cpu", "pci",
     "kpti", "spectre_v2", "spec_store_bypass_disable", "tsx", "pti", "zswap.enabled", "cgroup_disable",
 })
-_CMDLINE_HINT_RE = re.compile(r"cmdline", re.IGNORECASE)
+_CMDLINE_HINT_RE = lazy_compile(r"cmdline", re.IGNORECASE)
 
 
 def _tokens(line: str) -> list[str]:

@@ -39,20 +39,21 @@ import re
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
 from dbdiag.parsers.kit.snapshots import HEADER_DETECT_RE, counter_result, long_frame, read_counter_snapshots
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import IRQ_COUNT
 
 # After the counts of a numbered row: chip, then (optionally) hwirq+trigger, then device names.
 #   "IO-APIC   2-edge      timer"          hwirq "2-edge"
 #   "GICv3  27 Level     arch_timer"       hwirq "27 Level" (arm64 prints number and trigger apart)
 #   "IR-IO-APIC-edge      timer"           no hwirq (old kernels: trigger glued to the chip)
-_TAIL_RE = re.compile(
+_TAIL_RE = lazy_compile(
     r"^(?P<chip>\S+)"
     r"(?:\s+(?P<hwirq>\d+-[A-Za-z]\S*|\d+(?:\s+(?:Level|Edge|level|edge|LEVEL|EDGE))?(?=\s|$)))?"
     r"(?:\s+(?P<device>(?:.*?\S)?))?\s*$"  # not .*?: linear in a run of spaces
 )
 
 
-_IRQ_LABEL_RE = re.compile(r"^(?:\d+|[A-Za-z][A-Za-z0-9_/-]{0,15})$")
+_IRQ_LABEL_RE = lazy_compile(r"^(?:\d+|[A-Za-z][A-Za-z0-9_/-]{0,15})$")
 
 
 def parse(text: str, ctx: ParseContext) -> ParseResult:
@@ -89,9 +90,9 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     return counter_result(rows, frame, IRQ_COUNT)
 
 
-_NUMBERED_ROW_RE = re.compile(r"^[ \t]*\d+:[ \t]*\d+[ \t]", re.MULTILINE)
-_NAMED_ROW_RE = re.compile(r"^[ \t]*(?:NMI|LOC|SPU|PMI|IWI|RES|CAL|TLB|MCE|MCP|IPI\d+|ERR|MIS|Err):", re.MULTILINE)
-_CHIP_RE = re.compile(r"IO-APIC|PCI-MSI|GIC|ITS-MSI|XT-PIC|-edge|-fasteoi|Level|Edge|interrupts")
+_NUMBERED_ROW_RE = lazy_compile(r"^[ \t]*\d+:[ \t]*\d+[ \t]", re.MULTILINE)
+_NAMED_ROW_RE = lazy_compile(r"^[ \t]*(?:NMI|LOC|SPU|PMI|IWI|RES|CAL|TLB|MCE|MCP|IPI\d+|ERR|MIS|Err):", re.MULTILINE)
+_CHIP_RE = lazy_compile(r"IO-APIC|PCI-MSI|GIC|ITS-MSI|XT-PIC|-edge|-fasteoi|Level|Edge|interrupts")
 
 
 def detect(head: str, name: str) -> float:

@@ -34,10 +34,11 @@ import re
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
 from dbdiag.parsers.kit.snapshots import HEADER_DETECT_RE, counter_result, long_frame, read_counter_snapshots
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import SOFTIRQ_COUNT
 
-_SOFTIRQ_LABEL_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,31}$")
-_KNOWN_ROW_RE = re.compile(
+_SOFTIRQ_LABEL_RE = lazy_compile(r"^[A-Z][A-Z0-9_]{0,31}$")
+_KNOWN_ROW_RE = lazy_compile(
     r"^[ \t]*(?:HI|TIMER|NET_TX|NET_RX|BLOCK|BLOCK_IOPOLL|IRQ_POLL|TASKLET|SCHED|HRTIMER|RCU):[ \t]*\d",
     re.MULTILINE,
 )

@@ -44,6 +44,7 @@ from dbdiag.cpulist import parse_cpu_list
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.host_setting import TABLE, Row, base_name, frame
 from dbdiag.parsers.kit.warning_caps import cap_skipped_lines
+from dbdiag.patterns import lazy_compile
 
 _KEPT = frozenset({
     "Name", "Pid", "Threads", "Cpus_allowed", "Cpus_allowed_list", "Mems_allowed_list",
@@ -51,17 +52,17 @@ _KEPT = frozenset({
 })
 _LISTS = frozenset({"Cpus_allowed_list", "Mems_allowed_list"})  # read by cpulist downstream: checked here
 # values as (?:.*?[^ \t\n])?, not .*?: the same text, and linear in a run of spaces inside it
-_STATUS_RE = re.compile(
+_STATUS_RE = lazy_compile(
     r"^(?:/proc/(\d+|self|thread-self)/(?:task/\d+/)?status:)?([A-Za-z_][A-Za-z0-9_]*):[ \t]*((?:.*?[^ \t\n])?)[ \t]*$"
 )
-_TASKSET_RE = re.compile(r"^pid (\d+)'s (?:current|new) affinity (list|mask): *((?:.*?[^ \t\n])?)[ \t]*$")
-_ERROR_RE = re.compile(r"^(?:grep|cat|taskset): .*")
-_NAME_HINT_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.+-]+?)[-_.]status(?:\.txt)?$")
-_DETECT_STRONG_RE = re.compile(
+_TASKSET_RE = lazy_compile(r"^pid (\d+)'s (?:current|new) affinity (list|mask): *((?:.*?[^ \t\n])?)[ \t]*$")
+_ERROR_RE = lazy_compile(r"^(?:grep|cat|taskset): .*")
+_NAME_HINT_RE = lazy_compile(r"^(?P<name>[A-Za-z0-9_.+-]+?)[-_.]status(?:\.txt)?$")
+_DETECT_STRONG_RE = lazy_compile(
     r"^(?:/proc/\S+/status:)?(?:Cpus_allowed_list|Mems_allowed_list|voluntary_ctxt_switches):\t", re.MULTILINE
 )
-_DETECT_STATUS_HEAD_RE = re.compile(r"^Name:\t.*\n(?:Umask:\t.*\n)?State:\t", re.MULTILINE)
-_DETECT_TASKSET_RE = re.compile(r"^pid \d+'s (?:current|new) affinity (?:list|mask): ", re.MULTILINE)
+_DETECT_STATUS_HEAD_RE = lazy_compile(r"^Name:\t.*\n(?:Umask:\t.*\n)?State:\t", re.MULTILINE)
+_DETECT_TASKSET_RE = lazy_compile(r"^pid \d+'s (?:current|new) affinity (?:list|mask): ", re.MULTILINE)
 
 
 class _Process:

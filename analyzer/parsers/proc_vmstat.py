@@ -38,6 +38,7 @@ from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpe
 from dbdiag.parsers.kit.snapshots import snapshot_result
 from dbdiag.parsers.kit.times import parse_time_line
 from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import UTC_TIME, VMSTAT_COUNT
 
 _COUNTER_PATTERN = r"^([a-z][a-z0-9_]*) (-?\d+)\r?$"
@@ -104,8 +105,8 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     return snapshot_result(VMSTAT_COUNT, frame, set(bounds["snapshot"]), stamps, warnings, dropped, notes)
 
 
-_LINE_DETECT_RE = re.compile(r"^[a-z][a-z0-9_]* \d+$", re.MULTILINE)
-_VMSTAT_ONLY_DETECT_RE = re.compile(
+_LINE_DETECT_RE = lazy_compile(r"^[a-z][a-z0-9_]* \d+$", re.MULTILINE)
+_VMSTAT_ONLY_DETECT_RE = lazy_compile(
     r"^(?:nr_free_pages|nr_inactive_anon|nr_active_anon|nr_inactive_file|nr_active_file|nr_dirty|nr_writeback|"
     r"nr_mapped|nr_anon_pages|nr_slab_reclaimable|pgpgin|pgpgout|pswpin|pswpout|pgalloc_normal|pgfree|pgfault|"
     r"pgmajfault|numa_interleave|numa_local|numa_other|numa_hint_faults|pgmigrate_success|thp_fault_alloc|"

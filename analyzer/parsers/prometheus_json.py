@@ -36,7 +36,6 @@ Prometheus' error text (in a list, failed responses are warnings and the others 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -45,16 +44,17 @@ from dbdiag import tables as T
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.kit import json_text
 from dbdiag.parsers.kit.warning_caps import cap_warnings
+from dbdiag.patterns import lazy_compile
 from dbdiag.timebounds import BOUNDS_TEXT, epoch_inside
 
 # Epoch seconds reach 1e11 in the year 5138; epoch milliseconds passed 1e11 in 1973.
 MS_EPOCH_THRESHOLD = 1e11
 MAX_REASON_VALUE = 40
 
-_RESULT_TYPE_RE = re.compile(r'"resultType"\s*:\s*"(matrix|vector|scalar|string)"')
-_ERROR_RE = re.compile(r'"status"\s*:\s*"error"')
-_ERROR_TYPE_RE = re.compile(r'"errorType"\s*:')
-_DIAG_RANGE_RE = re.compile(r"_\d{4}-\d{2}-\d{2}T[^_/]*_\d{4}-\d{2}-\d{2}T[^_/]*?(?=\.json|\.zst|\.gz|$)")
+_RESULT_TYPE_RE = lazy_compile(r'"resultType"\s*:\s*"(matrix|vector|scalar|string)"')
+_ERROR_RE = lazy_compile(r'"status"\s*:\s*"error"')
+_ERROR_TYPE_RE = lazy_compile(r'"errorType"\s*:')
+_DIAG_RANGE_RE = lazy_compile(r"_\d{4}-\d{2}-\d{2}T[^_/]*_\d{4}-\d{2}-\d{2}T[^_/]*?(?=\.json|\.zst|\.gz|$)")
 
 
 @dataclass

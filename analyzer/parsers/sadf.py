@@ -41,10 +41,11 @@ from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpe
 from dbdiag.parsers._sysstat import PCT_COLUMNS, SYSTEM_INCLUDES_IRQ_NOTE, host_facts, to_float
 from dbdiag.parsers.kit.times import check_tz, local_to_utc, zone_note
 from dbdiag.parsers.kit.warning_caps import cap_warnings
+from dbdiag.patterns import lazy_compile
 
 HEADER_PREFIX = "# hostname;interval;timestamp;"
 STAMP_RE = r"^(?P<clock>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?: (?P<zone>\S+))?$|^(?P<epoch>\d{9,11})$"
-DATA_RE = re.compile(r"^[^;\s]+;-?\d+;(?:\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?: \S+)?|\d{9,11});")
+DATA_RE = lazy_compile(r"^[^;\s]+;-?\d+;(?:\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?: \S+)?|\d{9,11});")
 GROUP_MARK = "[...]"
 RESTART_RE = r"^(?P<host>[^;]*);-1;(?P<stamp>[^;]*);LINUX-RESTART(?:\s+\((?P<ncpu>\d+) CPU\))?"
 PCT_SUM_TOLERANCE = 1.5

@@ -41,23 +41,24 @@ import re
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.host_setting import TABLE, Row, base_name, frame
 from dbdiag.parsers.kit.warning_caps import cap_skipped_lines
+from dbdiag.patterns import lazy_compile
 
 _WORD = r"[A-Za-z0-9_+.\-]+"
-_CHOICE_LINE_RE = re.compile(rf"^[ \t]*(?:{_WORD}[ \t]+)*\[{_WORD}\](?:[ \t]+{_WORD})*[ \t]*$")
-_BRACKET_RE = re.compile(rf"\[({_WORD})\]")
-_GREP_RE = re.compile(
+_CHOICE_LINE_RE = lazy_compile(rf"^[ \t]*(?:{_WORD}[ \t]+)*\[{_WORD}\](?:[ \t]+{_WORD})*[ \t]*$")
+_BRACKET_RE = lazy_compile(rf"\[({_WORD})\]")
+_GREP_RE = lazy_compile(
     r"^(/sys/\S*?/(?:queue/[\w.+-]+|(?:redhat_)?transparent_hugepage/(?:[\w.+-]+/)?[\w.+-]+)):(.*)$"
 )
-_OTHER_SYS_RE = re.compile(r"^(/sys/[^\s:]+):")
-_HEAD_RE = re.compile(r"^==> (/sys/\S+) <==$")
-_BLOCK_PATH_RE = re.compile(r"^/sys/\S*/([^/]+)/queue/([^/]+)$")
-_THP_PATH_RE = re.compile(r"^/sys/kernel/mm/(?:redhat_)?transparent_hugepage/(?:([^/]+)/)?([^/]+)$")
-_ERROR_RE = re.compile(r"^(?:grep|cat|head): ")
+_OTHER_SYS_RE = lazy_compile(r"^(/sys/[^\s:]+):")
+_HEAD_RE = lazy_compile(r"^==> (/sys/\S+) <==$")
+_BLOCK_PATH_RE = lazy_compile(r"^/sys/\S*/([^/]+)/queue/([^/]+)$")
+_THP_PATH_RE = lazy_compile(r"^/sys/kernel/mm/(?:redhat_)?transparent_hugepage/(?:([^/]+)/)?([^/]+)$")
+_ERROR_RE = lazy_compile(r"^(?:grep|cat|head): ")
 
 _SCHEDULERS = frozenset({"none", "mq-deadline", "kyber", "bfq", "noop", "deadline", "cfq", "bfq-mq", "bfq-sq"})
 _THP_ENABLED = frozenset({"always", "madvise", "never"})
 _THP_SHMEM_ONLY = frozenset({"within_size", "deny", "force", "advise"})
-_NAME_DEVICE_RE = re.compile(r"^(?:(?P<pre>[A-Za-z0-9!_.:-]+?)[-_.])?scheduler(?:[-_.](?P<post>[A-Za-z0-9!_:-]+?))?(?:\.txt)?$")
+_NAME_DEVICE_RE = lazy_compile(r"^(?:(?P<pre>[A-Za-z0-9!_.:-]+?)[-_.])?scheduler(?:[-_.](?P<post>[A-Za-z0-9!_:-]+?))?(?:\.txt)?$")
 
 
 def _choices(content: str) -> tuple[str, str] | None:

@@ -64,15 +64,16 @@ from dbdiag.parsers.kit.lines import snapshot_lines
 from dbdiag.parsers.kit.snapshots import snapshot_result
 from dbdiag.parsers.kit.times import parse_time_line
 from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import NUMA_COUNTER, UTC_TIME
 
 SYSTEM_COUNTERS = ("numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local_node", "other_node")
 
-_PATH_NODE_RE = re.compile(r"node(\d+)(?=$|[/_.:-])")
-_GREP_PREFIX_RE = re.compile(r"^(\S*?node(\d+)/(?:numastat|meminfo)):(.*)$")
-_HEAD_HEADER_RE = re.compile(r"^==> (.*) <==\s*$")
-_NUMASTAT_LINE_RE = re.compile(r"^\s*([a-z][a-z_]*)\s+(\d+)\s*$")
-_MEMINFO_LINE_RE = re.compile(r"^\s*Node\s+(\d+)\s+([A-Za-z][A-Za-z0-9_()]*):\s+(\d+)(?:\s+(kB))?\s*$")
+_PATH_NODE_RE = lazy_compile(r"node(\d+)(?=$|[/_.:-])")
+_GREP_PREFIX_RE = lazy_compile(r"^(\S*?node(\d+)/(?:numastat|meminfo)):(.*)$")
+_HEAD_HEADER_RE = lazy_compile(r"^==> (.*) <==\s*$")
+_NUMASTAT_LINE_RE = lazy_compile(r"^\s*([a-z][a-z_]*)\s+(\d+)\s*$")
+_MEMINFO_LINE_RE = lazy_compile(r"^\s*Node\s+(\d+)\s+([A-Za-z][A-Za-z0-9_()]*):\s+(\d+)(?:\s+(kB))?\s*$")
 
 
 @dataclass
@@ -236,12 +237,12 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     )
 
 
-_SYSFS_LINE_DETECT_RE = re.compile(r"^(?:numa_hit|numa_miss|numa_foreign|interleave_hit|local_node|other_node) \d+$",
+_SYSFS_LINE_DETECT_RE = lazy_compile(r"^(?:numa_hit|numa_miss|numa_foreign|interleave_hit|local_node|other_node) \d+$",
                                    re.MULTILINE)
-_SYSFS_ONLY_DETECT_RE = re.compile(r"^(?:interleave_hit|local_node|other_node) \d+$", re.MULTILINE)
-_GREP_DETECT_RE = re.compile(r"node\d+/numastat:(?:numa_hit|local_node|other_node) \d+|"
+_SYSFS_ONLY_DETECT_RE = lazy_compile(r"^(?:interleave_hit|local_node|other_node) \d+$", re.MULTILINE)
+_GREP_DETECT_RE = lazy_compile(r"node\d+/numastat:(?:numa_hit|local_node|other_node) \d+|"
                              r"node\d+/meminfo:Node \d+ \w+:|^==> \S*node\d+/(?:numastat|meminfo) <==", re.MULTILINE)
-_MEMINFO_DETECT_RE = re.compile(r"^Node \d+ (?:MemTotal|MemFree|MemUsed|Active|FilePages|AnonPages):\s+\d+ kB$",
+_MEMINFO_DETECT_RE = lazy_compile(r"^Node \d+ (?:MemTotal|MemFree|MemUsed|Active|FilePages|AnonPages):\s+\d+ kB$",
                                 re.MULTILINE)
 
 

@@ -77,17 +77,18 @@ import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS, cap_warnings
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import LATENCY_HISTOGRAM, LOAD_INTERVAL, LOAD_RUN, conform
 
 TOOL = "sysbench"
 
 _N = r"(\d+(?:\.\d+)?)"
-_BANNER_RE = re.compile(r"^sysbench \d+\.\d+[\w.\-]*(?::\s+multi-threaded system evaluation benchmark| \(using )")
-_BANNER_DETECT_RE = re.compile(
+_BANNER_RE = lazy_compile(r"^sysbench \d+\.\d+[\w.\-]*(?::\s+multi-threaded system evaluation benchmark| \(using )")
+_BANNER_DETECT_RE = lazy_compile(
     r"^sysbench \d+\.\d+[\w.\-]*(?::\s+multi-threaded system evaluation benchmark| \(using )", re.MULTILINE
 )
 # possessive prompt (++ *+): a line of "#" was quadratic, each split of it rescanned for a "/"
-_COMMAND_RE = re.compile(r"^\s*+(?:[$#>+]++\s*+)?(?:\S*/)?sysbench\s+(?!\d+\.\d)(.*)$")
+_COMMAND_RE = lazy_compile(r"^\s*+(?:[$#>+]++\s*+)?(?:\S*/)?sysbench\s+(?!\d+\.\d)(.*)$")
 _INTERVAL_10_RE = (
     r"^\[ *(?P<offset>\d+(?:\.\d+)?)s *\] thds: (?P<threads>\d+) "
     r"(?:tps: (?P<tps>\d+(?:\.\d+)?) qps: (?P<qps>\d+(?:\.\d+)?) "
@@ -105,36 +106,36 @@ _INTERVAL_05_RE = (
 )
 # Interval lines that carry nothing for load_interval: --rate queue reports, memory test MiB/sec.
 _INTERVAL_SKIP_RE = r"^\[ *\d+(?:\.\d+)?s *\] (?:queue length: \d+,? concurrency: \d+|\d+(?:\.\d+)? MiB/sec)\s*$"
-_INTERVAL_DETECT_RE = re.compile(
+_INTERVAL_DETECT_RE = lazy_compile(
     r"^\[ *\d+(?:\.\d+)?s *\] (?:thds: \d+ (?:tps|eps): |threads: \d+, tps: )", re.MULTILINE
 )
-_SUMMARY_DETECT_RE = re.compile(
+_SUMMARY_DETECT_RE = lazy_compile(
     r"^(?:SQL statistics:|OLTP test statistics:|General statistics:|Test execution summary:|Threads fairness:)\s*$",
     re.MULTILINE,
 )
 
-_SECTION_RE = re.compile(
+_SECTION_RE = lazy_compile(
     r"^(?:SQL statistics:|OLTP test statistics:|General statistics:|Test execution summary:|Latency \(ms\):|"
     r"Threads started!|CPU speed:|Latency histogram \(values are in milliseconds\))$"
 )
-_COUNT_RATE_RE = re.compile(r"^(\d+)\s+\(" + _N + r" per sec\.\)$")
-_MS_RE = re.compile(r"^" + _N + r"(ms)?$")
-_SECONDS_RE = re.compile(r"^" + _N + r"s?$")
-_PCT_KEY_RE = re.compile(r"^(?:(\d+(?:\.\d+)?)th percentile|approx\.\s+(\d+(?:\.\d+)?) percentile)$")
-_HIST_ROW_RE = re.compile(r"^\s*" + _N + r" \|\**\s+(\d+)\s*$")
-_RATE_RE = re.compile(r"^Target transaction rate: " + _N + r"/sec$")
-_THREADS_RE = re.compile(r"^Number of threads: (\d+)$")
-_KEY_VALUE_RE = re.compile(r"^([A-Za-z0-9][\w ./()\-]*?):\s+(.*)$")
-_PROBLEM_RE = re.compile(r"^(?:FATAL|ALERT|WARNING|ERROR)\b")
+_COUNT_RATE_RE = lazy_compile(r"^(\d+)\s+\(" + _N + r" per sec\.\)$")
+_MS_RE = lazy_compile(r"^" + _N + r"(ms)?$")
+_SECONDS_RE = lazy_compile(r"^" + _N + r"s?$")
+_PCT_KEY_RE = lazy_compile(r"^(?:(\d+(?:\.\d+)?)th percentile|approx\.\s+(\d+(?:\.\d+)?) percentile)$")
+_HIST_ROW_RE = lazy_compile(r"^\s*" + _N + r" \|\**\s+(\d+)\s*$")
+_RATE_RE = lazy_compile(r"^Target transaction rate: " + _N + r"/sec$")
+_THREADS_RE = lazy_compile(r"^Number of threads: (\d+)$")
+_KEY_VALUE_RE = lazy_compile(r"^([A-Za-z0-9][\w ./()\-]*?):\s+(.*)$")
+_PROBLEM_RE = lazy_compile(r"^(?:FATAL|ALERT|WARNING|ERROR)\b")
 # Test names a file name may carry; "cpu", "threads", "memory" are too common words to trust there.
 _KNOWN_TESTS = (
     "oltp_read_write", "oltp_read_only", "oltp_write_only", "oltp_point_select", "oltp_update_index",
     "oltp_update_non_index", "oltp_delete", "oltp_insert", "bulk_insert", "select_random_points",
     "select_random_ranges", "fileio",
 )
-_NAME_TEST_RE = re.compile(r"(?<![A-Za-z])(" + "|".join(_KNOWN_TESTS) + r")(?![A-Za-z])")
+_NAME_TEST_RE = lazy_compile(r"(?<![A-Za-z])(" + "|".join(_KNOWN_TESTS) + r")(?![A-Za-z])")
 _COMMANDS = {"run", "prepare", "cleanup", "help", "prewarm"}
-_QUIET_LINES = re.compile(
+_QUIET_LINES = lazy_compile(
     r"^(?:Done\.|Time limit exceeded, exiting\.\.\.|\(last message repeated \d+ times\)|"
     r"Initializing worker threads\.\.\.|Threads fairness:|events \(avg/stddev\):.*|"
     r"execution time \(avg/stddev\):.*|value\s+-+ distribution -+ count|"

@@ -37,6 +37,7 @@ import polars as pl
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.host_setting import TABLE
 from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import conform
 
 # sysctl's top-level directories; a dotted key under one of them is what tells sysctl output
@@ -49,10 +50,10 @@ _SKIP = r"^[ \t]*(?:[#;].*)?$"
 _ERROR = r"^(?:sysctl|grep|error): "
 _KEY_OK = r"^[A-Za-z0-9_][A-Za-z0-9_.:@+/-]*[./][A-Za-z0-9_.:@+/-]+$"
 
-_DETECT_ASSIGN_RE = re.compile(rf"^[ \t]*(?:-[ \t]*)?{_NAMESPACE_RE}[./][^\s=]+[ \t]*=", re.MULTILINE)
-_DETECT_COMMENTED_RE = re.compile(rf"^[ \t]*[#;][ \t]*{_NAMESPACE_RE}\.[^\s=]+[ \t]*=", re.MULTILINE)
-_DETECT_PROC_SYS_RE = re.compile(r"^/proc/sys/[a-z]+/[^:\s]*:", re.MULTILINE)
-_DETECT_SKIP_RE = re.compile(_SKIP + "|" + _ERROR)
+_DETECT_ASSIGN_RE = lazy_compile(rf"^[ \t]*(?:-[ \t]*)?{_NAMESPACE_RE}[./][^\s=]+[ \t]*=", re.MULTILINE)
+_DETECT_COMMENTED_RE = lazy_compile(rf"^[ \t]*[#;][ \t]*{_NAMESPACE_RE}\.[^\s=]+[ \t]*=", re.MULTILINE)
+_DETECT_PROC_SYS_RE = lazy_compile(r"^/proc/sys/[a-z]+/[^:\s]*:", re.MULTILINE)
+_DETECT_SKIP_RE = lazy_compile(_SKIP + "|" + _ERROR)
 
 
 def _swap_separators(path: pl.Expr) -> pl.Expr:

@@ -35,6 +35,7 @@ import tomllib
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import DB_SETTING, conform
 
 # Tables and keys (dotted paths, or their first parts) that only one component has.
@@ -60,10 +61,10 @@ _MARKERS: dict[str, tuple[str, ...]] = {
 }
 # possessive runs (*+ ++): "[" then 4,000 spaces and no "]" made the old \s* [ ]+? \s* cubic (20 s per line);
 # the name keeps its spaces and loses them where it is used
-_TABLE_RE = re.compile(r"^[ \t]*+\[\[?+([A-Za-z0-9_.\-\" \t]++)\]\]?+[ \t]*+(?:#.*)?$")
-_KEY_RE = re.compile(r"^\s*([A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)\s*=")
-_ERROR_LINE_RE = re.compile(r"\(at line (\d+), column \d+\)")
-_COMMENTED_KEY_RE = re.compile(r"^\s*#\s?([A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)\s*=")
+_TABLE_RE = lazy_compile(r"^[ \t]*+\[\[?+([A-Za-z0-9_.\-\" \t]++)\]\]?+[ \t]*+(?:#.*)?$")
+_KEY_RE = lazy_compile(r"^\s*([A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)\s*=")
+_ERROR_LINE_RE = lazy_compile(r"\(at line (\d+), column \d+\)")
+_COMMENTED_KEY_RE = lazy_compile(r"^\s*#\s?([A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)\s*=")
 
 
 def _hits(paths: set[str]) -> dict[str, int]:

@@ -44,6 +44,7 @@ from dbdiag.parsers._tidb_plans import statements_with_text_plans
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.kit import json_text
 from dbdiag.parsers.kit.warning_caps import cap_warnings
+from dbdiag.patterns import lazy_compile
 
 # typed_measures' raw fields under the names this parser gives them (see FIELDS)
 DASHBOARD_MEASURES = {
@@ -94,7 +95,7 @@ FIELDS = {
 }
 KNOWN_KEYS = {"digest", "query", "query_time", "timestamp", "connection_id", "plan_digest", "instance",
               "memory_max", "txn_start_ts", "parse_time", "compile_time", "is_internal", "plan"}
-KEY_RE = re.compile(r'"([a-z_]+)"\s*:')
+KEY_RE = lazy_compile(r'"([a-z_]+)"\s*:')
 
 
 def _text(value: object) -> str | None:

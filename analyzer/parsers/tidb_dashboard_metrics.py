@@ -21,7 +21,6 @@ legends are dropped), instance, value (NaN/Inf kept), source. ``records`` is the
 
 from __future__ import annotations
 
-import re
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.prometheus_json import (
@@ -32,10 +31,11 @@ from dbdiag.parsers.prometheus_json import (
     sample_result,
     series_labels,
 )
+from dbdiag.patterns import lazy_compile
 
-_DATA_LIST_RE = re.compile(r'"data"\s*:\s*\[')
-_EXPR_RE = re.compile(r'"expr"\s*:\s*"')
-_SAMPLE_OBJECT_RE = re.compile(r'\{\s*"timestamp"\s*:\s*-?\d')
+_DATA_LIST_RE = lazy_compile(r'"data"\s*:\s*\[')
+_EXPR_RE = lazy_compile(r'"expr"\s*:\s*"')
+_SAMPLE_OBJECT_RE = lazy_compile(r'\{\s*"timestamp"\s*:\s*-?\d')
 
 
 def _read_series(item: object, expr: str, where: str, cols: SampleColumns) -> None:

@@ -34,6 +34,7 @@ import polars as pl
 from dbdiag.parsers import log_events as E
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec
 from dbdiag.parsers.kit import zones as Z
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import EVENT
 from dbdiag.vocabulary.processes import TIDB_PROCESS_OF_COMPONENT
 
@@ -50,12 +51,12 @@ RULES = (
 )
 PROCESS = TIDB_PROCESS_OF_COMPONENT
 STAMP_RE = r"^\[(?P<stamp>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?)(?: (?P<zone>[+-]\d\d:?\d\d|[A-Z]{1,5}))?\]"
-_LINE_DETECT_RE = re.compile(
+_LINE_DETECT_RE = lazy_compile(
     r"(?m)^\[\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)? [+-]\d\d:\d\d\] \[(?:DEBUG|INFO|WARN|ERROR|FATAL)\] \["
 )
 _NOT_EVENTS_RE = r"expensive_query|runaway"
-_GO_CRASH_RE = re.compile(r"(?m)^(?:panic: |fatal error: )")
-_GOROUTINE_RE = re.compile(r"(?m)^goroutine \d+ \[")
+_GO_CRASH_RE = lazy_compile(r"(?m)^(?:panic: |fatal error: )")
+_GOROUTINE_RE = lazy_compile(r"(?m)^goroutine \d+ \[")
 
 
 def component_from_name(name: str) -> str | None:

@@ -59,10 +59,10 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import polars as pl
 
 from dbdiag import tables as T
+from dbdiag.native.lazy import np
 from dbdiag.parsers._tidb_fields import parse_times, start_from_end, typed_measures
 from dbdiag.parsers._tidb_plans import (
     MAX_PLAN_TEXT_BYTES,
@@ -75,6 +75,7 @@ from dbdiag.parsers._tidb_plans import (
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning, decode_text
 from dbdiag.parsers.kit.times import check_tz, zone_note
 from dbdiag.parsers.kit.warning_caps import HIDDEN, MAX_WARNINGS, cap_warnings, row_warnings
+from dbdiag.patterns import lazy_compile
 
 # Chunks of about this many characters, cut at entry starts, bound the per-line frames.
 CHUNK_CHARS = 32 * 1024 * 1024
@@ -120,8 +121,8 @@ USE_LINE_RE = r"(?i)^use\s+`?([^`;\s]+)`?\s*;\s*$"
 PLAN_PAYLOAD_RE = r"tidb_decode_plan\('([^']*)'\)"
 PLAN_DISCARDED = "[discard]"  # what TiDB logs instead of a plan over its size limit
 # Detection: lines only TiDB writes (MySQL/Percona slow logs share ``# Time:`` and Query_time).
-DETECT_TIME_RE = re.compile(r"^# Time: \d{4}-\d{2}-\d{2}[T-]\d{2}:\d{2}:\d{2}", re.MULTILINE)
-DETECT_MARKER_RE = re.compile(
+DETECT_TIME_RE = lazy_compile(r"^# Time: \d{4}-\d{2}-\d{2}[T-]\d{2}:\d{2}:\d{2}", re.MULTILINE)
+DETECT_MARKER_RE = lazy_compile(
     r"^# (Txn_start_ts|Conn_ID|Digest|Plan_digest|Is_internal|Num_cop_tasks|Cop_proc_avg|"
     r"Cop_wait_avg|Index_names|Index_ids|Stats|Mem_max|Succ|Plan|Binary_plan|Wait_TS|KV_total|"
     r"Plan_from_cache|Prepared|Compile_time|Optimize_time|Process_time|Request_count):",
@@ -340,7 +341,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     )
 
 
-_INSTANCE_IN_PATH = re.compile(
+_INSTANCE_IN_PATH = lazy_compile(
     r"(?:^|/)(?:tidb[-_])?(\d{1,3}(?:\.\d{1,3}){3}(?:[-_:]\d{2,5})?)(?=/|$)"  # tidb-10.0.1.5/, 10.0.1.5-4000/
     r"|(?:^|/)tidb[-_](\d{2,5})(?=/|$)"  # tiup diag's tidb-4000/
 )

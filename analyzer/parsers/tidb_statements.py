@@ -39,7 +39,6 @@ In a Dashboard list, the API returns 0 or "" for every field it was not asked fo
 from __future__ import annotations
 
 import json
-import re
 
 import polars as pl
 
@@ -50,13 +49,14 @@ from dbdiag.parsers.kit.numeric import true_divide
 from dbdiag.parsers.kit.times import check_tz, local_to_utc, zone_note
 from dbdiag.parsers.kit.warning_caps import cap_warnings
 from dbdiag.parsers.sql_table_export import header_names, read_export
+from dbdiag.patterns import lazy_compile
 from dbdiag.timebounds import inside
 
 NS_PER_S = 1e9
 LATENCIES = {"sum_latency_s": "sum_latency", "avg_latency_s": "avg_latency", "max_latency_s": "max_latency", "min_latency_s": "min_latency"}
 TEXTS = {"digest": "digest", "digest_text": "digest_text", "schema_name": "schema_name", "plan_digest": "plan_digest"}
 REQUIRED = {"digest_text", "exec_count"}
-_JSON_KEY_RE = re.compile(r'"([a-z_]+)"\s*:')
+_JSON_KEY_RE = lazy_compile(r'"([a-z_]+)"\s*:')
 _YEARLESS_RE = r"^\d{2}-\d{2} \d{2}:\d{2}:\d{2}$"
 
 

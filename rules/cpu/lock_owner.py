@@ -32,10 +32,11 @@ Owners (:data:`OWNERS`, in the order the patterns are tried within one frame)::
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import polars as pl
+
+from dbdiag.patterns import lazy_compile
 
 NETWORK_TX = "network-tx"
 NETWORK_RX = "network-rx"
@@ -94,10 +95,10 @@ NEUTRAL_FRAMES = (
     r"|__new_sem_\w+|__old_sem_\w+|sem_(wait|post|timedwait|clockwait)\w*|do_futex_wait\w*|__futex_abstimed_wait\w*"
 )
 
-_SUFFIX = re.compile(r"(\.(isra|constprop|part|cold|lto_priv|llvm)(\.\d+)?)+$|@@?[\w.]+$|@plt$")
-_OWNER_RES = tuple((owner, re.compile(f"^(?:{pattern})$")) for owner, pattern in OWNERS)
-_NEUTRAL_RE = re.compile(f"^(?:{NEUTRAL_FRAMES})$")
-_PROXY_RE = re.compile(f"^(?:{PROXY_COMMS})$")
+_SUFFIX = lazy_compile(r"(\.(isra|constprop|part|cold|lto_priv|llvm)(\.\d+)?)+$|@@?[\w.]+$|@plt$")
+_OWNER_RES = tuple((owner, lazy_compile(f"^(?:{pattern})$")) for owner, pattern in OWNERS)
+_NEUTRAL_RE = lazy_compile(f"^(?:{NEUTRAL_FRAMES})$")
+_PROXY_RE = lazy_compile(f"^(?:{PROXY_COMMS})$")
 
 
 def _normalise(frame: str) -> str:

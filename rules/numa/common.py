@@ -7,17 +7,17 @@ Process bindings come from ``host_setting`` rows of category ``process_affinity`
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.cpulist import parse_cpu_list
+from dbdiag.patterns import lazy_compile
 from dbdiag.rules.base import RuleInput
 from dbdiag.rules.host_counts import numa_nodes
 
-_SUBJECT_PID = re.compile(r"^(?P<name>.*?)[ :(]+(?P<pid>\d+)\)?$")
+_SUBJECT_PID = lazy_compile(r"^(?P<name>.*?)[ :(]+(?P<pid>\d+)\)?$")
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,13 @@ when an index went away kept its plan).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import polars as pl
 
 from dbdiag import tables as t
 from dbdiag.findings import Evidence
+from dbdiag.patterns import lazy_compile
 from dbdiag.rules.base import RuleInput
 from dbdiag.rules.sql.common import short_sql
 from dbdiag.rules.sql.full_table_scan import parse_sql, suggest_index, table_aliases
@@ -292,8 +292,8 @@ def _set_aside(engine: str | None, table: str, index: str | None) -> list[str]:
     return []
 
 
-_CREATE_INDEX = re.compile(r"(?is)^\s*create\s+(unique\s+)?index\s+(?:concurrently\s+)?(?:if\s+not\s+exists\s+)?")
-_ADD_INDEX = re.compile(r"(?is)\badd\s+((?:unique\s+)?(?:index|key)\s+[`\"\w$]+\s*(?:using\s+\w+\s*)?\([^)]*\))")
+_CREATE_INDEX = lazy_compile(r"(?is)^\s*create\s+(unique\s+)?index\s+(?:concurrently\s+)?(?:if\s+not\s+exists\s+)?")
+_ADD_INDEX = lazy_compile(r"(?is)\badd\s+((?:unique\s+)?(?:index|key)\s+[`\"\w$]+\s*(?:using\s+\w+\s*)?\([^)]*\))")
 
 
 def _recreate_index(engine: str | None, table: str, index: str | None, changes: pl.DataFrame, sample_sql: str | None) -> str | None:

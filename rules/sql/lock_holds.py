@@ -22,15 +22,17 @@ from datetime import timedelta
 
 import polars as pl
 
+from dbdiag.patterns import lazy_compile
+
 HOLD_COVER_PCT = 50.0
 ROW_LOCK_SLOWDOWN = 10.0
 MIN_BASELINE_RUNS = 3
 ROW_LOCK_ENGINES = ("mariadb",)  # MySQL 8.0.28+ counts row-lock waits in Lock_time; Percona logs InnoDB_rec_lock_wait
 
-HOLD_OPENERS = re.compile(r"^(?:lock tables?\s+(?P<tables>.+)|begin\b.*|start transaction\b.*)$")
-CLOSERS = re.compile(r"^(?:unlock tables?|commit\b.*|rollback\b.*|end)$")
-WRITE = re.compile(r"^(?:update|delete|insert|replace|select\b.*\bfor (?:update|share)\b|lock table\b)")
-DDL = re.compile(r"^(?:alter table|optimize table|truncate(?: table)?|rename table|drop table|create (?:unique )?index\b.*\bon)\s+`?(?P<table>[\w.$]+)")
+HOLD_OPENERS = lazy_compile(r"^(?:lock tables?\s+(?P<tables>.+)|begin\b.*|start transaction\b.*)$")
+CLOSERS = lazy_compile(r"^(?:unlock tables?|commit\b.*|rollback\b.*|end)$")
+WRITE = lazy_compile(r"^(?:update|delete|insert|replace|select\b.*\bfor (?:update|share)\b|lock table\b)")
+DDL = lazy_compile(r"^(?:alter table|optimize table|truncate(?: table)?|rename table|drop table|create (?:unique )?index\b.*\bon)\s+`?(?P<table>[\w.$]+)")
 
 
 def may_hold(table: str) -> pl.Expr:

@@ -60,6 +60,7 @@ import polars as pl
 from dbdiag import sqlnorm
 from dbdiag import tables as t
 from dbdiag.findings import Evidence, Finding, Scope, Severity
+from dbdiag.patterns import lazy_compile
 from dbdiag.rules.base import Rule, RuleInput, Verdict
 from dbdiag.rules.sql import plan_check
 from dbdiag.rules.sql.common import db_time_s, from_one_source, short_sql, statement_evidence, statements
@@ -92,7 +93,7 @@ MYSQL_INDEX_MERGE_HINT = (8, 0, 20)  # the INDEX_MERGE hint (MySQL 8.0 manual "I
 
 INDEX_MERGE_NODE_TYPES = ("IndexMerge", "index_merge", "BitmapOr")
 _INDEX_MERGE_TEXT = r"IndexMerge|index_merge|BitmapOr"
-_OR_TOKEN = re.compile(r"(?i)(?<![a-z_$])or(?![a-z0-9_$])|\|\|")  # "1OR" too: a number may touch it
+_OR_TOKEN = lazy_compile(r"(?i)(?<![a-z_$])or(?![a-z0-9_$])|\|\|")  # "1OR" too: a number may touch it
 
 
 @lru_cache(maxsize=1)

@@ -26,12 +26,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from dbdiag.patterns import lazy_compile
 from dbdiag.versions import MYSQL_FAMILY, at_least
 
 MAX_PRINTED_SQL_CHARS = 2000
 MYSQL_EXPLAIN_ANALYZE = (8, 0, 18)
-_QUERY_RE = re.compile(r"^\s*(?:SELECT|WITH)\b", re.I)
-_QUOTED_RE = re.compile(r"""'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*"|`[^`]*`""")
+_QUERY_RE = lazy_compile(r"^\s*(?:SELECT|WITH)\b", re.I)
+_QUOTED_RE = lazy_compile(r"""'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*"|`[^`]*`""")
 
 
 def explain_verb(engine: str | None, version: dict[str, Any] | None) -> str:

@@ -24,12 +24,13 @@ import polars as pl
 from dbdiag.parsers.base import ParseResult, ParseWarning
 from dbdiag.parsers.kit.times import UTC_NAMES, parse_time_line, zone_or_utc
 from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS, more_not_listed
+from dbdiag.patterns import lazy_compile
 from dbdiag.tables import UTC_TIME, conform
 
-HEADER_RE = re.compile(r"^\s*CPU\d+(?:\s+CPU\d+)*\s*$", re.ASCII)
-HEADER_DETECT_RE = re.compile(r"^[ \t]*CPU\d+(?:[ \t]+CPU\d+)*[ \t]*$", re.MULTILINE)
+HEADER_RE = lazy_compile(r"^\s*CPU\d+(?:\s+CPU\d+)*\s*$", re.ASCII)
+HEADER_DETECT_RE = lazy_compile(r"^[ \t]*CPU\d+(?:[ \t]+CPU\d+)*[ \t]*$", re.MULTILINE)
 # "  25:", "NMI:", "IPI0:2768808080" (no blank after the colon on arm64), "I/O:" (s390)
-ROW_RE = re.compile(r"^\s*([^\s:]+):(.*)$")
+ROW_RE = lazy_compile(r"^\s*([^\s:]+):(.*)$")
 
 
 @cache

@@ -11,7 +11,6 @@ that says so, and the time lines collectors write between snapshots.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -19,13 +18,14 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import polars as pl
 
 from dbdiag.parsers.base import ParseWarning
+from dbdiag.patterns import lazy_compile
 
 # Time lines between snapshots.
-_EPOCH_RE = re.compile(r"^(?:TS\s+)?(\d{9,11})(?:\.(\d{1,9}))?(?:\s+.*)?$")
-_ISO_RE = re.compile(
+_EPOCH_RE = lazy_compile(r"^(?:TS\s+)?(\d{9,11})(?:\.(\d{1,9}))?(?:\s+.*)?$")
+_ISO_RE = lazy_compile(
     r"^(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?)\s*(Z|UTC|[+-]\d{2}:?\d{2})?$"
 )
-_DATE_RE = re.compile(
+_DATE_RE = lazy_compile(
     r"^(?:[A-Z][a-z]{2}\s+)?([A-Z][a-z]{2})\s+(\d{1,2})\s+(\d{2}):(\d{2}):(\d{2})"
     r"(?:\s+([A-Za-z]{1,6}|[+-]\d{4}))?\s+(\d{4})$"
 )

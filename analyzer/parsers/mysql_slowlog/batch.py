@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import codecs
 import functools
-import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
@@ -36,6 +35,7 @@ from dbdiag.parsers.mysql_slowlog.files import Files, Warnings
 from dbdiag.parsers.mysql_slowlog.pieces import WORKERS, entry_pieces, parse_chunk
 from dbdiag.parsers.mysql_slowlog.stitch import Stitch, boundaries_read, entry_table
 from dbdiag.parsers.mysql_slowlog.times import times_read
+from dbdiag.patterns import lazy_compile
 
 
 CRLF_NOTE = "CRLF line ends (file passed through Windows); read as plain lines"
@@ -145,7 +145,7 @@ def parse_bytes(data: bytes, ctx: ParseContext) -> ParseResult:
     return _one(_parse_pieces(reads, ctx.tz, Files([ctx.source], [notes], np.zeros(1, dtype=np.int64))))
 
 
-SPACE_BYTES = re.compile(rb"[\t\n\x0b\x0c\r\x1c-\x1f ]*")  # the ASCII characters str.isspace() accepts
+SPACE_BYTES = lazy_compile(rb"[\t\n\x0b\x0c\r\x1c-\x1f ]*")  # the ASCII characters str.isspace() accepts
 
 
 def _is_blank(data: bytes, begin: int) -> bool:
