@@ -47,6 +47,7 @@ from dbdiag.capture_members import (
     Inventory,
     Limits,
     Member,
+    ReadWatch,
     Rejected,
     collect,
     mode_reason,
@@ -56,7 +57,7 @@ from dbdiag.capture_members import (
 from dbdiag.capture_tar import read_tar
 from dbdiag.capture_zip import read_zip
 
-__all__ = ["MEMBER_NAME_CAP_CHARS", "Capture", "CaptureError", "Limits", "Member", "printable_name", "read_capture"]
+__all__ = ["MEMBER_NAME_CAP_CHARS", "Capture", "CaptureError", "Limits", "Member", "ReadWatch", "printable_name", "read_capture"]
 
 TAR_BLOCK_BYTES = tarfile.BLOCKSIZE
 SNIFF_INPUT_CAP_BYTES = 4 * 1024 * 1024
@@ -71,16 +72,19 @@ _TAR_CONTAINER_OF_CODEC = {None: "tar", "gzip": "tar.gz", "bzip2": "tar.bz2", "x
 
 
 
-def read_capture(path: Path, limits: Limits = Limits()) -> Capture:
-    """Read a capture (tar[.gz|.bz2|.xz], zip, directory or single file) into memory, bounded."""
+def read_capture(path: Path, limits: Limits = Limits(), watch: ReadWatch | None = None) -> Capture:
+    """Read a capture (tar[.gz|.bz2|.xz], zip, directory or single file) into memory, bounded.
+
+    ``watch``: filled as reading goes, for a progress line in another thread (``ReadWatch``)."""
     path = Path(path)
     display = printable_name(str(path))
+    watch = watch if watch is not None else ReadWatch()
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:
         raise CaptureError(f"{display}: {os_reason(exc)}") from None
     if stat.S_ISDIR(mode):
-        members, partial = _read_directory(path, display, limits)
+        members, partial = _read_directory(path, display, limits.for_files(), watch)
         return Capture(str(path), "directory", members, partial)
     try:
         raw = _open_regular_file(str(path), follow_symlinks=True)
@@ -90,14 +94,18 @@ def read_capture(path: Path, limits: Limits = Limits()) -> Capture:
         raise CaptureError(f"{display}: not a regular file or directory ({exc.reason})") from None
     with raw:
         file_bytes = os.fstat(raw.fileno()).st_size
-        container, codec = _identify(raw, display)
-        raw.seek(0)
-        if container == "zip":
-            members, partial = read_zip(raw, display, limits)
-        elif container == "file":
-            members, partial = _read_single_file(path, raw, file_bytes, limits)
-        else:
-            members, partial = read_tar(raw, codec, file_bytes, limits)
+        watch.total_bytes, watch.fd = file_bytes, raw.fileno()
+        try:
+            container, codec = _identify(raw, display)
+            raw.seek(0)
+            if container == "zip":
+                members, partial = read_zip(raw, display, limits)
+            elif container == "file":
+                members, partial = _read_single_file(path, raw, file_bytes, limits.for_files())
+            else:
+                members, partial = read_tar(raw, codec, file_bytes, limits)
+        finally:
+            watch.fd, watch.done_bytes = None, file_bytes  # before the close: a closed number may be reused
     return Capture(str(path), container, members, partial)
 
 
@@ -204,13 +212,13 @@ def _read_single_file(path: Path, raw: BinaryIO, file_bytes: int, limits: Limits
     return inventory.members, partial
 
 
-def _read_directory(root: Path, display: str, limits: Limits) -> tuple[list[Member], str | None]:
+def _read_directory(root: Path, display: str, limits: Limits, watch: ReadWatch) -> tuple[list[Member], str | None]:
     """Walk the directory without following symlinks; member paths are relative to it."""
     try:
         top_entries = _sorted_entries(str(root))
     except OSError as exc:
         raise CaptureError(f"{display}: {os_reason(exc)}") from None
-    inventory = Inventory(limits)
+    inventory = Inventory(limits, watch=watch)
     partial = collect(_directory_entries(top_entries), inventory, None)
     return inventory.members, partial
 

@@ -13,11 +13,12 @@ import errno
 import math
 import logging
 import os
+import re
 import signal
 import sys
 import traceback
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import replace
 from datetime import datetime, timezone
 from enum import Enum
 from importlib import resources
@@ -27,9 +28,10 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 import dbdiag
-from dbdiag.capture import CaptureError, Limits, printable_name, read_capture
+from dbdiag.capture import CaptureError, Limits, ReadWatch, printable_name, read_capture
 from dbdiag.findings import Severity
 from dbdiag.output import Interrupted, OutputError, check_target, report_paths, signals_raise, write_report
+from dbdiag.progress import NO_PROGRESS, TerminalProgress, terminal_progress
 
 if TYPE_CHECKING:
     from dbdiag.pipeline import Analysis
@@ -48,6 +50,7 @@ MAX_WINDOW_S = 366 * 86_400  # one window for any capture; far beyond, times ove
 PSEUDO_FILESYSTEMS = ("/proc", "/sys", "/dev")
 # An internal error's message is shown on one line, cut to this length.
 MAX_ERROR_CHARS = 300
+READ_POLL_S = 0.125  # how often the progress line reads how far reading has got
 
 DEMO_ARCHIVE = "bank-core-demo.tar.gz"
 DEFAULT_REPORT_STEM = "dbdiag-report"
@@ -83,6 +86,38 @@ def _fail(message: str, code: int = EXIT_UNUSABLE) -> None:
 def _check_window(window_s: float) -> None:
     if not (math.isfinite(window_s) and MIN_WINDOW_S <= window_s <= MAX_WINDOW_S):
         _fail(f"--window must be a number of seconds from {MIN_WINDOW_S} to {MAX_WINDOW_S:,} (366 days); got {window_s}")
+
+
+SIZE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def _size_option(option: str, text: str | None) -> int | None:
+    """``--max-member-size 4G`` -> bytes (binary multiples: K, M, G, T, with or without ``iB``/``B``).
+
+    >>> _size_option("--max-member-size", "4G"), _size_option("--max-total-size", "1.5 GiB"), _size_option("-x", None)
+    (4294967296, 1610612736, None)
+    """
+    if text is None:
+        return None
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text, re.IGNORECASE)
+    size = int(float(found.group(1)) * SIZE_UNITS[found.group(2).lower()]) if found else 0
+    if size <= 0:
+        _fail(f"{option} must be a size such as 4G, 500M or 1048576 (bytes); got {printable_name(text)!r}")
+    return size
+
+
+def _limits(max_member_size: str | None, max_total_size: str | None) -> Limits:
+    """The capture limits, raised by the options: an option admits archive members up to its size, and
+    a file or directory up to it too (whatever the memory budget)."""
+    limits = Limits()
+    member_bytes = _size_option("--max-member-size", max_member_size)
+    total_bytes = _size_option("--max-total-size", max_total_size)
+    if member_bytes is not None:
+        limits = replace(limits, max_member_bytes=member_bytes)
+    if total_bytes is not None:
+        limits = replace(limits, max_total_bytes=total_bytes)
+    given = [size for size in (member_bytes, total_bytes) if size is not None]
+    return replace(limits, files_bytes=max(given)) if given else limits
 
 
 def _capture_path(given: str) -> Path:
@@ -146,19 +181,6 @@ def _exit_code(analysis: Analysis, document: dict, fail_on: Optional[FailOn]) ->
     return EXIT_OK
 
 
-@contextmanager
-def _progress():
-    """A transient status line on a terminal ('reading capture/db/slow.log'); nothing when piped."""
-    if sys.stderr is None or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console  # only a terminal needs it
-
-    console = Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")))
-    with console.status("reading capture", spinner="line") as status:
-        yield lambda path: status.update(f"reading {path}")
-
-
 def _run(
     capture_path: Path,
     output: Optional[str],
@@ -169,17 +191,21 @@ def _run(
     window_s: float,
     default_stem: str,
     pseudonymize: bool = False,
+    limits: Optional[Limits] = None,
 ) -> int:
     formats = list(dict.fromkeys(formats or [Format.html]))
     _check_window(window_s)
     targets = _check_outputs(output, formats, default_stem, capture_path)
     try:
         with signals_raise():
-            analysis = _analyze(capture_path, tz, show_literals, window_s, pseudonymize)
-            from dbdiag.report import build_document
+            with terminal_progress() as bar:  # gone before the reports are written and the summary said
+                analysis = _analyze(capture_path, tz, show_literals, window_s, pseudonymize, limits or Limits(), bar)
+                (bar or NO_PROGRESS).stage("report")
+                from dbdiag.report import build_document, render
 
-            document = build_document(analysis, generated_at=datetime.now(timezone.utc).replace(microsecond=0))
-            _write_reports(document, targets)
+                document = build_document(analysis, generated_at=datetime.now(timezone.utc).replace(microsecond=0))
+                texts = {fmt: render(document, fmt.value) for fmt in targets}
+            _write_reports(texts, targets)
     except KeyboardInterrupt:
         return _interrupted(signal.SIGINT)
     except Interrupted as stop:
@@ -188,17 +214,21 @@ def _run(
     return _exit_code(analysis, document, fail_on)
 
 
-def _analyze(capture_path: Path, tz: Optional[str], show_literals: bool, window_s: float, pseudonymize: bool) -> Analysis:
-    limits = Limits()
+def _analyze(
+    capture_path: Path, tz: Optional[str], show_literals: bool, window_s: float, pseudonymize: bool, limits: Limits,
+    bar: Optional[TerminalProgress],
+) -> Analysis:
     reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dbdiag-read")
     try:
-        reading = reader.submit(read_capture, capture_path, limits)  # file reads release the GIL
+        watch = ReadWatch()
+        reading = reader.submit(read_capture, capture_path, limits, watch)  # file reads release the GIL
         from dbdiag.pipeline import Options, UnknownTimeZone, analyze_read
 
         try:
-            with _progress() as progress:
-                options = Options(tz=tz, show_literals=show_literals, window_s=window_s, limits=limits, pseudonymize=pseudonymize)
-                return analyze_read(reading.result(), options, progress=progress)
+            if bar is not None:
+                _show_reading(reading, watch, bar)
+            options = Options(tz=tz, show_literals=show_literals, window_s=window_s, limits=limits, pseudonymize=pseudonymize)
+            return analyze_read(reading.result(), options, progress=bar)
         except (CaptureError, UnknownTimeZone) as error:
             _fail(str(error))
         except OSError as error:  # a read failing past read_capture's checks (EIO from /proc/self/mem)
@@ -207,11 +237,18 @@ def _analyze(capture_path: Path, tz: Optional[str], show_literals: bool, window_
         reader.shutdown(wait=False, cancel_futures=True)  # an interrupted run does not wait for the read
 
 
-def _write_reports(document: dict, targets: dict[Format, Path | None]) -> None:
-    from dbdiag.report import render
+def _show_reading(reading: Future, watch: ReadWatch, bar: TerminalProgress) -> None:
+    """The read stage's bytes, polled while the reading thread works."""
+    bar.stage("read", watch.total_bytes)
+    while not reading.done():
+        wait([reading], timeout=READ_POLL_S)
+        bar.stage_total(watch.total_bytes)
+        bar.set_done(watch.done())
 
+
+def _write_reports(texts: dict[Format, str], targets: dict[Format, Path | None]) -> None:
     for fmt, path in targets.items():
-        text = render(document, fmt.value)
+        text = texts[fmt]
         if path is None:
             _write_stdout(text)
             continue
@@ -229,9 +266,11 @@ def _summarise(capture_path: Path, analysis: Analysis, document: dict) -> None:
         f"{counts['critical']} critical, {counts['warning']} warning, {counts['info']} info finding(s)"
     )
     if not analysis.recognised:
-        unreadable = [record for record in analysis.inputs if record.error]
+        unreadable = [(record.path, record.error) for record in analysis.inputs if record.error]
+        unreadable += [(record.path, record.skipped) for record in analysis.inputs if record.skipped and record.lost]
         if unreadable:
-            _say(f"dbdiag: error: {capture_path}: nothing could be read; {unreadable[0].path}: {unreadable[0].error}")
+            path, reason = unreadable[0]
+            _say(f"dbdiag: error: {capture_path}: nothing could be read; {path}: {reason}")
         else:
             _say(f"dbdiag: error: {capture_path}: nothing in this capture is in a format dbdiag reads (see the inventory)")
     elif document["capture"]["partial"]:
@@ -266,6 +305,17 @@ LiteralsOption = Annotated[
 PseudonymizeOption = Annotated[
     bool, typer.Option("--pseudonymize", help="Replace host names, IP addresses, user and database names by stable pseudonyms.")
 ]
+MaxMemberSizeOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--max-member-size",
+        help="Read archive members up to this size (default 2G; K/M/G/T), and a file or folder up to it whatever the memory budget.",
+    ),
+]
+MaxTotalSizeOption = Annotated[
+    Optional[str],
+    typer.Option("--max-total-size", help="Read up to this much of an archive's members together (default 8G; K/M/G/T)."),
+]
 WindowOption = Annotated[
     float,
     typer.Option(
@@ -288,10 +338,13 @@ def analyze(
     show_literals: LiteralsOption = False,
     window: WindowOption = 10.0,
     pseudonymize: PseudonymizeOption = False,
+    max_member_size: MaxMemberSizeOption = None,
+    max_total_size: MaxTotalSizeOption = None,
 ) -> None:
     """Analyze a capture and write the report."""
     capture_path = _capture_path(capture)
-    raise typer.Exit(_run(capture_path, output, format, fail_on, tz, show_literals, window, DEFAULT_REPORT_STEM, pseudonymize))
+    limits = _limits(max_member_size, max_total_size)
+    raise typer.Exit(_run(capture_path, output, format, fail_on, tz, show_literals, window, DEFAULT_REPORT_STEM, pseudonymize, limits))
 
 
 @app.command()

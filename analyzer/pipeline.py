@@ -26,6 +26,7 @@ from dbdiag.engine import run_rules
 from dbdiag.findings import RuleOutcome
 from dbdiag.parsers import PARSERS, manifest
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, decode_text
+from dbdiag.progress import NO_PROGRESS, Progress
 from dbdiag.rules import RULES
 from dbdiag.rules.base import Rule, RuleInput
 from dbdiag.timebounds import _range_inside, inside, within_time_bounds
@@ -311,13 +312,13 @@ def analyze_capture(
     options: Options = Options(),
     parsers: tuple[ParserSpec, ...] = PARSERS,
     rules: tuple[Rule, ...] = RULES,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> Analysis:
     """Analyze a capture that stays the caller's (its member bytes are kept)."""
     return _analyze(capture, list(capture.members), options, parsers, rules, progress)
 
 
-def analyze(path: Path, options: Options = Options(), progress: Callable[[str], None] | None = None) -> Analysis:
+def analyze(path: Path, options: Options = Options(), progress: Progress | None = None) -> Analysis:
     """Read and analyze a capture, letting go of each member's bytes once it is decoded.
 
     A 200 MB slow log would otherwise sit in memory three times (bytes, text, parsed lines).
@@ -325,7 +326,7 @@ def analyze(path: Path, options: Options = Options(), progress: Callable[[str], 
     return analyze_read(read_capture(path, options.limits), options, progress)
 
 
-def analyze_read(capture: Capture, options: Options = Options(), progress: Callable[[str], None] | None = None) -> Analysis:
+def analyze_read(capture: Capture, options: Options = Options(), progress: Progress | None = None) -> Analysis:
     """``analyze`` of a capture already read (``read_capture``), which it consumes: its members are
     taken out of it and each one's bytes let go once parsed."""
     members = list(capture.members)
@@ -341,14 +342,19 @@ def _analyze(
     options: Options,
     parsers: tuple[ParserSpec, ...],
     rules: tuple[Rule, ...],
-    progress: Callable[[str], None] | None,
+    progress: Progress | None,
 ) -> Analysis:
     """The stages; ``members`` is consumed (emptied) so that bytes are freed as parsing goes."""
+    progress = progress or NO_PROGRESS
+    progress.stage("detect")
     inputs, detected = _detect_all(members, parsers)
     context = _context(detected, options.tz)
+    progress.stage("parse", sum(len(member.data or b"") for member, _, _ in detected))
     results = _parse_all(detected, context, progress)
     tables = merge_tables(results)
+    progress.stage("derive")
     derived = derive_all(tables, SqlOptions(show_literals=options.show_literals), options.window_s)
+    progress.stage("rules")
     outcomes = run_rules(rules, RuleInput(tables=tables, derived=derived.tables, metrics=derived.metrics))
     return Analysis(capture, inputs, tables, derived, outcomes, context.zone, context.zone_origin, options)
 
@@ -399,7 +405,7 @@ def _context(detected: list[Detected], requested_tz: str | None) -> Context:
     return Context(zone, origin, _capture_time(read, zone))
 
 
-def _parse_all(detected: list[Detected], context: Context, progress: Callable[[str], None] | None) -> list[ParseResult]:
+def _parse_all(detected: list[Detected], context: Context, progress: Progress) -> list[ParseResult]:
     """Each detected member parsed (small ones of a kind together: ``parse_batch``), its inventory
     line filled; the results in capture order. ``detected`` is emptied, each member's bytes let go
     once parsed."""
@@ -409,14 +415,14 @@ def _parse_all(detected: list[Detected], context: Context, progress: Callable[[s
     detected.reverse()  # popped from the end, in capture order
     while detected:
         member, spec, record = detected.pop()
-        order = len(detected)
-        if progress:
-            progress(member.path)
-        if spec.parse_batch is not None and len(member.data or b"") <= BATCH_MEMBER_BYTES:
+        order, size_bytes = len(detected), len(member.data or b"")
+        progress.advance(0, member.path)
+        if spec.parse_batch is not None and size_bytes <= BATCH_MEMBER_BYTES:
             batch = batches.setdefault(spec.kind, _Batch(spec))
             batch.add(order, member, record)
             if batch.size_bytes >= BATCH_BYTES:
                 _keep(batches.pop(spec.kind).parse(zone, taken_at), by_order)
+            progress.advance(size_bytes)
             continue
         if spec.parse_bytes is not None:
             data, path = member.data or b"", member.path
@@ -429,6 +435,7 @@ def _parse_all(detected: list[Detected], context: Context, progress: Callable[[s
             result, error = parse_text(text, path, spec, zone, taken_at)
             del text
         _keep([(order, record, result, error)], by_order)
+        progress.advance(size_bytes)
     for batch in batches.values():
         _keep(batch.parse(zone, taken_at), by_order)
     return [by_order[order] for order in sorted(by_order, reverse=True)]  # in capture order: ``order`` counts down

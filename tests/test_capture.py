@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from dbdiag import capture_members
 from dbdiag.capture import Capture, CaptureError, Limits, Member, read_capture
 from hostile import (
     HOSTILE_KINDS,
@@ -456,11 +457,41 @@ def test_member_size_cap(tmp_path: Path) -> None:
     ]))
     capture = read_capture(path, Limits(max_member_bytes=1 * MiB))
     assert [(m.path, m.skipped, m.compression) for m in capture.members] == [
-        ("big.log", "member larger than 1.0 MiB cap", None),
-        ("big.log.gz", "member larger than 1.0 MiB cap", "gzip"),
+        ("big.log", "member larger than 1.0 MiB cap; --max-member-size raises it", None),
+        ("big.log.gz", "member larger than 1.0 MiB cap; --max-member-size raises it", "gzip"),
         ("ok.log", None, None),
     ]
     assert capture.partial is None
+    admitted = read_capture(path, Limits(max_member_bytes=4 * MiB))  # the option admits them
+    assert [(m.path, m.skipped, m.size) for m in admitted.members] == [
+        ("big.log", None, len(text)), ("big.log.gz", None, len(text)), ("ok.log", None, len(OK_LOG)),
+    ]
+
+
+def test_a_file_given_as_it_is_is_bounded_by_memory_not_by_the_archive_cap(tmp_path: Path, monkeypatch) -> None:
+    text = b"".join(b"%08d SELECT * FROM t WHERE id = %d;\n" % (i, i * 7919) for i in range(60_000))
+    path = tmp_path / "slow.log"
+    path.write_bytes(text)
+    capture = read_capture(path, Limits(max_member_bytes=1 * MiB))  # an archive member's cap does not apply
+    assert [(m.path, m.skipped, m.size) for m in capture.members] == [("slow.log", None, len(text))]
+    monkeypatch.setattr(capture_members, "memory_budget_bytes", lambda: 1 * MiB)
+    capture = read_capture(path)
+    assert capture.members[0].data is None and capture.members[0].lost
+    assert capture.members[0].skipped == (
+        "larger than the 1.0 MiB this machine's memory can analyze (RAM / 3.5); --max-member-size raises it"
+    )
+    assert read_capture(path, Limits(files_bytes=4 * MiB)).members[0].size == len(text)
+
+
+def test_a_directory_is_bounded_by_memory_for_its_files_together(tmp_path: Path, monkeypatch) -> None:
+    for i in range(4):
+        (tmp_path / f"part{i}.log").write_bytes(bytes(400 * 1024))
+    monkeypatch.setattr(capture_members, "memory_budget_bytes", lambda: 1 * MiB)
+    capture = read_capture(tmp_path, Limits(max_total_bytes=1))  # the archive total does not apply either
+    assert [(m.path, m.skipped) for m in capture.members][:2] == [("part0.log", None), ("part1.log", None)]
+    assert capture.members[2].skipped.startswith("not read: the 1.0 MiB this machine's memory can analyze")
+    assert capture.partial == "memory budget of 1.0 MiB reached after 3 members; later members not read; --max-total-size raises it"
+    assert all(m.skipped is None for m in read_capture(tmp_path, Limits(files_bytes=2 * MiB)).members)
 
 
 def test_total_size_cap_stops_reading(tmp_path: Path) -> None:
@@ -470,9 +501,9 @@ def test_total_size_cap_stops_reading(tmp_path: Path) -> None:
     assert [(m.path, m.skipped) for m in capture.members] == [
         ("part0.log", None),
         ("part1.log", None),
-        ("part2.log", "not read: total size cap of 1.0 MiB reached"),
+        ("part2.log", "not read: total size cap of 1.0 MiB reached; --max-total-size raises it"),
     ]
-    assert capture.partial == "total size cap of 1.0 MiB reached after 3 members; later members not read"
+    assert capture.partial == "total size cap of 1.0 MiB reached after 3 members; later members not read; --max-total-size raises it"
 
 
 def test_100k_empty_members_stop_at_the_cap(tmp_path: Path) -> None:

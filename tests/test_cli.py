@@ -297,3 +297,22 @@ def test_a_directory_of_more_entries_than_the_member_cap_is_bounded(tmp_path: Pa
     read = [i for i in document["inputs"] if i["kind"] == "proc-softirqs"]
     assert len(read) == 10  # 20 entries examined: 10 folders and the file in each
     assert any("member cap of 20 reached" in reason for reason in document["capture"]["partial_reasons"])
+
+
+def test_a_file_over_the_size_option_names_the_option_and_is_admitted_by_it(tmp_path: Path) -> None:
+    log = tmp_path / "softirqs.txt"
+    log.write_bytes(OK_LOG * 40)
+    assert log.stat().st_size > 1024
+    refused = invoke(["analyze", str(log), "-f", "json", "-o", str(tmp_path / "r.json"), "--max-member-size", "1K"], tmp_path)
+    assert refused.exit_code == 2
+    assert "nothing could be read; softirqs.txt: member larger than 1.0 KiB cap; --max-member-size raises it" in refused.stderr
+    assert "nothing in this capture is in a format" not in refused.stderr
+    admitted = invoke(["analyze", str(log), "-f", "json", "-o", str(tmp_path / "s.json"), "--max-member-size", "1M"], tmp_path)
+    assert admitted.exit_code == 0, admitted.stderr
+    assert json.loads((tmp_path / "s.json").read_text())["inputs"][0]["kind"] == "proc-softirqs"
+
+
+def test_a_member_size_that_is_not_a_size_is_one_line(tmp_path: Path) -> None:
+    result = invoke(["analyze", str(tmp_path), "--max-total-size", "lots"], tmp_path)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "dbdiag: error: --max-total-size must be a size such as 4G, 500M or 1048576 (bytes); got 'lots'"
