@@ -76,6 +76,8 @@ def main() -> None:
     parser.add_argument("--mariadb", type=Path, help="a big MySQL/MariaDB slow log")
     parser.add_argument("--postgres", type=Path, help="a big PostgreSQL stderr log (prefix '%%m [%%p] %%q%%u@%%d ')")
     parser.add_argument("--repeat", type=int, default=1, help="rounds (each runs every tool once); each tool's best run is kept")
+    parser.add_argument("--no-peers", action="store_true", help="dbdiag only (to compare two checkouts of it)")
+    parser.add_argument("--pgbadger-jobs", type=int, default=2, help="pgbadger -j (default 2: both cores, as dbdiag uses them)")
     args = parser.parse_args()
     runs: list[Run] = []
     with tempfile.TemporaryDirectory() as scratch:
@@ -83,12 +85,13 @@ def main() -> None:
         plans: list[tuple[str, list[str], Path]] = []
         if args.mariadb:
             plans.append(("dbdiag", dbdiag_command(args.mariadb, out), args.mariadb))
-            if shutil.which("pt-query-digest"):
+            if shutil.which("pt-query-digest") and not args.no_peers:
                 plans.append(("pt-query-digest", ["pt-query-digest", "--output", "json", str(args.mariadb)], args.mariadb))
         if args.postgres:
             plans.append(("dbdiag", dbdiag_command(args.postgres, out), args.postgres))
-            if shutil.which("pgbadger"):
-                command = ["pgbadger", "--prefix", PG_PREFIX, "-q", "-o", str(out / "pgbadger.html"), str(args.postgres)]
+            if shutil.which("pgbadger") and not args.no_peers:
+                command = ["pgbadger", "--prefix", PG_PREFIX, "-j", str(args.pgbadger_jobs), "-q", "-o", str(out / "pgbadger.html"),
+                           str(args.postgres)]
                 plans.append(("pgbadger", command, args.postgres))
         env = compiled_env(out)
         measured: list[list[Run]] = [[] for _ in plans]

@@ -39,7 +39,9 @@ def may_hold(table: str) -> pl.Expr:
     """Statements that open, close or make a hold on ``table`` (the Python walk below sees only these)."""
     text = pl.col("fingerprint").fill_null("")
     control = text.str.contains(r"^(?:begin|start transaction|lock tables?|unlock tables?|commit|rollback|end$|alter table|optimize table|truncate|rename table|drop table|create (?:unique )?index)")
-    return control | (text.str.contains(r"^(?:update|delete|insert|replace|select)\b") & text.str.contains(rf"\b{re.escape(table.lower())}\b"))
+    # a plain SELECT neither opens, closes nor makes a hold: only one that locks rows (WRITE) is walked
+    writes = text.str.contains(r"^(?:update|delete|insert|replace)\b|^select\b.*\bfor (?:update|share)\b")
+    return control | (writes & text.str.contains(rf"\b{re.escape(table.lower())}\b"))
 
 
 def holds(everything: pl.DataFrame, table: str, waiting_conns: set) -> list[tuple]:
@@ -48,6 +50,9 @@ def holds(everything: pl.DataFrame, table: str, waiting_conns: set) -> list[tupl
         pl.col("conn_id").is_not_null(), ~pl.col("conn_id").is_in(list(waiting_conns)), pl.col("end_ts").is_not_null()
     ).sort("conn_id", "end_ts", "source", "line")  # log order within a second: times on whole seconds tie
     name = table.lower()
+    # a connection none of whose statements names the table holds nothing on it: only the others are walked
+    naming = columns.filter(pl.col("fingerprint").fill_null("").str.contains(name, literal=True))["conn_id"].unique()
+    columns = columns.filter(pl.col("conn_id").is_in(naming.implode()))
     found = []
     for (conn_id,), group in columns.group_by("conn_id", maintain_order=True):
         opened = None
@@ -85,12 +90,17 @@ def inferred_row_lock_waits(everything: pl.DataFrame, table_of: dict[str, str | 
     coarse = everything["end_ts"].drop_nulls().dt.microsecond().eq(0).all()
     margin = timedelta(seconds=1 if coarse else 0)
     found = []
+    spans_of: dict[str, list[tuple]] = {}  # per table: the fingerprints writing one table share its holds
     for (fp_id,), runs in candidates.group_by("fp_id", maintain_order=True):
         table = table_of.get(fp_id)
         if table is None:
             continue
-        spans = holds(everything.filter(may_hold(table)), table, set())
-        spans = [(conn, begin - margin, end + margin) for conn, begin, end, how in spans if how.startswith("open transaction")]
+        if table not in spans_of:
+            held = holds(everything.filter(may_hold(table)), table, set())
+            spans_of[table] = [(conn, begin - margin, end + margin) for conn, begin, end, how in held if how.startswith("open transaction")]
+        spans = spans_of[table]
+        if not spans:  # no other connection's transaction held the table: no run can have waited inside one
+            continue
         cover = [_covered(row, spans) for row in runs.select("conn_id", "start_ts", "end_ts", "query_time_s").iter_rows(named=True)]
         inside = pl.Series(cover) >= HOLD_COVER_PCT / 100.0
         baseline = runs.filter(~inside)["query_time_s"]
