@@ -126,17 +126,19 @@ def parse_member(member: Member, spec: ParserSpec, tz: str) -> tuple[ParseResult
 
 
 def parse_text(
-    text: str, path: str, spec: ParserSpec, tz: str, ref_time: datetime | None = None
+    text: str, path: str, spec: ParserSpec, tz: str, ref_time: datetime | None = None, on_bytes: Callable[[int], None] | None = None,
 ) -> tuple[ParseResult | None, str | None]:
-    return _guarded(lambda: spec.parse(text, ParseContext(source=path, tz=tz, ref_time=ref_time)), spec)
+    context = ParseContext(source=path, tz=tz, ref_time=ref_time, on_bytes=on_bytes)
+    return _guarded(lambda: spec.parse(text, context), spec)
 
 
 def parse_bytes(
-    data: bytes, path: str, spec: ParserSpec, tz: str, ref_time: datetime | None = None
+    data: bytes, path: str, spec: ParserSpec, tz: str, ref_time: datetime | None = None, on_bytes: Callable[[int], None] | None = None,
 ) -> tuple[ParseResult | None, str | None]:
     """``parse_text`` for a parser that reads raw bytes itself (``ParserSpec.parse_bytes``)."""
     assert spec.parse_bytes is not None
-    return _guarded(lambda: spec.parse_bytes(data, ParseContext(source=path, tz=tz, ref_time=ref_time)), spec)
+    context = ParseContext(source=path, tz=tz, ref_time=ref_time, on_bytes=on_bytes)
+    return _guarded(lambda: spec.parse_bytes(data, context), spec)
 
 
 def _guarded(parse: Callable[[], ParseResult], spec: ParserSpec) -> tuple[ParseResult | None, str | None]:
@@ -424,18 +426,24 @@ def _parse_all(detected: list[Detected], context: Context, progress: Progress) -
                 _keep(batches.pop(spec.kind).parse(zone, taken_at), by_order)
             progress.advance(size_bytes)
             continue
+        told: list[int] = []  # bytes the parser said are done (pieces of a big log), from its threads
+
+        def on_bytes(done_bytes: int) -> None:
+            told.append(done_bytes)
+            progress.advance(done_bytes)
+
         if spec.parse_bytes is not None:
             data, path = member.data or b"", member.path
             del member
-            result, error = parse_bytes(data, path, spec, zone, taken_at)
+            result, error = parse_bytes(data, path, spec, zone, taken_at, on_bytes)
             del data
         else:
             text, path = decode(member.data or b""), member.path
             del member  # the bytes go now, before the parser builds its tables
-            result, error = parse_text(text, path, spec, zone, taken_at)
+            result, error = parse_text(text, path, spec, zone, taken_at, on_bytes)
             del text
         _keep([(order, record, result, error)], by_order)
-        progress.advance(size_bytes)
+        progress.advance(max(size_bytes - sum(told), 0))
     for batch in batches.values():
         _keep(batch.parse(zone, taken_at), by_order)
     return [by_order[order] for order in sorted(by_order, reverse=True)]  # in capture order: ``order`` counts down

@@ -72,3 +72,29 @@ def test_a_terminal_sees_the_stages_and_a_pipe_sees_none(tmp_path: Path) -> None
                            cwd=tmp_path, capture_output=True, timeout=60, env=env)
     assert piped.returncode == 0
     assert b"\x1b" not in piped.stderr and b"parse" not in piped.stderr
+
+
+def _member(archive: str, name: str) -> bytes:
+    import tarfile
+
+    with tarfile.open(Path(__file__).resolve().parent.parent / "fixtures" / "lockwait" / archive) as tar:
+        return tar.extractfile(name).read()
+
+
+def test_the_big_log_parsers_tell_the_bytes_of_each_piece(monkeypatch) -> None:
+    from dbdiag.parsers import mysql_slowlog, pg_stderr
+    from dbdiag.parsers.base import ParseContext
+    from dbdiag.parsers.mysql_slowlog import pieces
+
+    for module, spec, data in (
+        (pieces, mysql_slowlog.SPEC, _member("mariadb-lock-wait.tar.gz", "capture/db/mariadb-slow.log")),
+        (pg_stderr, pg_stderr.SPEC, _member("pg-lock-wait.tar.gz", "capture/db/postgresql.log")),
+    ):
+        whole = spec.parse_bytes(data, ParseContext("db/log"))
+        monkeypatch.setattr(module, "CHUNK_CHARS", 4096)  # pieces of a few KB: several of them
+        told: list[int] = []
+        cut = spec.parse_bytes(data, ParseContext("db/log", on_bytes=told.append))
+        assert len(told) > 3, spec.kind
+        assert sum(told) <= len(data) and sum(told) >= len(data) - len(told), spec.kind  # the newline between pieces at most
+        for name, frame in whole.tables.items():  # being told changes nothing read
+            assert cut.tables[name].equals(frame), (spec.kind, name)

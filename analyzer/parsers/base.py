@@ -65,6 +65,13 @@ class ParseContext:
     source: str
     tz: str = "UTC"
     ref_time: datetime | None = None
+    # told how many bytes of the member are done, piece after piece, by the parsers that read big logs
+    # in pieces (for the progress line; called from their worker threads); None: nobody listens
+    on_bytes: Callable[[int], None] | None = field(default=None, compare=False, repr=False)
+
+    def report_bytes(self, done_bytes: int) -> None:
+        if self.on_bytes is not None:
+            self.on_bytes(done_bytes)
 
 
 def decode_text(data: bytes) -> str:

@@ -41,6 +41,7 @@ import functools
 import itertools
 import re
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -253,11 +254,15 @@ def _parse(text: str | bytes, ctx: ParseContext) -> ParseResult:
     shape = _shape(text)
     if isinstance(shape, ParseResult):
         return shape
-    return _read_logs([text], [ctx.source], shape, tz, warnings)[0]
+    return _read_logs([text], [ctx.source], shape, tz, warnings, ctx.report_bytes)[0]
 
 
-def _read_logs(texts: list[str | bytes], sources: list[str], shape: Shape, tz: str, tz_warnings: list[ParseWarning]) -> list[ParseResult]:
-    """The results of one log, read in pieces, or of several small logs of one shape read as one."""
+def _read_logs(
+    texts: list[str | bytes], sources: list[str], shape: Shape, tz: str, tz_warnings: list[ParseWarning],
+    report_bytes: Callable[[int], None] = lambda done_bytes: None,
+) -> list[ParseResult]:
+    """The results of one log, read in pieces (``report_bytes`` told of each), or of several small logs
+    of one shape read as one."""
     prefix, wrapper = shape.prefix, shape.wrapper
     notes = [f"{wrapper} lines: time and pid read from the {wrapper} header"] if wrapper else []
     warnings = list(tz_warnings)
@@ -266,7 +271,7 @@ def _read_logs(texts: list[str | bytes], sources: list[str], shape: Shape, tz: s
     else:
         warnings.append(ParseWarning(None, prefix.notes[0]))
     if len(texts) == 1:
-        files, chunks = M.ONE_LOG, _read_pieces(texts[0], prefix, wrapper, tz)
+        files, chunks = M.ONE_LOG, _read_pieces(texts[0], prefix, wrapper, tz, report_bytes)
     else:
         body, files = pg_batch.joined(texts)
         chunks = [_read_chunk(body, prefix, wrapper, tz, files)]
@@ -295,15 +300,20 @@ def _read_logs(texts: list[str | bytes], sources: list[str], shape: Shape, tz: s
     return results
 
 
-def _read_pieces(text: str | bytes, prefix: Prefix, wrapper: str | None, tz: str) -> list[Chunk]:
-    """The chunks of one log: one, or record-aligned pieces read two at a time (one per core)."""
+def _read_pieces(
+    text: str | bytes, prefix: Prefix, wrapper: str | None, tz: str, report_bytes: Callable[[int], None]
+) -> list[Chunk]:
+    """The chunks of one log: one, or record-aligned pieces read two at a time (one per core);
+    ``report_bytes`` is told each piece's size once read."""
     size = len(text) - 1 if text[-1:] in ("\n", b"\n") else len(text)  # no copy of a GB text to drop one newline
     bounds = _chunk_bounds(text, size, prefix, wrapper)
 
     def read(index: int) -> Chunk:
         start, end = bounds[index]
         end = end - 1 if index + 1 < len(bounds) else end  # the newline before the next piece
-        return _read_chunk(text[start:end], prefix, wrapper, tz)
+        chunk = _read_chunk(text[start:end], prefix, wrapper, tz)
+        report_bytes(end - start)
+        return chunk
 
     if len(bounds) == 1:
         return [read(0)]

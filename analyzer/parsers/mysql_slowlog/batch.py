@@ -47,8 +47,10 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     if not text or text.isspace():
         raise ParseError("empty file")
     notes = [CRLF_NOTE] if "\r\n" in text[:CRLF_HEAD_CHARS] else []
-    reads = [functools.partial(text_lines, text, start, end) for start, end in entry_pieces(text)]
-    return _one(_parse_pieces(reads, ctx.tz, Files([ctx.source], [notes], np.zeros(1, dtype=np.int64))))
+    bounds = entry_pieces(text)
+    reads = [functools.partial(text_lines, text, start, end) for start, end in bounds]
+    files = Files([ctx.source], [notes], np.zeros(1, dtype=np.int64))
+    return _one(_parse_pieces(reads, ctx.tz, files, [end - start for start, end in bounds], ctx.report_bytes))
 
 
 def _one(results: list[ParseResult | ParseError]) -> ParseResult:
@@ -141,8 +143,10 @@ def parse_bytes(data: bytes, ctx: ParseContext) -> ParseResult:
     # pipeline.decode turned CRLF into LF, but "\r\r\n" still reads as "\r" + LF: parse notes that
     head = data[begin : begin + 4 * CRLF_HEAD_CHARS + 8]  # covers the characters parse looks at
     notes = [CRLF_NOTE] if b"\r\r\n" in head and "\r\n" in decode(head)[:CRLF_HEAD_CHARS] else []
-    reads = [functools.partial(raw_lines, data, start, end) for start, end in entry_pieces(data, begin)]
-    return _one(_parse_pieces(reads, ctx.tz, Files([ctx.source], [notes], np.zeros(1, dtype=np.int64))))
+    bounds = entry_pieces(data, begin)
+    reads = [functools.partial(raw_lines, data, start, end) for start, end in bounds]
+    files = Files([ctx.source], [notes], np.zeros(1, dtype=np.int64))
+    return _one(_parse_pieces(reads, ctx.tz, files, [end - start for start, end in bounds], ctx.report_bytes))
 
 
 SPACE_BYTES = lazy_compile(rb"[\t\n\x0b\x0c\r\x1c-\x1f ]*")  # the ASCII characters str.isspace() accepts
@@ -165,16 +169,25 @@ def _is_blank(data: bytes, begin: int) -> bool:
 
 
 def _parse_pieces(
-    reads: list[Callable[[], Lines]], tz: str, files: Files
+    reads: list[Callable[[], Lines]], tz: str, files: Files, piece_bytes: list[int] | None = None,
+    report_bytes: Callable[[int], None] | None = None,
 ) -> list[ParseResult | ParseError]:
     """The tables of each file of a log given as entry-aligned pieces (``reads`` give each one's
-    lines; a batch is one piece)."""
+    lines; a batch is one piece); ``report_bytes`` is told each piece's ``piece_bytes`` once read."""
     tz, tz_warning = check_tz(tz)
     warnings = [tz_warning] if tz_warning else []
     boundaries = files.starts[1:] - 1  # line indices of the boundary lines
     jobs = [(read, index == 0, boundaries if index == 0 else boundaries[:0]) for index, read in enumerate(reads)]
+    sizes = piece_bytes or [0] * len(jobs)
+
+    def read_piece(index: int) -> dict[str, object]:
+        piece = parse_chunk(*jobs[index])
+        if report_bytes is not None:
+            report_bytes(sizes[index])
+        return piece
+
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:  # polars, numpy and the kernel release the GIL
-        pieces = [parse_chunk(*jobs[0])] if len(jobs) == 1 else list(pool.map(lambda job: parse_chunk(*job), jobs))
+        pieces = [read_piece(0)] if len(jobs) == 1 else list(pool.map(read_piece, range(len(jobs))))
         return _parse_whole(pieces, pool, tz, files, warnings)
 
 
