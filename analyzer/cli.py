@@ -169,16 +169,22 @@ def _run(
     window_s: float,
     default_stem: str,
     pseudonymize: bool = False,
+    tables_dir: Optional[str] = None,
 ) -> int:
     formats = list(dict.fromkeys(formats or [Format.html]))
     _check_window(window_s)
     targets = _check_outputs(output, formats, default_stem, capture_path)
+    if tables_dir is not None:
+        _tables(tables_dir, capture_path)
     try:
         with signals_raise():
             analysis = _analyze(capture_path, tz, show_literals, window_s, pseudonymize)
             from dbdiag.report import build_document
 
-            document = build_document(analysis, generated_at=datetime.now(timezone.utc).replace(microsecond=0))
+            generated_at = datetime.now(timezone.utc).replace(microsecond=0)
+            document = build_document(analysis, generated_at=generated_at)
+            if tables_dir is not None and analysis.recognised:
+                _tables(tables_dir, capture_path, (analysis, document, generated_at))
             _write_reports(document, targets)
     except KeyboardInterrupt:
         return _interrupted(signal.SIGINT)
@@ -205,6 +211,20 @@ def _analyze(capture_path: Path, tz: Optional[str], show_literals: bool, window_
             _fail(f"{printable_name(str(capture_path))}: {(error.strerror or str(error)).lower()}")
     finally:
         reader.shutdown(wait=False, cancel_futures=True)  # an interrupted run does not wait for the read
+
+
+def _tables(folder: str, capture_path: Path, done: Optional[tuple[Analysis, dict, datetime]] = None) -> None:
+    """``--tables``: check the folder (before the analysis), or write the capture's tables there."""
+    from dbdiag.export_tables import ExportError, build_export, check_tables_dir, write_export
+
+    try:
+        target = check_tables_dir(folder, capture_path)
+        if done is None:
+            return
+        written = write_export(target, build_export(*done, dbdiag.__version__))
+    except ExportError as error:
+        _fail(str(error))
+    _say(f"wrote {len(written)} table file(s) in {printable_name(folder)}")
 
 
 def _write_reports(document: dict, targets: dict[Format, Path | None]) -> None:
@@ -274,6 +294,14 @@ WindowOption = Annotated[
     ),
 ]
 
+TablesOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--tables",
+        help="Also write the capture's tables as Parquet under this folder (DIR/<table>/host=<host>/day=<day>/), for 'dbdiag fleet'.",
+    ),
+]
+
 
 @app.command()
 def analyze(
@@ -288,10 +316,11 @@ def analyze(
     show_literals: LiteralsOption = False,
     window: WindowOption = 10.0,
     pseudonymize: PseudonymizeOption = False,
+    tables: TablesOption = None,
 ) -> None:
     """Analyze a capture and write the report."""
     capture_path = _capture_path(capture)
-    raise typer.Exit(_run(capture_path, output, format, fail_on, tz, show_literals, window, DEFAULT_REPORT_STEM, pseudonymize))
+    raise typer.Exit(_run(capture_path, output, format, fail_on, tz, show_literals, window, DEFAULT_REPORT_STEM, pseudonymize, tables))
 
 
 @app.command()
@@ -333,6 +362,28 @@ def explain(rule_id: str = typer.Argument(..., help="A rule id, e.g. softirq-con
     if rule is None:
         _fail(f"unknown rule {rule_id!r}; 'dbdiag rules' lists them")
     _write_stdout(f"{rule.id}: {rule.title}\n\n{rule.doc.strip()}\n", "cannot write")
+
+
+class FleetFormat(str, Enum):
+    text = "text"
+    json = "json"
+    md = "md"
+
+
+@app.command()
+def fleet(
+    folders: Annotated[list[str], typer.Argument(help="Folders written by 'dbdiag analyze --tables DIR'.")],
+    format: Annotated[FleetFormat, typer.Option("--format", "-f", help="text (default), json or md, to standard output.")] = FleetFormat.text,
+    top: Annotated[int, typer.Option("--top", min=1, max=1000, help="How many fingerprints to list.")] = 10,
+) -> None:
+    """Read many captures' tables and print the top fingerprints, the findings per host and the slowest hosts."""
+    from dbdiag.fleet import FleetError, render, summarize
+
+    try:
+        summary = summarize([Path(folder) for folder in folders], top)
+    except FleetError as error:
+        _fail(str(error))
+    _write_stdout(render(summary, format.value), "cannot write")
 
 
 def _version(value: bool) -> None:

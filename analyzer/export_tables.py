@@ -3,9 +3,9 @@
 The schemas, the partitions and the day of a row are in :mod:`dbdiag.tables.export`. Here the
 frames are built from an ``Analysis`` and its report document, and written::
 
-    check_tables_dir(Path("fleet"), capture)        # before the analysis: a bad DIR fails at once
+    folder = check_tables_dir("fleet", capture)     # before the analysis: a bad DIR fails at once
     export = build_export(analysis, document, analyzed_at, version)
-    write_export(Path("fleet"), export)             # -> fleet/statement/host=db03/day=2026-11-29/<capture_id>.parquet ...
+    write_export(folder, export)                    # -> fleet/statement/host=db03/day=2026-11-29/<capture_id>.parquet ...
 
 Privacy: the text comes from the public derived tables only (``fingerprinted_statement``'s
 ``fingerprint`` and ``sample_sql``, ``public_plan_node``, the public ``event`` and ``load_sample``),
@@ -59,11 +59,12 @@ class Export:
     frames: dict[str, pl.DataFrame]  # table -> rows in its export schema, plus ``day``
 
 
-def check_tables_dir(folder: Path, capture: Path) -> None:
-    """Refuse a DIR that is a file, lies in the capture folder or cannot be written; create it."""
-    shown = printable_name(str(folder))
-    if not str(folder):
-        raise ExportError("--tables: the folder name is empty")
+def check_tables_dir(given: str, capture: Path) -> Path:
+    """The tables folder, created; refused when empty (``Path("")`` is the current folder), a file, in the
+    capture folder, or not writable."""
+    if not given:
+        raise ExportError("--tables: the folder name is empty; name a folder")
+    folder, shown = Path(given), printable_name(given)
     real, capture_real = os.path.realpath(folder), os.path.realpath(capture)
     if real == capture_real or (os.path.isdir(capture_real) and os.path.commonpath([real, capture_real]) == capture_real):
         raise ExportError(f"{shown}: --tables must be outside the capture")
@@ -73,8 +74,13 @@ def check_tables_dir(folder: Path, capture: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ExportError(f"{shown}: cannot create the tables folder: {_reason(error)}") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ExportError(f"{shown}: cannot write in the tables folder: permission denied")
+    probe = folder / f".dbdiag-probe.{os.getpid()}.partial"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError as error:
+        raise ExportError(f"{shown}: cannot write in the tables folder: {_reason(error)}") from None
+    probe.unlink()
+    return folder
 
 
 def capture_id(analysis: Analysis) -> str:
