@@ -44,7 +44,8 @@ from dbdiag.python_values import mapped
 from dbdiag.tables import export as x
 
 CAPTURE_ID_HEX = 16
-MAX_HOST_CHARS = 100  # a partition value is one path component: at most 3 x this once encoded
+MAX_PARTITION_CHARS = 200  # a partition value is one path component (255 bytes at most with "host=")
+PARTITION_PREFIX_CHARS = 16  # of a longer one, encoded (4-byte characters: 12 each), then a hash
 ARCHIVE_SUFFIXES = (".tar.gz", ".tar.xz", ".tar.bz2", ".tar.zst", ".tgz", ".tar", ".zip")
 
 
@@ -199,12 +200,19 @@ def _pseudonymized(analysis: Analysis, host: str, frames: dict[str, pl.DataFrame
 
 
 def partition_value(value: str) -> str:
-    """A Hive partition value as one safe path component.
+    """A Hive partition value as one safe path component: percent-encoded, and a long one cut with a
+    hash of the whole (two long names stay apart).
 
     >>> partition_value("db/03 ..")
     'db%2F03%20..'
+    >>> partition_value("é" * 200)[-13:]
+    '~df20b2aa6262'
     """
-    return urllib.parse.quote(value[:MAX_HOST_CHARS], safe="") or "unknown"
+    encoded = urllib.parse.quote(value, safe="", errors="backslashreplace")
+    if len(encoded) <= MAX_PARTITION_CHARS:
+        return encoded or "unknown"
+    digest = hashlib.sha256(value.encode("utf-8", "backslashreplace")).hexdigest()[:12]
+    return f"{urllib.parse.quote(value[:PARTITION_PREFIX_CHARS], safe='', errors='backslashreplace')}~{digest}"
 
 
 def export_paths(folder: Path, export: Export) -> dict[tuple[str, str], Path]:

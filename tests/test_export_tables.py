@@ -171,7 +171,7 @@ def test_analyze_without_tables_imports_nothing_new(tmp_path: Path):
     assert done.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("host", ["../../etc", "/abs", "a/b", "..", ".", "x" * 400, "héllo wörld", "a=b\nc"])
+@pytest.mark.parametrize("host", ["../../etc", "/abs", "a/b", "..", ".", "x" * 400, "héllo wörld", "a=b\nc", "😀" * 300, "bad\udcff"])
 def test_every_path_stays_under_the_folder(host: str, tmp_path: Path):
     from dbdiag.export_tables import Export, export_paths
 
