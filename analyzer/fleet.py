@@ -23,6 +23,7 @@ the paths) and collected with the streaming engine; only the answers are held in
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -48,20 +49,32 @@ def table_files(folders: list[Path], table: str) -> list[Path]:
     return [p for folder in folders for p in sorted((folder / table).glob("host=*/day=*/*.parquet")) if not p.name.startswith(".")]
 
 
-def scan(folders: list[Path], table: str, skip_ids: frozenset[str] = frozenset()) -> pl.LazyFrame | None:
-    """``table`` over ``folders`` in its declared schema plus ``host`` and ``day``; None when no file has it."""
-    files = table_files(folders, table)
-    if not files:
-        return None
-    frame = pl.scan_parquet(
-        files, hive_partitioning=True, hive_schema=HIVE_SCHEMA, glob=False, schema=x.EXPORT_SCHEMAS[table],
-        missing_columns="insert", extra_columns="ignore",
-    )
-    return frame.filter(~pl.col("capture_id").is_in(list(skip_ids))) if skip_ids else frame
+Skips = dict[Path, list[str]]  # folder -> the capture ids an earlier folder has
+
+
+def scan(folders: list[Path], table: str, skips: Skips | None = None) -> pl.LazyFrame | None:
+    """``table`` over ``folders`` in its declared schema plus ``host`` and ``day`` (each folder without
+    the captures ``skips`` names for it); None when no file has it."""
+    parts = []
+    for folder in folders:
+        files = table_files([folder], table)
+        if not files:
+            continue
+        frame = pl.scan_parquet(
+            files, hive_partitioning=True, hive_schema=HIVE_SCHEMA, glob=False, schema=x.EXPORT_SCHEMAS[table],
+            missing_columns="insert", extra_columns="ignore",
+        )
+        skipped = (skips or {}).get(folder)
+        parts.append(frame.filter(~pl.col("capture_id").is_in(skipped)) if skipped else frame)
+    return pl.concat(parts) if parts else None
 
 
 def summarize(folders: list[Path], top: int = 10) -> dict[str, Any]:
     """What a fleet owner asks first, JSON-ready (see the module docstring)."""
+    unique: dict[str, Path] = {}
+    for folder in folders:  # a folder named twice is read once
+        unique.setdefault(os.path.realpath(folder), folder)
+    folders = list(unique.values())
     for folder in folders:
         if not folder.is_dir():
             raise FleetError(f"{printable_name(str(folder))}: not a folder of dbdiag tables")
@@ -78,7 +91,8 @@ def _collect(frame: pl.LazyFrame) -> pl.DataFrame:
 
 def _summary(folders: list[Path], top: int) -> dict[str, Any]:
     captures = _captures(folders)
-    skip = frozenset(captures.filter(pl.col("duplicate"))["capture_id"].to_list())
+    duplicates = captures.filter(pl.col("duplicate"))
+    skip: Skips = {folders[n]: ids for n, ids in duplicates.group_by("folder").agg("capture_id").iter_rows()}
     captures = captures.filter(~pl.col("duplicate"))
     statements = scan(folders, x.STATEMENT, skip)
     working = statements.filter(~pl.col("is_sleep").fill_null(False)) if statements is not None else None
@@ -86,7 +100,7 @@ def _summary(folders: list[Path], top: int) -> dict[str, Any]:
         "fleet_schema_version": FLEET_SCHEMA_VERSION,
         "folders": [str(f) for f in folders],
         "captures": captures.height,
-        "duplicates_skipped": len(skip),
+        "duplicates_skipped": duplicates.height,
         "hosts": sorted(captures["host"].unique().to_list()),
         "statements": int(_collect(working.select(pl.len())).item()) if working is not None else 0,
         "top_fingerprints": _top(folders, working, skip, top) if working is not None else [],
@@ -117,7 +131,7 @@ def _latency(q: pl.Expr) -> list[pl.Expr]:
     ]
 
 
-def _top(folders: list[Path], working: pl.LazyFrame, skip: frozenset[str], top: int) -> list[dict[str, Any]]:
+def _top(folders: list[Path], working: pl.LazyFrame, skip: Skips, top: int) -> list[dict[str, Any]]:
     """The heaviest fingerprints over all hosts, each with its slowest hosts by p95."""
     q = pl.col("query_time_s")
     heaviest = _collect(
@@ -141,7 +155,7 @@ def _top(folders: list[Path], working: pl.LazyFrame, skip: frozenset[str], top: 
     return rows
 
 
-def _findings(folders: list[Path], skip: frozenset[str], hosts: list[str]) -> dict[str, list[dict[str, Any]]]:
+def _findings(folders: list[Path], skip: Skips, hosts: list[str]) -> dict[str, list[dict[str, Any]]]:
     """host -> its rules that fired (worst severity first), with how many findings and the worst severity."""
     by_host: dict[str, list[dict[str, Any]]] = {host: [] for host in sorted(hosts)}
     findings = scan(folders, x.FINDING, skip)
