@@ -4,6 +4,7 @@ exported, findings per host equal the JSON reports', the same files read by pola
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -132,3 +133,16 @@ def test_a_damaged_file_is_one_line_exit_2(fleet_dir, tmp_path: Path):
     victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
     code, _, err = run("fleet", str(copy))
     assert code == 2 and "cannot read the tables" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_readme_duckdb_queries_run(fleet_dir):
+    duckdb = pytest.importorskip("duckdb", reason="duckdb is not installed (pip install -e '.[test]'): the README's SQL is not checked")
+    tables, _ = fleet_dir
+    section = (REPO / "README.md").read_text(encoding="utf-8").split("## Fleets\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sql\n(.*?)```", section, flags=re.DOTALL)
+    statements = [q for block in blocks for q in block.split(";") if "SELECT" in q]
+    assert len(statements) == 2
+    heaviest = summary(tables, top=1)["top_fingerprints"][0]
+    rows = [duckdb.sql(q.replace("'fleet/", f"'{tables}/")).fetchall() for q in statements]
+    assert rows[0][0][0] == heaviest["fp_id"] and rows[0][0][2] == heaviest["calls"]
+    assert {host for host, _ in rows[1]} == set(CAPTURES)
