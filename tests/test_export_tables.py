@@ -11,10 +11,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
-from dbdiag.cli import app
 from dbdiag.tables import export as x
+from tests.cli_in_process import run
 from tests.conftest import REPO
 
 PG_CAPTURE = REPO / "fixtures" / "real" / "pg-stale-stats-full-scan.tar.gz"
@@ -27,13 +26,6 @@ MPSTAT = f"""Linux 6.1.0-18-amd64 ({HOST}) \t11/29/2026 \t_x86_64_\t(2 CPU)
 09:34:07 PM    0   12.00    0.00    6.00    0.00    0.00    2.00    0.00    0.00    0.00   80.00
 09:34:07 PM    1    8.00    0.00    4.00    0.00    0.00    0.00    0.00    0.00    0.00   88.00
 """
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise AssertionError(f"traceback for {args}: {result.exception!r}") from result.exception
-    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.fixture(scope="module")

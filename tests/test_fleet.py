@@ -10,23 +10,15 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
-from dbdiag.cli import app
 from dbdiag.tables import export as x
+from tests.cli_in_process import run
 from tests.conftest import REPO
 
 CAPTURES = {
     "mariadb-plan-flip": REPO / "fixtures" / "real" / "mariadb-plan-flip.tar.gz",
     "pg-stale-stats-full-scan": REPO / "fixtures" / "real" / "pg-stale-stats-full-scan.tar.gz",
 }
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise AssertionError(f"traceback for {args}: {result.exception!r}") from result.exception
-    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.fixture(scope="module")
