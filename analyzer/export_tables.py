@@ -189,10 +189,13 @@ def _with_day(name: str, frame: pl.DataFrame, statements: pl.DataFrame | None, c
 
 
 def _pseudonymized(analysis: Analysis, host: str, frames: dict[str, pl.DataFrame]) -> tuple[str, dict[str, pl.DataFrame]]:
-    """The host and every string column (``capture_id`` and ``day`` aside) through the report's pseudonymizer."""
+    """The host and every string column through the report's pseudonymizer; ids, days and the findings
+    (the document's, pseudonymized already: a second pass would map its addresses again) stay."""
     paths = [analysis.capture.source] + [r.path for r in analysis.inputs]
     names = pseudonymize.collect_names(analysis.tables, paths)
-    columns = {name: [c for c, d in f.schema.items() if d == pl.String and c not in ("capture_id", "day")] for name, f in frames.items()}
+    kept = ("capture_id", "fp_id", "day")
+    columns = {name: [c for c, d in f.schema.items() if d == pl.String and c not in kept] if name != x.FINDING else []
+               for name, f in frames.items()}
     texts = {v for name, f in frames.items() for c in columns[name] for v in f[c].drop_nulls().unique().to_list()}
     replace, _ = pseudonymize.pseudonymizer(names, sorted(texts | {host}), paths)
     out = {name: f.with_columns(mapped(f[c], replace, pl.String).alias(c) for c in columns[name]) for name, f in frames.items()}

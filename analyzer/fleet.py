@@ -81,8 +81,19 @@ def summarize(folders: list[Path], top: int = 10) -> dict[str, Any]:
     try:
         return _summary(folders, top)
     except (pl.exceptions.PolarsError, OSError) as error:
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise FleetError(f"cannot read the tables: {printable_name(first)}") from None
+        raise FleetError(_unreadable(folders, error)) from None
+
+
+def _unreadable(folders: list[Path], error: Exception) -> str:
+    """The error in one line, naming the first file whose Parquet footer cannot be read, if one is why."""
+    for table in x.EXPORT_SCHEMAS:
+        for path in table_files(folders, table):
+            try:
+                pl.read_parquet_schema(path)
+            except (pl.exceptions.PolarsError, OSError):
+                return f"{printable_name(str(path))}: cannot read the tables: not a readable Parquet file (damaged or cut short?)"
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+    return f"cannot read the tables: {printable_name(first)}"
 
 
 def _collect(frame: pl.LazyFrame) -> pl.DataFrame:
