@@ -137,8 +137,8 @@ def build_export(analysis: Analysis, document: dict[str, Any], analyzed_at: date
         }], schema={k: v for k, v in x.CAPTURE_SCHEMA.items() if k != "capture_id"}),
     }
     frames = {name: _conformed(name, frame.with_columns(capture_id=pl.lit(ident))) for name, frame in frames.items() if frame.height}
-    dated = {x.STATEMENT: _with_day(x.STATEMENT, frames[x.STATEMENT], None, capture_day)} if x.STATEMENT in frames else {}
-    frames = {name: dated.get(name) if name in dated else _with_day(name, frame, dated.get(x.STATEMENT), capture_day)
+    dated = {x.STATEMENT: with_day(x.STATEMENT, frames[x.STATEMENT], None, capture_day)} if x.STATEMENT in frames else {}
+    frames = {name: dated.get(name) if name in dated else with_day(name, frame, dated.get(x.STATEMENT), capture_day)
               for name, frame in frames.items()}
     if analysis.options.pseudonymize:
         host, frames = _pseudonymized(analysis, host, frames)
@@ -176,7 +176,7 @@ def _findings(findings: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={k: v for k, v in x.FINDING_SCHEMA.items() if k != "capture_id"})
 
 
-def _with_day(name: str, frame: pl.DataFrame, statements: pl.DataFrame | None, capture_day: str) -> pl.DataFrame:
+def with_day(name: str, frame: pl.DataFrame, statements: pl.DataFrame | None, capture_day: str) -> pl.DataFrame:
     """``frame`` with ``day``: the UTC date of its day columns, else ``unknown`` (see ``tables.export``)."""
     columns = x.DAY_COLUMNS[name]
     if columns:

@@ -171,3 +171,19 @@ def test_every_path_stays_under_the_folder(host: str, tmp_path: Path):
     for path in export_paths(tmp_path, Export("0123456789abcdef", host, {x.CAPTURE: frame})).values():
         assert path.resolve().is_relative_to(tmp_path.resolve()) and len(path.relative_to(tmp_path).parts) == 4
         assert all(len(part) <= 255 and part not in (".", "..") for part in path.relative_to(tmp_path).parts)
+
+
+def test_the_day_is_the_utc_date_of_the_row_else_unknown_else_the_captures():
+    from datetime import datetime, timedelta, timezone
+
+    from dbdiag.export_tables import with_day
+
+    late = datetime(2026, 11, 29, 23, 30, tzinfo=timezone(timedelta(hours=-2)))  # 01:30 UTC the next day
+    events = pl.DataFrame({"ts": [late, None]}, schema={"ts": pl.Datetime("us", "UTC")})
+    assert with_day(x.EVENT, events, None, "2026-11-29")["day"].to_list() == ["2026-11-30", x.UNKNOWN_DAY]
+    statements = pl.DataFrame({"start_ts": [None], "end_ts": [late]}, schema={"start_ts": pl.Datetime("us", "UTC"), "end_ts": pl.Datetime("us", "UTC")})
+    assert with_day(x.STATEMENT, statements, None, "2026-11-29")["day"].to_list() == ["2026-11-30"]  # end when no start
+    assert with_day(x.PER_CPU, pl.DataFrame({"cpu": [0]}), None, "2026-11-29")["day"].to_list() == ["2026-11-29"]
+    nodes = pl.DataFrame({"source": ["a", "a"], "stmt_id": [1, 2]})
+    dated = pl.DataFrame({"source": ["a"], "stmt_id": [1], "day": ["2026-11-30"]})
+    assert with_day(x.PLAN_NODE, nodes, dated, "2026-11-29")["day"].to_list() == ["2026-11-30", x.UNKNOWN_DAY]
