@@ -1,4 +1,4 @@
-"""Command line: ``dbdiag analyze | demo | rules | explain``. Thin: argument handling, files, exit codes.
+"""Command line: ``dbdiag analyze | demo | fleet | rules | explain``. Thin: argument handling, files, exit codes.
 
 Exit codes: 0 done; 1 a finding at or above ``--fail-on`` (and nothing else); 2 unusable input
 or usage error (also when nothing in the capture could be recognised, or a report cannot be
@@ -192,10 +192,13 @@ def _run(
     default_stem: str,
     pseudonymize: bool = False,
     limits: Optional[Limits] = None,
+    tables_dir: Optional[str] = None,
 ) -> int:
     formats = list(dict.fromkeys(formats or [Format.html]))
     _check_window(window_s)
     targets = _check_outputs(output, formats, default_stem, capture_path)
+    if tables_dir is not None:
+        _tables(tables_dir, capture_path)
     try:
         with signals_raise():
             with terminal_progress() as bar:  # gone before the reports are written and the summary said
@@ -203,8 +206,11 @@ def _run(
                 (bar or NO_PROGRESS).stage("report")
                 from dbdiag.report import build_document, render
 
-                document = build_document(analysis, generated_at=datetime.now(timezone.utc).replace(microsecond=0))
+                generated_at = datetime.now(timezone.utc).replace(microsecond=0)
+                document = build_document(analysis, generated_at=generated_at)
                 texts = {fmt: render(document, fmt.value) for fmt in targets}
+            if tables_dir is not None and analysis.recognised:
+                _tables(tables_dir, capture_path, (analysis, document, generated_at))
             _write_reports(texts, targets)
     except KeyboardInterrupt:
         return _interrupted(signal.SIGINT)
@@ -244,6 +250,20 @@ def _show_reading(reading: Future, watch: ReadWatch, bar: TerminalProgress) -> N
         wait([reading], timeout=READ_POLL_S)
         bar.stage_total(watch.total_bytes)
         bar.set_done(watch.done())
+
+
+def _tables(folder: str, capture_path: Path, done: Optional[tuple[Analysis, dict, datetime]] = None) -> None:
+    """``--tables``: check the folder (before the analysis), or write the capture's tables there."""
+    from dbdiag.export_tables import ExportError, build_export, check_tables_dir, write_export
+
+    try:
+        target = check_tables_dir(folder, capture_path)
+        if done is None:
+            return
+        written = write_export(target, build_export(*done, dbdiag.__version__))
+    except ExportError as error:
+        _fail(str(error))
+    _say(f"wrote {len(written)} table file(s) in {printable_name(folder)}")
 
 
 def _write_reports(texts: dict[Format, str], targets: dict[Format, Path | None]) -> None:
@@ -324,6 +344,14 @@ WindowOption = Annotated[
     ),
 ]
 
+TablesOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--tables",
+        help="Also write the capture's tables as Parquet under this folder (DIR/<table>/host=<host>/day=<day>/), for 'dbdiag fleet'.",
+    ),
+]
+
 
 @app.command()
 def analyze(
@@ -340,11 +368,14 @@ def analyze(
     pseudonymize: PseudonymizeOption = False,
     max_member_size: MaxMemberSizeOption = None,
     max_total_size: MaxTotalSizeOption = None,
+    tables: TablesOption = None,
 ) -> None:
     """Analyze a capture and write the report."""
     capture_path = _capture_path(capture)
     limits = _limits(max_member_size, max_total_size)
-    raise typer.Exit(_run(capture_path, output, format, fail_on, tz, show_literals, window, DEFAULT_REPORT_STEM, pseudonymize, limits))
+    raise typer.Exit(
+        _run(capture_path, output, format, fail_on, tz, show_literals, window, DEFAULT_REPORT_STEM, pseudonymize, limits, tables)
+    )
 
 
 @app.command()
@@ -386,6 +417,28 @@ def explain(rule_id: str = typer.Argument(..., help="A rule id, e.g. softirq-con
     if rule is None:
         _fail(f"unknown rule {rule_id!r}; 'dbdiag rules' lists them")
     _write_stdout(f"{rule.id}: {rule.title}\n\n{rule.doc.strip()}\n", "cannot write")
+
+
+class FleetFormat(str, Enum):
+    text = "text"
+    json = "json"
+    md = "md"
+
+
+@app.command()
+def fleet(
+    folders: Annotated[list[str], typer.Argument(help="Folders written by 'dbdiag analyze --tables DIR'.")],
+    format: Annotated[FleetFormat, typer.Option("--format", "-f", help="text (default), json or md, to standard output.")] = FleetFormat.text,
+    top: Annotated[int, typer.Option("--top", min=1, max=1000, help="How many fingerprints to list.")] = 10,
+) -> None:
+    """Read many captures' tables and print the top fingerprints, the findings per host and the slowest hosts."""
+    from dbdiag.fleet import FleetError, render, summarize
+
+    try:
+        summary = summarize([Path(folder) for folder in folders], top)
+    except FleetError as error:
+        _fail(str(error))
+    _write_stdout(render(summary, format.value), "cannot write")
 
 
 def _version(value: bool) -> None:
