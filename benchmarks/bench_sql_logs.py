@@ -101,7 +101,7 @@ def main() -> None:
                 runs_of_plan.append(measure(tool, command, log, env if tool == "dbdiag" else None))
         for runs_of_plan in measured:
             runs.append(min(runs_of_plan, key=lambda run: run.seconds))
-            spread = sorted(f"{run.seconds:.2f}" for run in runs_of_plan)
+            spread = [f"{seconds:.2f}" for seconds in sorted(run.seconds for run in runs_of_plan)]
             print(f"{runs_of_plan[0].tool} {runs_of_plan[0].log}: wall s of each run, sorted: {' '.join(spread)}")
     print(
         f"{'tool':<16} {'log':<22} {'MB':>7} {'seconds':>8} {'CPU s':>7} {'MB/s':>7} {'peak RSS MB':>11} "

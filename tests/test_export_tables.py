@@ -187,3 +187,18 @@ def test_the_day_is_the_utc_date_of_the_row_else_unknown_else_the_captures():
     nodes = pl.DataFrame({"source": ["a", "a"], "stmt_id": [1, 2]})
     dated = pl.DataFrame({"source": ["a"], "stmt_id": [1], "day": ["2026-11-30"]})
     assert with_day(x.PLAN_NODE, nodes, dated, "2026-11-29")["day"].to_list() == ["2026-11-30", x.UNKNOWN_DAY]
+
+
+def test_the_export_schema_is_the_one_recorded_for_its_version():
+    """A column renamed, retyped or removed must come with a new EXPORT_SCHEMA_VERSION (and its record):
+    fleets hold files of older versions. A new version's record: ``{"export_schema_version": N, "tables":
+    {table: {column: str(dtype)}}}`` of ``EXPORT_SCHEMAS``, as golden/export-schema-vN.json."""
+    recorded = Path(__file__).resolve().parent / "golden" / f"export-schema-v{x.EXPORT_SCHEMA_VERSION}.json"
+    assert recorded.is_file(), f"no record of export schema version {x.EXPORT_SCHEMA_VERSION}: write {recorded.name}"
+    document = json.loads(recorded.read_text())
+    assert document["export_schema_version"] == x.EXPORT_SCHEMA_VERSION
+    current = {table: {column: str(dtype) for column, dtype in schema.items()} for table, schema in x.EXPORT_SCHEMAS.items()}
+    for table, columns in document["tables"].items():
+        assert table in current, f"table {table} removed: bump EXPORT_SCHEMA_VERSION"
+        for column, dtype in columns.items():
+            assert current[table].get(column) == dtype, f"{table}.{column} was {dtype}, is {current[table].get(column)}: bump the version"
