@@ -167,15 +167,14 @@ def _top(folders: list[Path], working: pl.LazyFrame, skip: Skips, top: int) -> l
 
 
 def _findings(folders: list[Path], skip: Skips, hosts: list[str]) -> dict[str, list[dict[str, Any]]]:
-    """host -> its rules that fired (worst severity first), with how many findings and the worst severity."""
+    """host -> its rules that fired, one row per rule and severity (worst first), with how many findings."""
     by_host: dict[str, list[dict[str, Any]]] = {host: [] for host in sorted(hosts)}
     findings = scan(folders, x.FINDING, skip)
     if findings is None:
         return by_host
     rank = pl.col("severity").replace_strict({s: i for i, s in enumerate(SEVERITIES)}, default=len(SEVERITIES), return_dtype=pl.Int32)
     matrix = _collect(
-        findings.with_columns(rank=rank).group_by("host", "rule").agg(pl.len().alias("count"), pl.col("rank").min())
-        .sort("host", "rank", "rule")
+        findings.with_columns(rank=rank).group_by("host", "rule", "rank").agg(pl.len().alias("count")).sort("host", "rank", "rule")
     )
     for row in matrix.to_dicts():
         severity = SEVERITIES[row["rank"]] if row["rank"] < len(SEVERITIES) else "unknown"
@@ -241,7 +240,9 @@ def render_md(summary: dict[str, Any]) -> str:
     out += ["", "## Findings by host", "", "| host | " + " | ".join(_cell(r, 40) for r in rules) + " |",
             "| --- |" + " --- |" * len(rules)]
     for host, rows in summary["findings_by_host"].items():
-        seen = {r["rule"]: r["severity"] for r in rows}
+        seen: dict[str, str] = {}
+        for r in rows:  # worst first: a rule that fired at two severities shows its worst
+            seen.setdefault(r["rule"], r["severity"])
         out.append(f"| {_cell(host, 40)} | " + " | ".join(seen.get(r, "") for r in rules) + " |")
     return "\n".join(out) + "\n"
 

@@ -18,6 +18,7 @@ from tests.conftest import REPO
 CAPTURES = {
     "mariadb-plan-flip": REPO / "fixtures" / "real" / "mariadb-plan-flip.tar.gz",
     "pg-stale-stats-full-scan": REPO / "fixtures" / "real" / "pg-stale-stats-full-scan.tar.gz",
+    "pg-queue-stale-stats": REPO / "fixtures" / "causes" / "pg-queue-stale-stats.tar.gz",  # plan-flip critical and warning
 }
 
 
@@ -47,9 +48,9 @@ def test_calls_are_the_statements_exported(fleet_dir):
     tables, _ = fleet_dir
     result = summary(tables)
     working = exported_statements(tables).filter(~pl.col("is_sleep"))
-    assert working.height > 900  # 405 + 529 statements, none of them a sleep
+    assert working.height > 900  # 405 + 529 + the queue capture's statements, none of them a sleep
     assert result["statements"] == working.height == sum(row["calls"] for row in result["top_fingerprints"])
-    assert result["captures"] == 2 and result["hosts"] == sorted(CAPTURES)
+    assert result["captures"] == len(CAPTURES) and result["hosts"] == sorted(CAPTURES)
     per_host = {h: n for h, n in working.group_by("host").len().iter_rows()}
     assert per_host == {h: sum(s["calls"] for row in result["top_fingerprints"] for s in row["slowest_hosts"] if s["host"] == h) for h in CAPTURES}
 
@@ -58,11 +59,14 @@ def test_findings_per_host_are_the_reports(fleet_dir):
     tables, reports = fleet_dir
     result = summary(tables)
     for host, report in reports.items():
-        expected: dict[str, int] = {}
+        expected: dict[tuple[str, str], int] = {}
         for finding in report["findings"]:
-            expected[finding["rule"]] = expected.get(finding["rule"], 0) + 1
-        assert {row["rule"]: row["count"] for row in result["findings_by_host"][host]} == expected
-        assert expected  # both captures show problems
+            key = (finding["rule"], finding["severity"])
+            expected[key] = expected.get(key, 0) + 1
+        assert {(row["rule"], row["severity"]): row["count"] for row in result["findings_by_host"][host]} == expected
+        assert expected  # every capture shows problems
+        counted = {s: sum(n for (_, severity), n in expected.items() if severity == s) for s in ("critical", "warning", "info")}
+        assert counted == {s: report["verdict"]["findings_by_severity"][s] for s in counted}
     assert result["findings"] == sum(len(r["findings"]) for r in reports.values())
 
 
@@ -95,10 +99,10 @@ def test_duckdb_reads_the_same_rows(fleet_dir):
 def test_text_and_markdown(fleet_dir):
     tables, _ = fleet_dir
     code, text, _ = run("fleet", str(tables))
-    assert code == 0 and text.startswith("fleet: 2 capture(s), 2 host(s)")
+    assert code == 0 and text.startswith(f"fleet: {len(CAPTURES)} capture(s), {len(CAPTURES)} host(s)")
     assert "Top fingerprints by total time" in text and "Findings by host" in text and "pg-stale-stats-full-scan" in text
     code, md, _ = run("fleet", str(tables), "--format", "md")
-    assert code == 0 and md.startswith("# Fleet: 2 capture(s)") and "| host | " in md
+    assert code == 0 and md.startswith(f"# Fleet: {len(CAPTURES)} capture(s)") and "| host | " in md
 
 
 def test_a_capture_in_two_folders_is_counted_once(fleet_dir, tmp_path: Path):
@@ -106,7 +110,7 @@ def test_a_capture_in_two_folders_is_counted_once(fleet_dir, tmp_path: Path):
     copy = tmp_path / "copy"
     shutil.copytree(tables, copy)
     once, twice = summary(tables), summary(tables, copy)
-    assert twice["duplicates_skipped"] == 2 and summary(tables, tables)["statements"] == once["statements"]
+    assert twice["duplicates_skipped"] == len(CAPTURES) and summary(tables, tables)["statements"] == once["statements"]
     assert (twice["statements"], twice["findings"], twice["captures"]) == (once["statements"], once["findings"], once["captures"])
 
 
@@ -137,4 +141,7 @@ def test_the_readme_duckdb_queries_run(fleet_dir):
     heaviest = summary(tables, top=1)["top_fingerprints"][0]
     rows = [duckdb.sql(q.replace("'fleet/", f"'{tables}/")).fetchall() for q in statements]
     assert rows[0][0][0] == heaviest["fp_id"] and rows[0][0][2] == heaviest["calls"]
-    assert {host for host, _ in rows[1]} == set(CAPTURES)
+    findings = pl.scan_parquet(tables / x.FINDING / "**" / "*.parquet", hive_partitioning=True,
+                               hive_schema={"host": pl.String, "day": pl.String}).collect()
+    critical = findings.filter((pl.col("severity") == "critical") & (pl.col("day") == "2026-11-29"))
+    assert {host for host, _ in rows[1]} == set(critical["host"].to_list()) and len(rows[1]) >= 2
