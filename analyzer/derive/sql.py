@@ -28,6 +28,7 @@ import polars as pl
 
 from dbdiag import redact_text, sqlnorm
 from dbdiag import tables as t
+from dbdiag.derive.statement_targets import target_tables
 from dbdiag.distinct import numbered
 from dbdiag.units import short_sample
 from dbdiag.vocabulary.dialects import DEFAULT_SQLNORM_DIALECT, SQLNORM_DIALECT_OF_ENGINE
@@ -106,7 +107,8 @@ def _fingerprinted(statements: pl.DataFrame, options: SqlOptions, engines: pl.Se
     if len(parts) > 1:  # dialects may share a fingerprint: number the classes by fp_id
         frame = frame.with_columns(pl.col("fp_id").rank("dense").cast(pl.Int64).sub(1).alias(CLASS))
     frame = _with_plans(frame.with_columns(
-        pl.coalesce(pl.col("plan_digest"), pl.col("plan_signature")).alias("plan_key"), _exec_time().alias("exec_time_s")
+        pl.coalesce(pl.col("plan_digest"), pl.col("plan_signature")).alias("plan_key"), _exec_time().alias("exec_time_s"),
+        target_tables(pl.col("sql")),  # from each statement's own text: the sample below is one per fingerprint
     ))
     if options.show_literals:
         return frame.with_columns(_cut_sql(pl.col("sql")).alias("sample_sql")).drop("dialect")

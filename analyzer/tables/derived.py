@@ -53,6 +53,7 @@ FINGERPRINTED_STATEMENT = "fingerprinted_statement"
 FINGERPRINTED_STATEMENT_SCHEMA = {
     **STATEMENT_SCHEMA, "fingerprint": pl.String, "fp_id": pl.String, "statement_class": pl.String,  # "work", "sleep"
     "plan_key": pl.String, "exec_time_s": pl.Float64, "sample_sql": pl.String,
+    "target_tables": pl.String,  # derive/statement_targets.py: tables the statement writes/locks/alters, by real name
 }
 PUBLIC_PLAN_NODE = "public_plan_node"  # plan nodes with the literals of ``filter`` replaced
 PUBLIC_PLAN_NODE_SCHEMA = dict(PLAN_NODE_SCHEMA)

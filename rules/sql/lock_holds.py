@@ -2,7 +2,9 @@
 
 A hold is a stretch of one connection's statements that keeps a table locked: ``LOCK TABLES t ...`` to
 ``UNLOCK TABLES``, a transaction (``BEGIN``/``START TRANSACTION`` to ``COMMIT``/``ROLLBACK``) that wrote to
-``t``, a DDL on ``t``. Read from the fingerprints of the derived statements, per connection in end order::
+``t``, a DDL on ``t``. Read from the fingerprints of the derived statements (what a statement is) and their
+``target_tables`` (which table, by its real name: the fingerprint writes ``sbtest1`` as ``sbtest?``), per
+connection in end order::
 
     thread 6:  lock tables accounts write | do sleep(?) | unlock tables          -> LOCK TABLES hold
     thread 11: start transaction | update accounts set ... | do sleep(?) | commit -> transaction hold
@@ -35,46 +37,86 @@ WRITE = lazy_compile(r"^(?:update|delete|insert|replace|select\b.*\bfor (?:updat
 DDL = lazy_compile(r"^(?:alter table|optimize table|truncate(?: table)?|rename table|drop table|create (?:unique )?index\b.*\bon)\s+`?(?P<table>[\w.$]+)")
 
 
+def names(table: str) -> pl.Expr:
+    """Statements that name ``table``: in their derived ``target_tables`` (the real names: ``sbtest1``), else
+    in their fingerprint (``select ... for update``; a fingerprint writes ``sbtest1`` as ``sbtest?``)."""
+    name = re.escape(table.lower())
+    targets = pl.col("target_tables")
+    in_text = pl.col("fingerprint").fill_null("").str.contains(rf"\b{name}\b")
+    return pl.when(targets.is_not_null()).then(targets.str.contains(rf"(?:^|,){name}(?:,|$)")).otherwise(in_text)
+
+
 def may_hold(table: str) -> pl.Expr:
     """Statements that open, close or make a hold on ``table`` (the Python walk below sees only these)."""
     text = pl.col("fingerprint").fill_null("")
     control = text.str.contains(r"^(?:begin|start transaction|lock tables?|unlock tables?|commit|rollback|end$|alter table|optimize table|truncate|rename table|drop table|create (?:unique )?index)")
     # a plain SELECT neither opens, closes nor makes a hold: only one that locks rows (WRITE) is walked
     writes = text.str.contains(r"^(?:update|delete|insert|replace)\b|^select\b.*\bfor (?:update|share)\b")
-    return control | (writes & text.str.contains(rf"\b{re.escape(table.lower())}\b"))
+    return control | (writes & names(table))
 
 
 def holds(everything: pl.DataFrame, table: str, waiting_conns: set) -> list[tuple]:
-    """(connection, from, to, how) for each hold of ``table`` by a connection that is not one of the waiters'."""
-    columns = everything.select("conn_id", "start_ts", "end_ts", "query_time_s", "fingerprint", "source", "line").filter(
+    """(connection, from, to, how) for each hold of ``table`` by a connection that is not one of the waiters',
+    in connection order, each at its last statement.
+
+    Per connection in log order: an opener (``BEGIN``, ``START TRANSACTION``, ``LOCK TABLES``) starts a
+    stretch that its first closer (``COMMIT``, ``ROLLBACK``, ``UNLOCK TABLES``) ends; the stretch is a hold
+    when the opener locked the table or a statement up to the closer wrote it. A DDL on the table is a hold
+    of its own. What each statement is (opener, closer, write of the table...) is read once per distinct
+    fingerprint and target (``_kinds``); the stretches are found column-wise.
+    """
+    columns = everything.select("conn_id", "start_ts", "end_ts", "query_time_s", "fingerprint", "target_tables", "source", "line").filter(
         pl.col("conn_id").is_not_null(), ~pl.col("conn_id").is_in(list(waiting_conns)), pl.col("end_ts").is_not_null()
     ).sort("conn_id", "end_ts", "source", "line")  # log order within a second: times on whole seconds tie
-    name = table.lower()
-    # a connection none of whose statements names the table holds nothing on it: only the others are walked
-    naming = columns.filter(pl.col("fingerprint").fill_null("").str.contains(name, literal=True))["conn_id"].unique()
-    columns = columns.filter(pl.col("conn_id").is_in(naming.implode()))
-    found = []
-    for (conn_id,), group in columns.group_by("conn_id", maintain_order=True):
-        opened = None
-        for row in group.iter_rows(named=True):
-            text = (row["fingerprint"] or "").strip().rstrip(";")
-            begin = row["start_ts"] or row["end_ts"]
-            ddl = DDL.match(text)
-            if ddl and ddl.group("table").split(".")[-1].strip("`\"") == name:
-                found.append((conn_id, begin, row["end_ts"], f"DDL on {table}"))
-            opener = HOLD_OPENERS.match(text)
-            if opener:
-                locked = opener.group("tables") or ""
-                opened = (begin, "LOCK TABLES" if locked else "transaction", name in re.findall(r"[\w$]+", locked), row["end_ts"])
-                continue
-            if opened and WRITE.match(text) and re.search(rf"\b{re.escape(name)}\b", text):
-                opened = (opened[0], opened[1], True, opened[3])
-            if opened and CLOSERS.match(text):
-                if opened[2]:
-                    how = f"LOCK TABLES {table} ... UNLOCK TABLES" if opened[1] == "LOCK TABLES" else f"open transaction that wrote to {table}"
-                    found.append((conn_id, opened[0], row["end_ts"], how))
-                opened = None
-    return found
+    # a connection none of whose statements names the table holds nothing on it: only the others are read
+    naming = columns.filter(names(table))["conn_id"].unique()
+    rows = columns.filter(pl.col("conn_id").is_in(naming.implode())).with_row_index("_pos")
+    if rows.height == 0:
+        return []
+    rows = rows.join(_kinds(rows.select("fingerprint", "target_tables").unique(), table.lower()),
+                     on=["fingerprint", "target_tables"], how="left", nulls_equal=True, maintain_order="left")
+    rows = rows.with_columns(
+        pl.coalesce("start_ts", "end_ts").alias("_begin"), pl.col("_opener").cum_sum().over("conn_id").alias("_stretch"),
+    )
+    stretch = ["conn_id", "_stretch"]
+    after = pl.col("_opener") == 0  # a stretch's statements after its opener (the opener is its first row)
+    close_at = pl.when(pl.col("_closer") & after).then(pl.col("_pos")).min().over(stretch)
+    opened = rows.filter(pl.col("_stretch") > 0).with_columns(close_at.alias("_close_at")).with_columns(
+        (pl.col("_write") & after & (pl.col("_pos") <= pl.col("_close_at"))).any().over(stretch).alias("_wrote"),
+        pl.when(pl.col("_pos") == pl.col("_close_at")).then(pl.col("end_ts")).max().over(stretch).alias("_end"),
+    )
+    stretches = opened.filter((pl.col("_opener") == 1) & pl.col("_close_at").is_not_null() & (pl.col("_mine") | pl.col("_wrote"))).select(
+        "conn_id", pl.col("_begin").alias("begin"), pl.col("_lock").alias("lock"), pl.col("_close_at").alias("at"), pl.col("_end").alias("end"),
+    )
+    lock_how, write_how = f"LOCK TABLES {table} ... UNLOCK TABLES", f"open transaction that wrote to {table}"
+    found = pl.concat([
+        stretches.select("conn_id", "begin", "end", pl.when(pl.col("lock")).then(pl.lit(lock_how)).otherwise(pl.lit(write_how)).alias("how"), "at"),
+        rows.filter(pl.col("_ddl")).select("conn_id", pl.col("_begin").alias("begin"), pl.col("end_ts").alias("end"),
+                                           pl.lit(f"DDL on {table}").alias("how"), pl.col("_pos").alias("at")),
+    ])
+    return [row[:4] for row in found.sort("at").iter_rows()]
+
+
+def _kinds(texts: pl.DataFrame, name: str) -> pl.DataFrame:
+    """For each distinct (fingerprint, target_tables): whether it is a DDL on ``name``, an opener (a
+    ``LOCK TABLES``, and of ``name``), a write of ``name``, a closer."""
+    kinds = []
+    for fingerprint, target_tables in texts.iter_rows():
+        text = (fingerprint or "").strip().rstrip(";")
+        targets = target_tables.split(",") if target_tables else None  # the real names, when read
+        ddl = DDL.match(text)
+        opener = HOLD_OPENERS.match(text)
+        locked = (opener.group("tables") or "") if opener else ""
+        kinds.append({
+            "fingerprint": fingerprint, "target_tables": target_tables,
+            "_ddl": bool(ddl) and (name in targets if targets else ddl.group("table").split(".")[-1].strip("`\"") == name),
+            "_opener": bool(opener), "_lock": bool(locked),
+            "_mine": bool(opener) and (name in targets if targets and locked else name in re.findall(r"[\w$]+", locked)),
+            "_write": not opener and bool(WRITE.match(text)) and bool(name in targets if targets else re.search(rf"\b{re.escape(name)}\b", text)),
+            "_closer": not opener and bool(CLOSERS.match(text)),
+        })
+    schema = {"fingerprint": pl.String, "target_tables": pl.String, **{k: pl.Boolean for k in ("_ddl", "_opener", "_lock", "_mine", "_write", "_closer")}}
+    return pl.DataFrame(kinds, schema=schema).with_columns(pl.col("_opener").cast(pl.Int64))
 
 
 def inferred_row_lock_waits(everything: pl.DataFrame, table_of: dict[str, str | None], already: pl.Series) -> pl.DataFrame:
@@ -101,8 +143,7 @@ def inferred_row_lock_waits(everything: pl.DataFrame, table_of: dict[str, str | 
         spans = spans_of[table]
         if not spans:  # no other connection's transaction held the table: no run can have waited inside one
             continue
-        cover = [_covered(row, spans) for row in runs.select("conn_id", "start_ts", "end_ts", "query_time_s").iter_rows(named=True)]
-        inside = pl.Series(cover) >= HOLD_COVER_PCT / 100.0
+        inside = _covered(runs, spans) >= HOLD_COVER_PCT / 100.0
         baseline = runs.filter(~inside)["query_time_s"]
         if baseline.len() < MIN_BASELINE_RUNS or not inside.any():
             continue
@@ -114,13 +155,21 @@ def inferred_row_lock_waits(everything: pl.DataFrame, table_of: dict[str, str | 
     return pl.concat(found)
 
 
-def _covered(row: dict, spans: list[tuple]) -> float:
-    """The largest share of the statement's time one hold of another connection covers."""
-    end = row["end_ts"]
-    start = row["start_ts"] or end - timedelta(seconds=row["query_time_s"])
-    length = max((end - start).total_seconds(), 1e-9)
-    best = 0.0
-    for conn, begin, until in spans:
-        if conn != row["conn_id"]:
-            best = max(best, max(0.0, (min(end, until) - max(start, begin)).total_seconds()) / length)
-    return best
+def _covered(runs: pl.DataFrame, spans: list[tuple]) -> pl.Series:
+    """Per run, the largest share of its time one hold of another connection covers (0 when none does).
+
+    An interval join (``join_where``): a sysbench log has tens of thousands of runs and of transaction
+    holds, and each run overlaps only the few holds open while it ran."""
+    run = runs.select(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_run"), "conn_id", "end_ts",
+        pl.coalesce("start_ts", pl.col("end_ts") - pl.duration(microseconds=(pl.col("query_time_s") * 1e6).round().cast(pl.Int64))).alias("_start"),
+    ).with_columns(pl.max_horizontal((pl.col("end_ts") - pl.col("_start")).dt.total_microseconds() / 1e6, pl.lit(1e-9)).alias("_length_s"))
+    held = pl.DataFrame(spans, schema={"_holder": pl.String, "_begin": run.schema["end_ts"], "_until": run.schema["end_ts"]}, orient="row")
+    overlaps = run.join_where(held, pl.col("_begin") < pl.col("end_ts"), pl.col("_until") > pl.col("_start")).filter(
+        pl.col("_holder").ne_missing(pl.col("conn_id"))
+    ).select(
+        "_run",
+        ((pl.min_horizontal("end_ts", "_until") - pl.max_horizontal("_start", "_begin")).dt.total_microseconds() / 1e6 / pl.col("_length_s")).alias("_share"),
+    ).group_by("_run").agg(pl.col("_share").max())
+    share = run.select("_run").join(overlaps, on="_run", how="left", maintain_order="left")["_share"]
+    return share.fill_null(0.0).clip(lower_bound=0.0)

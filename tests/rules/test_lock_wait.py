@@ -156,3 +156,30 @@ def test_mariadb_row_lock_waits_are_inferred_from_an_open_transaction_and_said_a
 def test_row_lock_waits_are_not_inferred_without_a_usual_time():
     outcome = run_rule(lock_wait.RULE, sql_input(_row_lock_scenario(baseline_runs=2)))  # 2 runs outside the hold: too few
     assert outcome.status is Status.PASSED
+
+
+def test_holds_by_the_real_table_name_in_log_order():
+    """holds(): a DDL before any transaction, LOCK TABLES of two tables, a transaction that wrote the table
+    (sbtest1, which the fingerprints write as sbtest?), one that wrote only sbtest2, one never closed."""
+    from dbdiag.rules.sql.lock_holds import holds, may_hold
+
+    script = [  # (connection, start s, SQL)
+        ("5", 1.0, "ALTER TABLE sbtest1 ADD INDEX k (k)"),
+        ("6", 2.0, "LOCK TABLES sbtest1 WRITE, sbtest2 READ"), ("6", 2.5, "UNLOCK TABLES"),
+        ("7", 3.0, "BEGIN"), ("7", 3.1, "SELECT c FROM sbtest1 WHERE id = 1"), ("7", 3.2, "UPDATE sbtest1 SET k = k + 1 WHERE id = 2"),
+        ("7", 3.3, "COMMIT"),
+        ("8", 4.0, "BEGIN"), ("8", 4.1, "UPDATE sbtest2 SET k = k + 1 WHERE id = 2"), ("8", 4.2, "COMMIT"),
+        ("9", 5.0, "START TRANSACTION"), ("9", 5.1, "DELETE FROM sbtest1 WHERE id = 3"),
+    ]
+    rows = [{**run(sql, 0.001, engine="mariadb")[0], "conn_id": conn} for conn, _, sql in script]
+    statements = statement_table(_timed(rows, [conn for conn, _, _ in script], [at for _, at, _ in script]))
+    everything, _ = derive_sql({t.STATEMENT: statements}, SqlOptions())
+    assert everything.filter(pl.col("sql").str.starts_with("UPDATE sbtest"))["fingerprint"].unique().to_list() == ["update sbtest? set k = k ? ? where id = ?"]
+    found = holds(everything.filter(may_hold("sbtest1")), "sbtest1", set())
+    assert [(conn, how, begin.second, end.second) for conn, begin, end, how in found] == [
+        ("5", "DDL on sbtest1", 1, 1),
+        ("6", "LOCK TABLES sbtest1 ... UNLOCK TABLES", 2, 2),
+        ("7", "open transaction that wrote to sbtest1", 3, 3),
+    ]
+    assert [conn for conn, *_ in holds(everything.filter(may_hold("sbtest2")), "sbtest2", set())] == ["6", "8"]
+    assert holds(everything.filter(may_hold("sbtest1")), "sbtest1", {"5", "6", "7"}) == []
