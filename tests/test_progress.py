@@ -9,12 +9,14 @@ import re
 import select
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import Progress as Bar
 
 from dbdiag.progress import NO_PROGRESS, TerminalProgress
+from tests.conftest import REPO
 from tests.hostile import OK_LOG
 
 SGR_COLOUR = re.compile(rb"\x1b\[[0-9;]*3[0-9](?:;[0-9]+)*m")  # a foreground colour
@@ -75,25 +77,27 @@ def test_a_terminal_sees_the_stages_and_a_pipe_sees_none(tmp_path: Path) -> None
 
 
 def _member(archive: str, name: str) -> bytes:
-    import tarfile
-
-    with tarfile.open(Path(__file__).resolve().parent.parent / "fixtures" / "lockwait" / archive) as tar:
+    with tarfile.open(REPO / "fixtures" / "lockwait" / archive) as tar:
         return tar.extractfile(name).read()
 
 
 def test_the_big_log_parsers_tell_the_bytes_of_each_piece(monkeypatch) -> None:
-    from dbdiag.parsers import mysql_slowlog, pg_stderr
+    from dbdiag.parsers import mysql_slowlog, pg_stderr, tidb_slowlog
     from dbdiag.parsers.base import ParseContext
     from dbdiag.parsers.mysql_slowlog import pieces
 
+    with tarfile.open(REPO / "fixtures" / "demo" / "bank-core-demo.tar.gz") as tar:
+        tidb = next(tar.extractfile(m).read() for m in tar.getmembers() if m.name.endswith("tidb_slow_query.log"))
     for module, spec, data in (
         (pieces, mysql_slowlog.SPEC, _member("mariadb-lock-wait.tar.gz", "capture/db/mariadb-slow.log")),
         (pg_stderr, pg_stderr.SPEC, _member("pg-lock-wait.tar.gz", "capture/db/postgresql.log")),
+        (tidb_slowlog, tidb_slowlog.SPEC, tidb),
     ):
-        whole = spec.parse_bytes(data, ParseContext("db/log"))
+        read = (lambda data, ctx: spec.parse_bytes(data, ctx)) if spec.parse_bytes else (lambda data, ctx: spec.parse(data.decode(), ctx))
+        whole = read(data, ParseContext("db/log"))
         monkeypatch.setattr(module, "CHUNK_CHARS", 4096)  # pieces of a few KB: several of them
         told: list[int] = []
-        cut = spec.parse_bytes(data, ParseContext("db/log", on_bytes=told.append))
+        cut = read(data, ParseContext("db/log", on_bytes=told.append))
         assert len(told) > 3, spec.kind
         assert sum(told) <= len(data) and sum(told) >= len(data) - len(told), spec.kind  # the newline between pieces at most
         for name, frame in whole.tables.items():  # being told changes nothing read

@@ -315,6 +315,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         parts.append(statements)
         warnings += chunk_warnings
         first_line += chunk.count("\n")
+        ctx.report_bytes(len(chunk))  # characters: bytes for the ASCII of a slow log
     st = pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame()
     if st.is_empty():
         raise ParseError("no TiDB slow log entry ('# Time:' line followed by '# ...' fields) found")
