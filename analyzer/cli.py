@@ -13,7 +13,6 @@ import errno
 import math
 import logging
 import os
-import re
 import signal
 import sys
 import traceback
@@ -88,20 +87,19 @@ def _check_window(window_s: float) -> None:
         _fail(f"--window must be a number of seconds from {MIN_WINDOW_S} to {MAX_WINDOW_S:,} (366 days); got {window_s}")
 
 
-SIZE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
-
-
 def _size_option(option: str, text: str | None) -> int | None:
-    """``--max-member-size 4G`` -> bytes (binary multiples: K, M, G, T, with or without ``iB``/``B``).
+    """``--max-member-size 4G`` -> bytes, read as a size setting is (``settings.size_bytes``: K, M, G, T,
+    binary, with or without ``iB``/``B``).
 
     >>> _size_option("--max-member-size", "4G"), _size_option("--max-total-size", "1.5 GiB"), _size_option("-x", None)
     (4294967296, 1610612736, None)
     """
     if text is None:
         return None
-    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text, re.IGNORECASE)
-    size = int(float(found.group(1)) * SIZE_UNITS[found.group(2).lower()]) if found else 0
-    if size <= 0:
+    from dbdiag.settings import size_bytes  # the settings reader: only a size option needs it
+
+    size = size_bytes(text)
+    if not size:
         _fail(f"{option} must be a size such as 4G, 500M or 1048576 (bytes); got {printable_name(text)!r}")
     return size
 
