@@ -17,7 +17,6 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator, Protocol
 
-STAGES = ("read", "detect", "parse", "derive", "rules", "report")
 DETAIL_CHARS = 48
 
 
