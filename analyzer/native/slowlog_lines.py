@@ -95,6 +95,19 @@ def _scanned(kernel, data: bytes, start: int, end: int, cr_mode: int) -> Lines |
     return lines, heads[:, 0], heads[:, 1], kind, Kernel(kernel, data, start, end, views)
 
 
+def detached(texts: pl.Series) -> pl.Series:
+    """``texts`` copied into buffers of their own: the lines of ``raw_lines`` are views of the log's
+    bytes, and a few of them (distinct header, time, explain and banner texts) outlive the piece;
+    copied, they no longer hold the whole log in memory once its pieces are read.
+
+    >>> detached(pl.Series("t", ["# Time: 1"])).to_list()
+    ['# Time: 1']
+    """
+    if texts.dtype != pl.String:
+        return texts
+    return pl.Series(texts.name, texts.to_arrow().cast(pa.large_string()), dtype=pl.String)  # the cast copies the bytes
+
+
 class Kernel(NamedTuple):
     """The kernel with the piece it read: line numbers given to it are those of ``lines``."""
 

@@ -95,6 +95,10 @@ class ParserSpec:
     # Optional: the same parse from the member's raw bytes, for inputs big enough that a decoded
     # copy costs (slow logs); it must read the bytes exactly as ``pipeline.decode`` would.
     parse_bytes: Callable[[bytes, ParseContext], ParseResult] | None = None
+    # Optional: ``parse_bytes`` of the bytes in a one-item list, which it empties: a parser that reads a
+    # big log in pieces lets the bytes go once the pieces are read, before it puts the tables together
+    # (the pipeline holds them nowhere else: a 200 MB log's bytes are not in memory beside its tables).
+    parse_bytes_owned: Callable[[list[bytes], ParseContext], ParseResult] | None = None
     # Optional: ``parse_bytes`` of many small members of this kind at once, each member's result (or
     # the ParseError it would raise) in order, as if each was parsed alone: the pipeline hands small
     # members to it together, so that thousands of them cost one parse's fixed cost, not one each.

@@ -86,7 +86,7 @@ is made per member from the same columns: 5,000 logs of three entries cost about
 from __future__ import annotations
 
 from dbdiag.parsers.base import ParserSpec
-from dbdiag.parsers.mysql_slowlog.batch import parse, parse_batch, parse_bytes
+from dbdiag.parsers.mysql_slowlog.batch import parse, parse_batch, parse_bytes, parse_bytes_owned
 from dbdiag.parsers.mysql_slowlog.detect import detect
 
 SPEC = ParserSpec(
@@ -95,5 +95,6 @@ SPEC = ParserSpec(
     detect=detect,
     parse=parse,
     parse_bytes=parse_bytes,
+    parse_bytes_owned=parse_bytes_owned,
     parse_batch=parse_batch,
 )

@@ -135,8 +135,17 @@ def _alone(data: bytes, ctx: ParseContext) -> ParseResult | ParseError:
 def parse_bytes(data: bytes, ctx: ParseContext) -> ParseResult:
     """``parse`` of the text that ``pipeline.decode`` makes of ``data``, without decoding it whole:
     the kernel reads strict UTF-8 pieces as they are (the lines are views of ``data``)."""
+    return parse_bytes_owned([data], ctx)
+
+
+def parse_bytes_owned(box: list[bytes], ctx: ParseContext) -> ParseResult:
+    """``parse_bytes`` of the bytes in ``box``, which it empties: once the pieces are read the log's
+    bytes go (unless the caller holds them too), before the tables of the whole log are put together."""
+    data = box.pop()
     if slowlog_lines.line_scan() is None:
-        return parse(decode(data), ctx)
+        text = decode(data)
+        del data
+        return parse(text, ctx)
     begin = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     if _is_blank(data, begin):
         raise ParseError("empty file")
@@ -145,6 +154,7 @@ def parse_bytes(data: bytes, ctx: ParseContext) -> ParseResult:
     notes = [CRLF_NOTE] if b"\r\r\n" in head and "\r\n" in decode(head)[:CRLF_HEAD_CHARS] else []
     bounds = entry_pieces(data, begin)
     reads = [functools.partial(raw_lines, data, start, end) for start, end in bounds]
+    del data  # only the pieces' reads hold it now: _parse_pieces lets them go once read
     files = Files([ctx.source], [notes], np.zeros(1, dtype=np.int64))
     return _one(_parse_pieces(reads, ctx.tz, files, [end - start for start, end in bounds], ctx.report_bytes))
 
@@ -173,7 +183,7 @@ def _parse_pieces(
     report_bytes: Callable[[int], None] | None = None,
 ) -> list[ParseResult | ParseError]:
     """The tables of each file of a log given as entry-aligned pieces (``reads`` give each one's
-    lines; a batch is one piece); ``report_bytes`` is told each piece's ``piece_bytes`` once read."""
+    lines; a batch is one piece; emptied once read); ``report_bytes`` is told each piece's ``piece_bytes`` once read."""
     tz, tz_warning = check_tz(tz)
     warnings = [tz_warning] if tz_warning else []
     boundaries = files.starts[1:] - 1  # line indices of the boundary lines
@@ -188,6 +198,8 @@ def _parse_pieces(
 
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:  # polars, numpy and the kernel release the GIL
         pieces = [read_piece(0)] if len(jobs) == 1 else list(pool.map(read_piece, range(len(jobs))))
+        jobs.clear()
+        reads.clear()  # the reads hold the log's bytes; the pieces hold none of them (``detached`` texts)
         return _parse_whole(pieces, pool, tz, files, warnings)
 
 

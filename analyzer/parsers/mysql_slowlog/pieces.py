@@ -20,6 +20,7 @@ from dbdiag.native.slowlog_lines import (
     QUERY_TIME,
     SERVER,
     USER_HOST,
+    detached,
     line_code,
     mark,
 )
@@ -106,20 +107,22 @@ def parse_chunk(read: Callable[[], Lines], is_first: bool, boundaries: np.ndarra
     is_rep[reps] = True
     rep_rows = np.flatnonzero(is_rep[owner])
     server = marks["server"]
+    present, time_text = time_texts(lines, marks["time"])
+    # the texts below outlive the piece: copied, they do not keep the log's bytes (``lines``) alive
     return {
         "entries": entries,
         "kept": kept,
         "lines": {"line": line_of, "time_line": marks["time"], "qt_line": marks["query_time"]},
-        "times": time_texts(lines, marks["time"]),
+        "times": (present, detached(time_text)),
         "qt_extras": qt_extras,
-        "header": (header_texts, header_groups, first),
+        "header": (detached(header_texts), header_groups, first),
         # the data rows of the explain lines: entry, text and header row's text
-        "explain": (owner[data_rows], explain_codes[data_rows], explain_codes[head_rows], explain_texts),
+        "explain": (owner[data_rows], explain_codes[data_rows], explain_codes[head_rows], detached(explain_texts)),
         "plans": (plan_of, n_plans, plan_of[owner[rep_rows]], explain_codes[rep_rows]),
         "n_entries": n_entries,
         "n_lines": lines.len(),
         "warnings": warnings,
-        "server": pl.DataFrame({"line": server + first_line, "t": lines.gather(gather_index(server))}),
+        "server": pl.DataFrame({"line": server + first_line, "t": detached(lines.gather(gather_index(server)))}),
         "innodb_lines": _innodb_lines(prefix, marks) + first_line,
         "explain_lines": (np.flatnonzero(kind == EXPLAIN) if marks["explain_kind"] else np.zeros(0, np.int64)) + first_line,
         "boundaries": _boundary_entries(kind, starts, boundaries),
