@@ -24,6 +24,7 @@ from dbdiag.derive.sql import SqlOptions
 from dbdiag.detect import detect
 from dbdiag.engine import run_rules
 from dbdiag.findings import RuleOutcome
+from dbdiag.memory import release_freed_memory
 from dbdiag.parsers import PARSERS, manifest
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, decode_text
 from dbdiag.progress import NO_PROGRESS, Progress
@@ -139,6 +140,16 @@ def parse_bytes(
     assert spec.parse_bytes is not None
     context = ParseContext(source=path, tz=tz, ref_time=ref_time, on_bytes=on_bytes)
     return _guarded(lambda: spec.parse_bytes(data, context), spec)
+
+
+def parse_bytes_owned(
+    box: list[bytes], path: str, spec: ParserSpec, tz: str, ref_time: datetime | None = None, on_bytes: Callable[[int], None] | None = None,
+) -> tuple[ParseResult | None, str | None]:
+    """``parse_bytes`` for a parser that takes the bytes out of ``box`` (``ParserSpec.parse_bytes_owned``)
+    and lets them go while it parses: the caller holds them in ``box`` only."""
+    assert spec.parse_bytes_owned is not None
+    context = ParseContext(source=path, tz=tz, ref_time=ref_time, on_bytes=on_bytes)
+    return _guarded(lambda: spec.parse_bytes_owned(box, context), spec)
 
 
 def _guarded(parse: Callable[[], ParseResult], spec: ParserSpec) -> tuple[ParseResult | None, str | None]:
@@ -354,6 +365,8 @@ def _analyze(
     progress.stage("parse", sum(len(member.data or b"") for member, _, _ in detected))
     results = _parse_all(detected, context, progress)
     tables = merge_tables(results)
+    del results
+    release_freed_memory()  # what parsing freed, before derive builds on it
     progress.stage("derive")
     derived = derive_all(tables, SqlOptions(show_literals=options.show_literals), options.window_s)
     progress.stage("rules")
@@ -432,7 +445,11 @@ def _parse_all(detected: list[Detected], context: Context, progress: Progress) -
             told.append(done_bytes)
             progress.advance(done_bytes)
 
-        if spec.parse_bytes is not None:
+        if spec.parse_bytes_owned is not None:
+            box, path = [member.data or b""], member.path
+            del member  # the bytes are in ``box`` only: the parser lets them go once it has read them
+            result, error = parse_bytes_owned(box, path, spec, zone, taken_at, on_bytes)
+        elif spec.parse_bytes is not None:
             data, path = member.data or b"", member.path
             del member
             result, error = parse_bytes(data, path, spec, zone, taken_at, on_bytes)
