@@ -89,9 +89,10 @@ def check(inp: RuleInput) -> Verdict:
     counted = everything.select(mostly.fill_null(False)).to_series()
     waiting = everything.filter(counted)
     waiting = waiting.with_columns(_tables_of(waiting, logged), pl.lit(False).alias("inferred"))
-    writes = everything.filter(pl.col("engine").is_in(ROW_LOCK_ENGINES))
+    # the columns of the classes only (lazy): a filter of the whole frame would copy every column of every row
+    writes = everything.lazy().filter(pl.col("engine").is_in(ROW_LOCK_ENGINES)).group_by("fp_id").agg(pl.col("sample_sql").first(), pl.col("engine").first()).collect()
     if writes.height:  # MariaDB's Lock_time leaves InnoDB row-lock waits out: inferred from the holds
-        tables = {fp_id: only_table(sql, engine) for fp_id, sql, engine in writes.group_by("fp_id").agg(pl.col("sample_sql").first(), pl.col("engine").first()).iter_rows()}
+        tables = {fp_id: only_table(sql, engine) for fp_id, sql, engine in writes.iter_rows()}
         rows = inferred_row_lock_waits(everything, tables, counted).filter(pl.col("lock_time_s") >= MIN_WAIT_S)
         waiting = pl.concat([waiting, rows.with_columns(pl.lit(True).alias("inferred"))], how="vertical_relaxed")
     if waiting.height == 0:

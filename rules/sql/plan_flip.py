@@ -105,7 +105,7 @@ def check(inp: RuleInput) -> Verdict:
     )
     flipped = []
     measured = []
-    timed = everything.filter(_TIMED_WITH_PLAN)
+    timed = everything.lazy().filter(_TIMED_WITH_PLAN)  # lazy: each use reads only its columns and rows
     all_plans = None
     for index, (fp_id, plans, fast_s, slow_s) in enumerate(per_class.drop("runs").iter_rows()):
         ratio = slow_s / fast_s if fast_s else float("inf")
@@ -169,7 +169,7 @@ def _switch(inp: RuleInput, everything: pl.DataFrame, fp_id: str, fast: dict, sl
     return Switch(None, cause_module.step(runs, at_first_slow, None, None) if clean else None, mine)
 
 
-def _plans(frame: pl.DataFrame) -> pl.DataFrame:
+def _plans(frame: pl.LazyFrame) -> pl.DataFrame:
     """Per (fingerprint, plan) of the timed statements with a plan key: calls, latencies, when and where seen."""
     return frame.group_by("fp_id", "plan_key").agg(
         pl.len().alias("calls"),
@@ -181,12 +181,12 @@ def _plans(frame: pl.DataFrame) -> pl.DataFrame:
         pl.col("end_ts").max().alias("last_seen"),
         pl.col("instance").drop_nulls().n_unique().alias("instances"),
         pl.col("query_time_s").alias("runs"),  # as in check(): the same aggregation, the same numbers
-    ).filter(pl.col("calls") >= MIN_PLAN_CALLS).drop("runs")
+    ).filter(pl.col("calls") >= MIN_PLAN_CALLS).drop("runs").collect()
 
 
-def _finding(inp: RuleInput, frame: pl.DataFrame, fp_id: str, plans: pl.DataFrame, fast: dict, slow: dict, ratio: float, lost_s: float,
+def _finding(inp: RuleInput, timed: pl.LazyFrame, fp_id: str, plans: pl.DataFrame, fast: dict, slow: dict, ratio: float, lost_s: float,
              lost_pct: float, switch: Switch | None, total_s: float) -> Finding:
-    runs = frame.filter(pl.col("fp_id") == fp_id)
+    runs = timed.filter(pl.col("fp_id") == fp_id).collect()
     sample = runs.sort("query_time_s", descending=True).row(0, named=True)
     fast_sample = runs.filter(pl.col("plan_key") == fast["plan_key"]).row(0, named=True)
     slow_sample = runs.filter(pl.col("plan_key") == slow["plan_key"]).row(0, named=True)
