@@ -55,6 +55,9 @@ def may_hold(table: str) -> pl.Expr:
     return control | (writes & names(table))
 
 
+HOLD_COLUMNS = ("conn_id", "start_ts", "end_ts", "query_time_s", "fingerprint", "target_tables", "source", "line")  # what holds() reads
+
+
 def holds(everything: pl.DataFrame, table: str, waiting_conns: set) -> list[tuple]:
     """(connection, from, to, how) for each hold of ``table`` by a connection that is not one of the waiters',
     in connection order, each at its last statement.
@@ -65,7 +68,7 @@ def holds(everything: pl.DataFrame, table: str, waiting_conns: set) -> list[tupl
     of its own. What each statement is (opener, closer, write of the table...) is read once per distinct
     fingerprint and target (``_kinds``); the stretches are found column-wise.
     """
-    columns = everything.select("conn_id", "start_ts", "end_ts", "query_time_s", "fingerprint", "target_tables", "source", "line").filter(
+    columns = everything.select(HOLD_COLUMNS).filter(
         pl.col("conn_id").is_not_null(), ~pl.col("conn_id").is_in(list(waiting_conns)), pl.col("end_ts").is_not_null()
     ).sort("conn_id", "end_ts", "source", "line")  # log order within a second: times on whole seconds tie
     # a connection none of whose statements names the table holds nothing on it: only the others are read
@@ -124,11 +127,14 @@ def inferred_row_lock_waits(everything: pl.DataFrame, table_of: dict[str, str | 
     ``lock_time_s`` replaced by the inferred wait and ``table``. ``table_of``: fp_id -> table; ``already``: the
     rows (of ``everything``) counted as waiting from their own lock time, left out here."""
     writes = pl.col("fingerprint").fill_null("").str.contains(r"^(?:update|delete|insert|replace)\b|\bfor (?:update|share)\b")
-    candidates = everything.with_columns(already.alias("_counted")).filter(
+    # the columns the walk reads, and each run's row: only the runs found are taken whole (a copy of every
+    # column of every write would cost more than the rest of the rule)
+    candidates = everything.lazy().with_columns(already.alias("_counted")).with_row_index("_row").filter(
         pl.col("engine").is_in(ROW_LOCK_ENGINES), writes, pl.col("query_time_s").is_not_null(), pl.col("end_ts").is_not_null(), ~pl.col("_counted"),
-    ).drop("_counted")
+    ).select("_row", "fp_id", "conn_id", "start_ts", "end_ts", "query_time_s").collect()
+    none = everything.head(0).with_columns(pl.lit(None, dtype=pl.String).alias("table"))
     if candidates.height == 0:
-        return candidates.with_columns(pl.lit(None, dtype=pl.String).alias("table"))
+        return none
     coarse = everything["end_ts"].drop_nulls().dt.microsecond().eq(0).all()
     margin = timedelta(seconds=1 if coarse else 0)
     found = []
@@ -138,7 +144,7 @@ def inferred_row_lock_waits(everything: pl.DataFrame, table_of: dict[str, str | 
         if table is None:
             continue
         if table not in spans_of:
-            held = holds(everything.filter(may_hold(table)), table, set())
+            held = holds(everything.lazy().filter(may_hold(table)).select(HOLD_COLUMNS).collect(), table, set())
             spans_of[table] = [(conn, begin - margin, end + margin) for conn, begin, end, how in held if how.startswith("open transaction")]
         spans = spans_of[table]
         if not spans:  # no other connection's transaction held the table: no run can have waited inside one
@@ -149,9 +155,9 @@ def inferred_row_lock_waits(everything: pl.DataFrame, table_of: dict[str, str | 
             continue
         median_s = float(baseline.median())
         slow = runs.filter(inside & (pl.col("query_time_s") >= ROW_LOCK_SLOWDOWN * median_s))
-        found.append(slow.with_columns((pl.col("query_time_s") - median_s).alias("lock_time_s"), pl.lit(table).alias("table")))
+        found.append(everything[slow["_row"]].with_columns((pl.col("query_time_s") - median_s).alias("lock_time_s"), pl.lit(table).alias("table")))
     if not found:
-        return candidates.head(0).with_columns(pl.lit(None, dtype=pl.String).alias("table"))
+        return none
     return pl.concat(found)
 
 
