@@ -29,6 +29,7 @@ import typer
 import dbdiag
 from dbdiag.capture import CaptureError, Limits, ReadWatch, printable_name, read_capture
 from dbdiag.findings import Severity
+from dbdiag.memory import configure_allocator
 from dbdiag.output import Interrupted, OutputError, check_target, report_paths, signals_raise, write_report
 from dbdiag.progress import NO_PROGRESS, TerminalProgress, terminal_progress
 
@@ -489,6 +490,7 @@ def main() -> None:
     still buffered for a full or closed standard output is an error too (exit 2), said once.
     """
     _park_closed_standard_descriptors()
+    configure_allocator()  # before polars loads: the run's commands import it later
     # sqlglot logs a WARNING for syntax it falls back on ("contains unsupported syntax"): hostile SQL
     # would print lines of its own text to stderr; the fingerprints already say what they could read.
     logging.getLogger("sqlglot").setLevel(logging.ERROR)
