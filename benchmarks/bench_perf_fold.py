@@ -43,7 +43,7 @@ import mmap
 import os
 import sys
 from dbdiag.parsers.base import ParseContext
-from dbdiag.parsers import perf_script
+from dbdiag.native import perf_fold
 from dbdiag.parsers.perf_script import SPEC
 imported, cpu_imported = time.perf_counter(), time.process_time()
 with open(sys.argv[1], "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
@@ -52,7 +52,7 @@ with open(sys.argv[1], "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.AC
 parse_s, parse_cpu_s = time.perf_counter() - read, time.process_time() - cpu_read
 stacks = result.tables["perf_stack"]
 weight = int(stacks.select(stacks["period"].fill_null(stacks["samples"]).sum()).item())
-kernel = perf_script._kernel() is not None
+kernel = perf_fold.kernel() is not None
 print(f"samples={result.records} stacks={stacks.height} weight={weight}"
       f" parse_only_s={parse_s:.2f} parse_only_cpu_s={parse_cpu_s:.2f}"
       f" import_s={imported - started:.2f} import_cpu_s={cpu_imported - cpu_started:.2f}"
