@@ -7,10 +7,11 @@ import tarfile
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive.database_memory import database_memory_settings, node_memory
+from dbdiag.derive.database_memory import database_memory_bindings, database_memory_settings, node_memory
 from dbdiag.derive.host_config import host_config_checks, node_count, ram_mb
 from dbdiag.derive.host_counts import host_counts
-from dbdiag.parsers import mysql_variables, numactl, proc_cmdline, sys_choice, sysctl
+from dbdiag.derive.numa import numa_process_memory
+from dbdiag.parsers import mysql_variables, numactl, numastat, proc_cmdline, sys_choice, sysctl
 from dbdiag.parsers.base import ParseContext
 from tests.conftest import CORPUS
 
@@ -151,3 +152,36 @@ def test_database_memory_tables_take_the_running_value_and_size_every_node():
     assert nodes.select("node", "size_mb").rows() == [(0, 1024), (1, 1024)]
     counts = host_counts(_nodes(2, size_mb=1024))
     assert counts.filter(pl.col("fact") == "ram_mb").select("value", "source").row(0) == (2048, "os/numactl.txt")
+
+
+NUMASTAT_ONE_PROCESS = """Per-node process memory usage (in MBs) for PID 812 (mariadbd)
+                           Node 0          Node 1           Total
+                  --------------- --------------- ---------------
+Huge                         0.00            0.00            0.00
+Heap                        10.00            0.00           10.00
+Stack                        0.05            0.00            0.05
+Private                   2030.00           40.00         2070.00
+----------------  --------------- --------------- ---------------
+Total                     2040.05           40.00         2080.05
+"""
+NUMASTAT_SUMMARY = """Per-node process memory usage (in MBs)
+PID                        Node 0          Node 1           Total
+----------------  --------------- --------------- ---------------
+812 (mariadbd)            2040.05           40.00         2080.05
+----------------  --------------- --------------- ---------------
+Total                     2040.05           40.00         2080.05
+"""
+
+
+def test_database_memory_binding_counts_a_process_once_when_numastat_printed_it_twice():
+    """A collector that runs ``numastat -p PID`` and ``numastat -p mariadbd`` prints the process's memory in two
+    tables: its per-part table and the summary's Total row. The binding reads the derived per-process memory
+    (the parts, else the Total): 2,080 MB, 98% on node 0, not twice that."""
+    frames = [
+        numastat.parse(text, ParseContext(source=name)).tables[t.NUMA_COUNTER]
+        for name, text in (("os/numastat-p-812.txt", NUMASTAT_ONE_PROCESS), ("os/numastat-p-mariadbd.txt", NUMASTAT_SUMMARY))
+    ]
+    tables = {t.NUMA_COUNTER: pl.concat(frames)}
+    tables[t.NUMA_PROCESS_MEMORY] = numa_process_memory(tables)
+    bindings = database_memory_bindings(tables)
+    assert bindings.select("process", "nodes", "how").rows() == [("mariadbd 812", [0], "numastat -p: 98% of 2,080 MB on node 0")]

@@ -86,7 +86,7 @@ DERIVATIONS: tuple[Derivation, ...] = (
         (t.TIMELINE, t.TIMELINE_METRIC),
         steps.timeline,
     ),
-    Derivation("database_memory", (t.DB_SETTING, t.NUMA_NODE, t.NUMA_COUNTER, t.HOST_SETTING, t.HOST_FACT),
+    Derivation("database_memory", (t.DB_SETTING, t.NUMA_NODE, t.NUMA_COUNTER, t.NUMA_PROCESS_MEMORY, t.HOST_SETTING, t.HOST_FACT),
                (t.DATABASE_MEMORY_SETTING, t.NODE_MEMORY, t.DATABASE_MEMORY_BINDING), steps.database_memory),
     Derivation("histogram_windows", (t.METRIC_SAMPLE, t.TIME_ACCOUNTING_METRIC), (t.HISTOGRAM_WINDOW,), steps.histogram_windows),
     Derivation("background_activity", (t.METRIC_SAMPLE,), (t.BACKGROUND_ACTIVITY,), steps.background_activity),

@@ -90,22 +90,20 @@ def _numactl_show_binding(tables: Mapping[str, pl.DataFrame]) -> list[Binding]:
 
 
 def _numastat_bindings(tables: Mapping[str, pl.DataFrame]) -> list[Binding]:
-    counters = tables.get(t.NUMA_COUNTER)
-    if counters is None or counters.height == 0:
+    """From the derived ``numa_process_memory`` (each process once, its latest snapshot: the parts of its own
+    table, else the Total of a several-process summary; numastat may print the same process in both)."""
+    memory = tables.get(t.NUMA_PROCESS_MEMORY)
+    if memory is None or memory.height == 0:
         return []
-    process = counters.filter((pl.col("scope") == "process") & pl.col("process").is_not_null() & pl.col("node").is_not_null())
-    process = process.filter(mapped(process["process"], is_database_process, pl.Boolean).fill_null(False))
-    if process.height == 0:
-        return []
-    last = process.filter(pl.col("snapshot") == pl.col("snapshot").max().over("source", "pid"))
-    per_node = last.group_by("pid", "process", "node").agg(pl.col("value").sum(), pl.col("source").first()).sort("pid", "node")
+    memory = memory.filter(pl.col("process").is_not_null() & pl.col("total_mb").is_not_null())
+    memory = memory.filter(mapped(memory["process"], is_database_process, pl.Boolean).fill_null(False))
     found = []
-    for (pid, name), frame in per_node.group_by("pid", "process", maintain_order=True):
-        total = float(frame["value"].sum())
+    for (pid, name), frame in memory.sort("pid", "node").group_by("pid", "process", maintain_order=True):
+        total = float(frame["total_mb"].sum())
         if total < MIN_PROCESS_MB:
             continue
-        top = frame.sort("value", descending=True).row(0, named=True)
-        share = 100.0 * top["value"] / total
+        top = frame.sort("total_mb", descending=True, maintain_order=True).row(0, named=True)
+        share = 100.0 * top["total_mb"] / total
         nodes = [top["node"]] if share >= ONE_NODE_SHARE_PCT else frame["node"].to_list()
         found.append(_binding(f"{name} {pid}", nodes, f"numastat -p: {share:.0f}% of {total:,.0f} MB on node {top['node']}", top["source"]))
     return found
