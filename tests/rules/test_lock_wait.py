@@ -183,3 +183,22 @@ def test_holds_by_the_real_table_name_in_log_order():
     ]
     assert [conn for conn, *_ in holds(everything.filter(may_hold("sbtest2")), "sbtest2", set())] == ["6", "8"]
     assert holds(everything.filter(may_hold("sbtest1")), "sbtest1", {"5", "6", "7"}) == []
+
+
+def test_a_locking_read_holds_its_table_by_the_real_name():
+    """A transaction whose only write is ``SELECT ... FOR UPDATE`` on sbtest1 holds sbtest1 (its fingerprint
+    says sbtest?: the table comes from the statement's own text), not sbtest2; ``LOCK IN SHARE MODE`` too."""
+    from dbdiag.rules.sql.lock_holds import holds, may_hold
+
+    script = [  # (connection, start s, SQL)
+        ("7", 3.0, "BEGIN"), ("7", 3.1, "SELECT c FROM sbtest1 WHERE id = 1 FOR UPDATE"), ("7", 3.3, "COMMIT"),
+        ("8", 4.0, "BEGIN"), ("8", 4.1, "select c from `sbtest2` where id = 2 lock in share mode"), ("8", 4.2, "COMMIT"),
+    ]
+    rows = [{**run(sql, 0.001, engine="mariadb")[0], "conn_id": conn} for conn, _, sql in script]
+    statements = statement_table(_timed(rows, [conn for conn, _, _ in script], [at for _, at, _ in script]))
+    everything, _ = derive_sql({t.STATEMENT: statements}, SqlOptions())
+    assert everything["target_tables"].to_list() == [None, "sbtest1", None, None, "sbtest2", None]
+    assert [(conn, how) for conn, _, _, how in holds(everything.filter(may_hold("sbtest1")), "sbtest1", set())] == [
+        ("7", "open transaction that wrote to sbtest1"),
+    ]
+    assert [conn for conn, *_ in holds(everything.filter(may_hold("sbtest2")), "sbtest2", set())] == ["8"]
