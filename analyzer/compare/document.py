@@ -1,0 +1,141 @@
+"""Two analyze report documents -> the compare document (schema ``dbdiag/schema/compare.schema.json``).
+
+    {"schema_version": 1, "kind": "dbdiag-compare", "dbdiag_version": "...",
+     "baseline": {"name": "good.tar.gz", "source": "...", "engine": "mariadb", ...},
+     "capture":  {...},
+     "verdict":  {"status": "differs", "headline": "...", "explained": [...], ...},
+     "differences": [{"area": "plans", "key": "select c from sbtest? where id=?",
+                      "baseline": "sbtest1:ref(xid), ...", "capture": "sbtest1:ALL, ...",
+                      "effect": "...", "related_findings": [...], "sources": {"baseline": "...:46515", ...}}],
+     "areas": [{"area": "outcome", "title": "Outcome", "rows": [{"key": ..., "differs": true, ...}]}]}
+
+Both sides are compared only on the areas they share: two engines compare the host, what it did
+and the outcome, not SQL, plans or database events (``not_compared`` says so).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import PurePath
+from typing import Any
+
+import dbdiag
+from dbdiag.compare.differ import Difference, Row, compare_facts
+from dbdiag.compare.facts import engine_of, facts_of
+from dbdiag.compare.links import CAUSE_AREAS, link
+from dbdiag.compare.verdict import build_verdict
+
+COMPARE_SCHEMA_VERSION = 1
+AREAS = (
+    ("outcome", "Outcome (what the users got)"),
+    ("settings", "Settings (host and database)"),
+    ("host", "Host"),
+    ("events", "Events (DDL, statistics, restarts)"),
+    ("plans", "Plans per fingerprint"),
+    ("sql", "SQL per fingerprint"),
+    ("activity", "What the host did (CPU, softirq, NUMA)"),
+    ("profile", "CPU profile (perf)"),
+    ("findings", "Findings"),
+)
+ENGINE_AREAS = ("sql", "plans", "events")
+
+
+def compare_documents(baseline: dict[str, Any], capture: dict[str, Any], names: dict[str, str] | None = None,
+                      generated_at: datetime | None = None) -> dict[str, Any]:
+    """The compare document of two analyze report documents (module docstring)."""
+    names = names or side_names(baseline, capture)
+    engines = {"baseline": engine_of(baseline), "capture": engine_of(capture)}
+    areas, not_compared = _shared_areas(engines)
+    differences, rows = compare_facts(facts_of(baseline), facts_of(capture), tuple(areas))
+    if engines["baseline"] != engines["capture"]:
+        # each engine's own settings (innodb_* against shared_buffers) are not a difference of the two
+        differences = [d for d in differences if not (d.area == "settings" and d.only_on)]
+    link(differences)
+    outcome_rows = [r for r in rows if r.area == "outcome"]
+    verdict = build_verdict(differences, baseline, capture, names, outcome_rows, not_compared)
+    return {
+        "schema_version": COMPARE_SCHEMA_VERSION,
+        "kind": "dbdiag-compare",
+        "dbdiag_version": dbdiag.__version__,
+        "generated_at": generated_at.isoformat() if generated_at else None,
+        "baseline": _side(baseline, names["baseline"], engines["baseline"]),
+        "capture": _side(capture, names["capture"], engines["capture"]),
+        "verdict": verdict,
+        "differences": [_difference_json(d) for d in _ordered(differences)],
+        "areas": [
+            {"area": area, "title": title, "rows": [_row_json(r) for r in _rows_differing_first(rows, area)]}
+            for area, title in AREAS if area in areas
+        ],
+    }
+
+
+def side_names(baseline: dict[str, Any], capture: dict[str, Any]) -> dict[str, str]:
+    """'good.tar.gz' and 'slow.tar.gz'; two sources of one name get their side in front."""
+    names = {side: PurePath(str(doc["capture"].get("source") or side)).name or side
+             for side, doc in (("baseline", baseline), ("capture", capture))}
+    if names["baseline"] == names["capture"]:
+        return {side: f"{side} {name}" for side, name in names.items()}
+    return names
+
+
+def _shared_areas(engines: dict[str, str | None]) -> tuple[list[str], list[dict[str, str]]]:
+    areas = [area for area, _ in AREAS]
+    if engines["baseline"] == engines["capture"] or None in engines.values():
+        return areas, []
+    reason = (f"the engines differ ({engines['baseline']} in baseline, {engines['capture']} in capture): "
+              "their statements, plans and database events are not the same things")
+    return [a for a in areas if a not in ENGINE_AREAS], [{"area": a, "reason": reason} for a in ENGINE_AREAS]
+
+
+def _side(document: dict[str, Any], name: str, engine: str | None) -> dict[str, Any]:
+    capture = document.get("capture") or {}
+    verdict = document.get("verdict") or {}
+    return {
+        "name": name,
+        "source": capture.get("source"),
+        "engine": engine,
+        "dbdiag_version": document.get("dbdiag_version"),
+        "generated_at": document.get("generated_at"),
+        "partial": bool(capture.get("partial")),
+        "partial_reasons": capture.get("partial_reasons") or [],
+        "headline": verdict.get("headline"),
+        "findings": len(document.get("findings") or []),
+        "inputs": len(document.get("inputs") or []),
+    }
+
+
+def _ordered(differences: list[Difference]) -> list[Difference]:
+    """Causes with an observed effect first, then the effects, then the rest, each in area order."""
+    order = {area: i for i, (area, _) in enumerate(AREAS)}
+
+    def rank(d: Difference) -> tuple[int, int]:
+        group = 0 if d.area in CAUSE_AREAS and d.explains else 1 if d.area not in CAUSE_AREAS else 2
+        return group, order[d.area]
+
+    return sorted(differences, key=rank)
+
+
+def _difference_json(d: Difference) -> dict[str, Any]:
+    return {
+        "area": d.area,
+        "key": d.key,
+        "baseline": d.baseline,
+        "capture": d.capture,
+        "unit": d.unit,
+        "change": d.change_text(),
+        "role": "cause" if d.area in CAUSE_AREAS else "effect",
+        "effect": d.effect,
+        "explains": d.explains,
+        "caused_by": d.caused_by,
+        "related_findings": d.related_findings,
+        "sources": d.sources,
+    }
+
+
+def _rows_differing_first(rows: list[Row], area: str) -> list[Row]:
+    mine = [r for r in rows if r.area == area]
+    return [r for r in mine if r.differs] + [r for r in mine if not r.differs]
+
+
+def _row_json(r: Row) -> dict[str, Any]:
+    return {"key": r.key, "baseline": r.baseline, "capture": r.capture, "unit": r.unit, "differs": r.differs, "sources": r.sources}

@@ -1,0 +1,67 @@
+"""The compare document -> JSON, Markdown (short, for a ticket) and HTML (self-contained, offline).
+
+Templates do the markup (``report_templates/compare.html.j2``, ``compare.md.j2``, the analyze
+report's ``style.css`` and ``compare.css``); this module only picks what they show. HTML is
+autoescaped (SQL and log text are hostile input), Markdown goes through ``dbdiag.markdown``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from dbdiag import markdown
+from dbdiag.compare.verdict import value_text
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
+
+FORMATS = ("html", "json", "md")
+MD_MAX_CAUSES = 5
+MD_MAX_ROWS = 15
+MD_MAX_REMEDY_LINES = 4
+
+
+def render_json(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def _environment() -> Environment:
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    env = Environment(
+        loader=PackageLoader("dbdiag.report_templates", "."),
+        autoescape=lambda name: not (name or "").endswith(".md.j2"),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["val"] = lambda value, unit=None: value_text(value, unit)
+    env.filters["md"] = lambda value: markdown.inline(str(value))
+    env.filters["code"] = lambda value, table=False: markdown.code(str(value), table=table)
+    env.filters["fenced"] = lambda value: markdown.fenced(str(value))
+    return env
+
+
+def _view(document: dict[str, Any]) -> dict[str, Any]:
+    """What both templates read: the document, plus each area's differing and other rows."""
+    areas = []
+    for area in document["areas"]:
+        differing = [r for r in area["rows"] if r["differs"]]
+        areas.append({**area, "differing": differing, "same": [r for r in area["rows"] if not r["differs"]]})
+    by_ref = {f"{d['area']}:{d['key']}": d for d in document["differences"]}
+    return {"doc": document, "verdict": document["verdict"], "areas": areas, "by_ref": by_ref}
+
+
+def render_html(document: dict[str, Any]) -> str:
+    return _environment().get_template("compare.html.j2").render(view=_view(document))
+
+
+def render_markdown(document: dict[str, Any]) -> str:
+    view = _view(document)
+    view["limits"] = {"causes": MD_MAX_CAUSES, "rows": MD_MAX_ROWS, "remedy_lines": MD_MAX_REMEDY_LINES}
+    return _environment().get_template("compare.md.j2").render(view=view)
+
+
+def render(document: dict[str, Any], fmt: str) -> str:
+    return {"html": render_html, "json": render_json, "md": render_markdown}[fmt](document)
