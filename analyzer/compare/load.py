@@ -2,7 +2,7 @@
 by analyzing a capture as ``dbdiag analyze`` does (``dbdiag.pipeline.analyze``, then
 ``dbdiag.report.build_document``).
 
-A saved report is recognised by its content (``{`` first, after blanks), whatever its name; it is
+A saved report is recognised by its name (``*.json``) or its content (``{`` first, after blanks); it is
 refused in one line naming the file when it is cut short, is not an analyze report (a compare
 report, any other JSON), or has another ``schema_version`` than this dbdiag writes.
 """
@@ -35,9 +35,12 @@ class Side:
 
 
 def is_json_report(path: Path) -> bool:
-    """True when ``path`` is a file whose first non-blank byte is ``{`` (a capture never starts so)."""
+    """True when ``path`` is a file named ``*.json`` or whose first non-blank byte is ``{`` (a capture
+    never starts so): it is then read as a report, and refused as one when it is not."""
     if not path.is_file():
         return False
+    if path.suffix.lower() == ".json":
+        return True
     with path.open("rb") as handle:
         head = handle.read(SNIFF_BYTES).lstrip(b" \t\r\n\xef\xbb\xbf")
     return head.startswith(b"{")
@@ -53,7 +56,8 @@ def read_report(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as error:
         raise CompareInputError(f"{shown}: not a dbdiag JSON report (not UTF-8 text at byte {error.start})") from None
     except json.JSONDecodeError as error:
-        cut = error.pos >= len(error.doc.rstrip()) - 1
+        # the parser stopped at the end of the text (an unterminated string runs to it): cut short
+        cut = error.pos >= len(error.doc.rstrip()) - 1 or error.msg.startswith("Unterminated string")
         what = "truncated JSON (it ends before the document does)" if cut else f"not valid JSON ({error.msg} at line {error.lineno})"
         raise CompareInputError(f"{shown}: {what}; give a complete 'dbdiag analyze --format json' report") from None
     if not isinstance(document, dict):
