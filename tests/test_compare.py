@@ -140,8 +140,10 @@ def test_percent_ratio_and_floor_bands_at_their_edge():
     points = differ.PCT_NOISE_POINTS
     assert not differ.differs(fact("pct", 10.0, "%"), fact("pct", 10.0 + points * 0.9, "%"))
     assert differ.differs(fact("pct", 10.0, "%"), fact("pct", 10.0 + points * 1.1, "%"))
-    assert differ.differs(fact("pct", 10.0 + points * 1.1, "%"), None)  # a share on one side only: 0 on the other
-    assert not differ.differs(None, fact("pct", points * 0.9, "%"))
+    assert differ.differs(fact("share", points * 1.1, "%"), None)  # a profile share on one side only: 0 on the other
+    assert not differ.differs(None, fact("share", points * 0.9, "%"))
+    assert not differ.differs(None, fact("pct", 90.0, "%"))  # CPU busy measured on one side only: no change
+    assert differ.differs(None, fact("events", 1, "events")) and differ.differs(fact("severity", "warning", None), None)
     ratio, floor_ms = differ.SQL_NOISE_RATIO, differ.TIME_NOISE_FLOOR_MS
     assert not differ.differs(fact("sql-latency", 10.0), fact("sql-latency", 10.0 * ratio * 0.95))
     assert differ.differs(fact("sql-latency", 10.0), fact("sql-latency", 10.0 * ratio * 1.05))

@@ -17,7 +17,10 @@ the same numbers, so a number differs only when its change passes the threshold 
   time and over ``TIME_NOISE_FLOOR_MS`` for the median; its p99 a ratio over ``SQL_TAIL_NOISE_RATIO``
   (4x: a commit's p99 moved 3.2x between two healthy runs, with the fsyncs); latencies only when it
   ran at least ``facts.SQL_MIN_CALLS`` (20) times on each side (a one-off statement has no noise band);
-- texts, plan sets, event counts and finding severities: any change.
+- texts, plan sets, event counts and finding severities: any change;
+- a value on one side only: a difference for an event or a finding (``ONE_SIDED_DIFFERS``), a profile
+  share or a fingerprint's DB time (as 0 on the other side, ``ONE_SIDED_AS_ZERO``); anything else was
+  not measured on the other side (the verdict names the inputs one side lacks), so it is no change.
 
 Measured on this machine (2 shared cores; fixtures/compare/README.md has the runs).
 
@@ -43,9 +46,12 @@ SQL_NOISE_RATIO = 2.0
 SQL_TAIL_NOISE_RATIO = 4.0
 SQL_TIME_FLOOR_S_PER_S = 0.01
 SIDES = ("baseline", "capture")
-# A share or a fingerprint's DB time missing on one side is 0 there (a symbol perf did not sample, a
-# statement not run): it differs only when the other side's value passes the threshold.
-ONE_SIDED_AS_ZERO = ("pct", "sql-time")
+# A profile share or a fingerprint's DB time missing on one side is 0 there (a symbol perf did not
+# sample, a statement not run): it differs only when the other side's value passes the threshold.
+ONE_SIDED_AS_ZERO = ("share", "sql-time")
+# An event or a finding on one side only is a difference; any other value on one side only was not
+# measured on the other (an input it lacks: the verdict's ``only_one_side`` names it), not a change.
+ONE_SIDED_DIFFERS = ("events", "severity")
 
 
 @dataclass
@@ -82,7 +88,7 @@ class Difference:
         if self.only_on:
             return f"only in {self.only_on}"
         if isinstance(self.baseline, (int, float)) and isinstance(self.capture, (int, float)):
-            if self.kind == "pct":
+            if self.kind in ("pct", "share"):
                 return f"{self.capture - self.baseline:+.1f} points"
             if self.baseline:
                 return f"{(self.capture - self.baseline) / abs(self.baseline) * 100:+.0f}%"
@@ -92,7 +98,7 @@ class Difference:
         """How far apart the two values are, for ranking (1.0 = doubled or halved; a side missing: 1.0)."""
         if self.only_on or not isinstance(self.baseline, (int, float)) or not isinstance(self.capture, (int, float)):
             return 1.0
-        if self.kind == "pct":
+        if self.kind in ("pct", "share"):
             return abs(self.capture - self.baseline) / 100
         low, high = sorted((abs(self.baseline), abs(self.capture)))
         return (high - low) / low if low else 1.0
@@ -120,7 +126,7 @@ def differs(baseline: Fact | None, capture: Fact | None) -> bool:
     elif baseline is None or capture is None:
         # a fingerprint's latency or plans on one side only: its DB time row says it appeared or vanished
         # (PostgreSQL's auto_explain logs the plans of slow runs only: one side may have none)
-        return sample.value is not None and sample.kind not in ("sql-latency", "sql-tail", "sql-rate", "set")
+        return sample.value is not None and sample.kind in ONE_SIDED_DIFFERS
     else:
         a, b = baseline.value, capture.value
     if a is None or b is None:
@@ -128,7 +134,7 @@ def differs(baseline: Fact | None, capture: Fact | None) -> bool:
     if not (isinstance(a, (int, float)) and isinstance(b, (int, float))) or sample.kind in ("text", "set", "severity", "events"):
         return a != b
     kind = sample.kind
-    if kind == "pct":
+    if kind in ("pct", "share"):
         return abs(a - b) > PCT_NOISE_POINTS
     low, high = sorted((abs(a), abs(b)))
     if kind == "sql-rate":

@@ -20,8 +20,9 @@ from pathlib import PurePath
 from typing import Any
 
 import dbdiag
+from dbdiag.compare import differ
 from dbdiag.compare.differ import Difference, Row, compare_facts
-from dbdiag.compare.facts import engine_of, facts_of
+from dbdiag.compare.facts import SQL_MIN_CALLS, engine_of, facts_of
 from dbdiag.compare.links import CAUSE_AREAS, link
 from dbdiag.compare.verdict import build_verdict
 
@@ -38,6 +39,8 @@ AREAS = (
     ("findings", "Findings"),
 )
 ENGINE_AREAS = ("sql", "plans", "events")
+# Rows about one CPU or one node, compared only between hosts of the same size: (key prefix, host field, what).
+SIZE_BOUND_ROWS = (("cpu ", "cpus", "per-CPU rows"), ("node ", "numa_nodes", "per-node rows"))
 
 
 def compare_documents(baseline: dict[str, Any], capture: dict[str, Any], names: dict[str, str] | None = None,
@@ -46,7 +49,15 @@ def compare_documents(baseline: dict[str, Any], capture: dict[str, Any], names: 
     names = names or side_names(baseline, capture)
     engines = {"baseline": engine_of(baseline), "capture": engine_of(capture)}
     areas, not_compared = _shared_areas(engines)
-    differences, rows = compare_facts(facts_of(baseline), facts_of(capture), tuple(areas))
+    left, right = facts_of(baseline), facts_of(capture)
+    for prefix, field, what in SIZE_BOUND_ROWS:
+        sizes = [(doc.get("metrics") or {}).get("host", {}).get(field) for doc in (baseline, capture)]
+        if None not in sizes and sizes[0] != sizes[1]:
+            left, right = [f for f in left if not f.key.startswith(prefix)], [f for f in right if not f.key.startswith(prefix)]
+            not_compared.append({"area": "activity", "reason": (
+                f"{what}: the hosts have {sizes[0]} and {sizes[1]} {field.replace('_', ' ')}, so CPU n or node n is not the "
+                "same place on both; compared in total and per area only")})
+    differences, rows = compare_facts(left, right, tuple(areas))
     if engines["baseline"] != engines["capture"]:
         # each engine's own settings (innodb_* against shared_buffers) are not a difference of the two
         differences = [d for d in differences if not (d.area == "settings" and d.only_on)]
@@ -61,11 +72,22 @@ def compare_documents(baseline: dict[str, Any], capture: dict[str, Any], names: 
         "baseline": _side(baseline, names["baseline"], engines["baseline"]),
         "capture": _side(capture, names["capture"], engines["capture"]),
         "verdict": verdict,
+        "noise": noise_bands(),
         "differences": [_difference_json(d) for d in _ordered(differences)],
         "areas": [
             {"area": area, "title": title, "rows": [_row_json(r) for r in _rows_differing_first(rows, area)]}
             for area, title in AREAS if area in areas
         ],
+    }
+
+
+def noise_bands() -> dict[str, float]:
+    """The thresholds a number must pass to differ (``differ.py``), for the reader of the report."""
+    return {
+        "rate_rel": differ.RATE_NOISE_REL, "time_rel": differ.TIME_NOISE_REL, "tail_rel": differ.TAIL_NOISE_REL,
+        "time_floor_ms": differ.TIME_NOISE_FLOOR_MS, "pct_points": differ.PCT_NOISE_POINTS,
+        "sql_ratio": differ.SQL_NOISE_RATIO, "sql_tail_ratio": differ.SQL_TAIL_NOISE_RATIO,
+        "sql_time_floor_s_per_s": differ.SQL_TIME_FLOOR_S_PER_S, "sql_min_calls": SQL_MIN_CALLS,
     }
 
 

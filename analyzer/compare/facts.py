@@ -15,7 +15,7 @@ saved JSON reports compare the same. A sample of what it reads and what it gives
       -> Fact("findings", "plan-flip/fingerprint-e81d...", "critical", None, "severity", ...)
 
 ``kind`` says how two values are judged (``differ.py``): a rate or a time by relative change, a
-percentage by points, a text, a set or a severity by equality.
+percentage or a share of the profile by points, a text, a set or a severity by equality.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Fact:
     key: str
     value: Any
     unit: str | None
-    kind: str  # rate | time | tail | pct | sql-time | sql-rate | sql-latency | sql-tail | text | set | severity | events
+    kind: str  # rate | time | tail | pct | share | sql-time | sql-rate | sql-latency | sql-tail | text | set | severity | events
     source: str | None
     finding_ids: tuple[str, ...] = ()
     subject: str | None = None  # what findings name it by: "fingerprint-e81d..." (a finding id's second part)
@@ -179,13 +179,13 @@ def _profile_facts(profile: dict[str, Any]) -> list[Fact]:
     for category in profile.get("categories") or []:
         if category.get("category") == "idle" or category.get("busy_share_pct") is None:
             continue
-        facts.append(Fact("profile", f"category {category['category']} (% of busy CPU)", category["busy_share_pct"], "%", "pct", source))
+        facts.append(Fact("profile", f"category {category['category']} (% of busy CPU)", category["busy_share_pct"], "%", "share", source))
         for symbol in category.get("top_symbols") or []:
             if symbol.get("busy_share_pct") is not None:
-                facts.append(Fact("profile", f"symbol {symbol['symbol']} (% of busy CPU)", symbol["busy_share_pct"], "%", "pct", source))
+                facts.append(Fact("profile", f"symbol {symbol['symbol']} (% of busy CPU)", symbol["busy_share_pct"], "%", "share", source))
     kernel = profile.get("kernel") or {}
     if kernel.get("busy_share_pct") is not None:
-        facts.append(Fact("profile", "kernel (% of busy CPU)", kernel["busy_share_pct"], "%", "pct", source))
+        facts.append(Fact("profile", "kernel (% of busy CPU)", kernel["busy_share_pct"], "%", "share", source))
     return facts
 
 

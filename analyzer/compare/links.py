@@ -5,7 +5,8 @@ to the observed differences it explains (the outcome, what the host did, SQL tim
     event index-ignored in one side  -> every plan change (an index set aside changes plans)
     setting S differs                -> the effects ``SETTING_EFFECTS[S]`` names, where they differ
     finding fired on one side only   -> joins the plan/SQL difference of its subject (plan-flip of F
-                                        joins F's plan change), else stands as a cause of its own
+                                        joins F's plan change), else stands as a cause of its own,
+                                        linked to the effects ``FINDING_EFFECTS[its rule]`` names
 
 ``link(differences)`` fills ``explains``, ``caused_by`` and ``related_findings`` in place and returns
 nothing else: the verdict (``verdict.py``) ranks what is linked.
@@ -45,6 +46,15 @@ SETTING_RULES: dict[str, tuple[str, ...]] = {
     "cmdline isolcpus": ("no-cpu-isolation",),
     "innodb_buffer_pool_size": ("buffer-pool-undersized", "buffer-pool-exceeds-numa-node"),
     "shared_buffers": ("buffer-pool-undersized", "buffer-pool-exceeds-numa-node"),
+}
+# rule of a finding fired on one side only -> fragments of the effect keys its problem moves.
+FINDING_EFFECTS: dict[str, tuple[str, ...]] = {
+    "softirq-concentration": ("soft %", "NET_RX", "category softirq", "cpu_soft"),
+    "irq-affinity-skew": ("soft %", "NET_RX", "category softirq", "cpu_soft"),
+    "cross-numa-memory": ("remote memory", "category page-faults-numa"),
+    "numa-balancing-enabled": ("remote memory", "category page-faults-numa", "category scheduler"),
+    "context-switch-overhead": ("category scheduler",),
+    "transparent-hugepages-enabled": ("category page-faults-numa", "kernel (% of busy CPU)"),
 }
 HOST_EFFECTS: dict[str, tuple[str, ...]] = {
     "numa_nodes": ("remote memory",),
@@ -113,3 +123,6 @@ def _attach_findings(differences: list[Difference]) -> None:
         if target is not None:
             target.related_findings.extend(i for i in finding.related_findings if i not in target.related_findings)
             finding.caused_by.append(target.ref)
+        else:
+            fragments = FINDING_EFFECTS.get(rule, ())
+            _join(finding, [e for e in differences if e.area in EFFECT_AREAS and any(f in e.key for f in fragments)])

@@ -213,7 +213,7 @@ def _headline(outcome: dict[str, Any] | None, slow_side: str | None, names: dict
     if not differences:
         return f"No difference beyond noise between {names['baseline']} and {names['capture']}"
     if outcome is None:
-        return f"{len(differences)} difference(s); no outcome (throughput, latency, DB time) on both sides to say which is slower"
+        return "No outcome (throughput, latency, DB time) on both sides to say which is slower; the differences are listed below"
     sentence = (f"{names['capture']}: {outcome['label']} {value_text(outcome['capture'], outcome['unit'])} against "
                 f"{value_text(outcome['baseline'], outcome['unit'])} in {names['baseline']} ({outcome['change']})")
     if slow_side is None:
