@@ -152,3 +152,18 @@ def test_percent_ratio_and_floor_bands_at_their_edge():
     assert not differ.differs(fact("time", tiny), fact("time", tiny * 5))
     assert differ.differs(fact("text", "madvise", None), fact("text", "always", None))
     assert not differ.differs(fact("set", "a:ALL", None), None)  # plans logged on one side only (auto_explain)
+
+
+def test_a_partial_side_is_named_next_to_the_differences_it_affects(saved):
+    baseline = json.loads(saved["base"].read_text(encoding="utf-8"))
+    capture = json.loads(saved["ignored"].read_text(encoding="utf-8"))
+    reason = "capture/db/mariadb-slow.log: the archive ends inside this member (truncated)"
+    capture["capture"]["partial"], capture["capture"]["partial_reasons"] = True, [reason]
+    document = compare_documents(baseline, capture)
+    jsonschema.validate(document, SCHEMA)
+    from_log = [d for d in document["differences"] if (d["sources"]["capture"] or "").startswith("capture/db/mariadb-slow.log")]
+    from_elsewhere = [d for d in document["differences"] if (d["sources"]["capture"] or "").startswith("capture/app/")]
+    assert from_log and all(d["partial"] == [f"capture is partial: {reason}"] for d in from_log)
+    assert from_elsewhere and all(d["partial"] == [] for d in from_elsewhere)
+    assert document["verdict"]["partial"]["capture"] == [reason] and document["capture"]["partial"]
+    assert f"capture is partial: {reason}" in render_html(document)

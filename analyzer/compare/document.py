@@ -62,6 +62,7 @@ def compare_documents(baseline: dict[str, Any], capture: dict[str, Any], names: 
         # each engine's own settings (innodb_* against shared_buffers) are not a difference of the two
         differences = [d for d in differences if not (d.area == "settings" and d.only_on)]
     link(differences)
+    partial = {side: doc["capture"].get("partial_reasons") or [] for side, doc in (("baseline", baseline), ("capture", capture))}
     outcome_rows = [r for r in rows if r.area == "outcome"]
     verdict = build_verdict(differences, baseline, capture, names, outcome_rows, not_compared)
     return {
@@ -73,9 +74,9 @@ def compare_documents(baseline: dict[str, Any], capture: dict[str, Any], names: 
         "capture": _side(capture, names["capture"], engines["capture"]),
         "verdict": verdict,
         "noise": noise_bands(),
-        "differences": [_difference_json(d) for d in _ordered(differences)],
+        "differences": [_difference_json(d, partial) for d in _ordered(differences)],
         "areas": [
-            {"area": area, "title": title, "rows": [_row_json(r) for r in _rows_differing_first(rows, area)]}
+            {"area": area, "title": title, "rows": [_row_json(r, partial) for r in _rows_differing_first(rows, area)]}
             for area, title in AREAS if area in areas
         ],
     }
@@ -137,7 +138,23 @@ def _ordered(differences: list[Difference]) -> list[Difference]:
     return sorted(differences, key=rank)
 
 
-def _difference_json(d: Difference) -> dict[str, Any]:
+def partial_notes(values: dict[str, Any], sources: dict[str, str | None], partial: dict[str, list[str]]) -> list[str]:
+    """What a partial side may have lost of one row: the reasons naming its source file, or, when the
+    value is absent there, every reason (the input it would come from may be the one lost).
+
+    >>> partial_notes({"baseline": 1, "capture": None}, {"baseline": "a.log:3", "capture": None},
+    ...               {"baseline": [], "capture": ["db/slow.log: truncated at 1.2 GB"]})
+    ['capture is partial: db/slow.log: truncated at 1.2 GB']
+    """
+    notes = []
+    for side, reasons in partial.items():
+        source = (sources.get(side) or "").rsplit(":", 1)[0]
+        hits = [r for r in reasons if source and source in r] if values.get(side) is not None else reasons
+        notes.extend(f"{side} is partial: {reason}" for reason in hits)
+    return notes
+
+
+def _difference_json(d: Difference, partial: dict[str, list[str]]) -> dict[str, Any]:
     return {
         "area": d.area,
         "key": d.key,
@@ -151,6 +168,7 @@ def _difference_json(d: Difference) -> dict[str, Any]:
         "caused_by": d.caused_by,
         "related_findings": d.related_findings,
         "sources": d.sources,
+        "partial": partial_notes({"baseline": d.baseline, "capture": d.capture}, d.sources, partial),
     }
 
 
@@ -159,5 +177,6 @@ def _rows_differing_first(rows: list[Row], area: str) -> list[Row]:
     return [r for r in mine if r.differs] + [r for r in mine if not r.differs]
 
 
-def _row_json(r: Row) -> dict[str, Any]:
-    return {"key": r.key, "baseline": r.baseline, "capture": r.capture, "unit": r.unit, "differs": r.differs, "sources": r.sources}
+def _row_json(r: Row, partial: dict[str, list[str]]) -> dict[str, Any]:
+    return {"key": r.key, "baseline": r.baseline, "capture": r.capture, "unit": r.unit, "differs": r.differs, "sources": r.sources,
+            "partial": partial_notes({"baseline": r.baseline, "capture": r.capture}, r.sources, partial)}
