@@ -116,7 +116,10 @@ def test_html_is_offline_escaped_and_markdown_short(saved):
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "Content-Security-Policy" in html and "default-src 'none'" in html
     assert "src=\"http" not in html and "href=\"http" not in html
-    assert html.index('id="verdict"') < html.index('id="area-outcome"')
+    assert html.index('id="verdict"') < html.index('id="timelines"') < html.index('id="area-outcome"')
+    tps = next(t for t in document["timelines"] if t["series"] == "tps")
+    assert tps["baseline"][0][0] == 0.0 and tps["capture"][0][0] == 0.0  # each side from its own start
+    assert html.count('<polyline class="series s0"') == html.count('<polyline class="series s1"') == len(document["timelines"])
     md = render_markdown(document)
     assert "<script>" not in md and len(md) < 8_000
     assert md.count("\n| ") == MD_MAX_ROWS + 2  # the header, its rule and the first rows only

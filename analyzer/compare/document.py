@@ -74,12 +74,39 @@ def compare_documents(baseline: dict[str, Any], capture: dict[str, Any], names: 
         "capture": _side(capture, names["capture"], engines["capture"]),
         "verdict": verdict,
         "noise": noise_bands(),
+        "timelines": overlaid_timelines(baseline, capture),
         "differences": [_difference_json(d, partial) for d in _ordered(differences)],
         "areas": [
             {"area": area, "title": title, "rows": [_row_json(r, partial) for r in _rows_differing_first(rows, area)]}
             for area, title in AREAS if area in areas
         ],
     }
+
+
+# Timeline series drawn over each other (seconds from each side's first point), when both sides have them.
+OVERLAID_SERIES = ("tps", "latency_avg", "latency_p99_reported", "latency_p99", "cpu_busy_mean", "cpu_soft_mean", "cpu_soft_max")
+
+
+def overlaid_timelines(baseline: dict[str, Any], capture: dict[str, Any]) -> list[dict[str, Any]]:
+    """[{"series": "tps", "unit": "1/s", "baseline": [[0.0, 50.0], [1.0, 49.0], ...], "capture": [...]}]:
+    each side's points in seconds from its own first point, so runs at different hours overlay."""
+    def by_name(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        series = ((document.get("metrics") or {}).get("timeline") or {}).get("series") or []
+        return {s["series"]: s for s in series if s.get("series") in OVERLAID_SERIES and s.get("points")}
+
+    left, right = by_name(baseline), by_name(capture)
+    result = []
+    for name in OVERLAID_SERIES:
+        if name in left and name in right:
+            result.append({"series": name, "unit": left[name].get("unit"),
+                           "sources": {"baseline": left[name].get("source"), "capture": right[name].get("source")},
+                           "baseline": _relative(left[name]["points"]), "capture": _relative(right[name]["points"])})
+    return result
+
+
+def _relative(points: list[list[Any]]) -> list[list[float]]:
+    start = datetime.fromisoformat(points[0][0])
+    return [[(datetime.fromisoformat(t) - start).total_seconds(), v] for t, v in points if v is not None]
 
 
 def noise_bands() -> dict[str, float]:

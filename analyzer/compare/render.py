@@ -11,6 +11,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from dbdiag import markdown
+from dbdiag.compare.charts import overlay
 from dbdiag.compare.verdict import value_text
 
 if TYPE_CHECKING:
@@ -50,7 +51,8 @@ def _view(document: dict[str, Any]) -> dict[str, Any]:
         differing = [r for r in area["rows"] if r["differs"]]
         areas.append({**area, "differing": differing, "same": [r for r in area["rows"] if not r["differs"]]})
     by_ref = {f"{d['area']}:{d['key']}": d for d in document["differences"]}
-    return {"doc": document, "verdict": document["verdict"], "areas": areas, "by_ref": by_ref}
+    charts = [overlay(t) for t in document.get("timelines") or [] if t["baseline"] and t["capture"]]
+    return {"doc": document, "verdict": document["verdict"], "areas": areas, "by_ref": by_ref, "charts": charts}
 
 
 def render_html(document: dict[str, Any]) -> str:
