@@ -130,7 +130,7 @@ def render_json(document: dict[str, Any]) -> str:
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
-def _template_env() -> Environment:
+def template_env() -> Environment:
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
     # Autoescape every HTML template (SQL and log text are hostile input); Markdown gets
@@ -170,7 +170,7 @@ def _number(value: Any) -> str:
 
 
 def render_html(document: dict[str, Any]) -> str:
-    env = _template_env()
+    env = template_env()
     view = build_view(document)
     view["flame_script"] = view["flame_script_hash"] = None
     if view["cpu_profile"] and view["cpu_profile"]["flame"]:
@@ -189,7 +189,7 @@ def flame_script(env: Environment) -> tuple[Any, str]:
 
 
 def render_markdown(document: dict[str, Any]) -> str:
-    return _template_env().get_template("report.md.j2").render(view=build_view(document))
+    return template_env().get_template("report.md.j2").render(view=build_view(document))
 
 
 def render(document: dict[str, Any], fmt: str) -> str:

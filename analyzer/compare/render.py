@@ -7,12 +7,11 @@ autoescaped (SQL and log text are hostile input), Markdown goes through ``dbdiag
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
-from dbdiag import markdown
 from dbdiag.compare.charts import overlay
 from dbdiag.compare.verdict import value_text
+from dbdiag.report import render_json, template_env
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -23,24 +22,10 @@ MD_MAX_ROWS = 15
 MD_MAX_REMEDY_LINES = 4
 
 
-def render_json(document: dict[str, Any]) -> str:
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
-
-
 def _environment() -> Environment:
-    from jinja2 import Environment, PackageLoader, StrictUndefined
-
-    env = Environment(
-        loader=PackageLoader("dbdiag.report_templates", "."),
-        autoescape=lambda name: not (name or "").endswith(".md.j2"),
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    """The analyze report's environment (autoescaped HTML, Markdown filters), plus ``val``: a value with its unit."""
+    env = template_env()
     env.filters["val"] = lambda value, unit=None: value_text(value, unit)
-    env.filters["md"] = lambda value: markdown.inline(str(value))
-    env.filters["code"] = lambda value, table=False: markdown.code(str(value), table=table)
-    env.filters["fenced"] = lambda value: markdown.fenced(str(value))
     return env
 
 
