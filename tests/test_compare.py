@@ -78,6 +78,16 @@ def test_a_bad_report_is_one_line_naming_it_and_exit_2(saved, tmp_path, content,
     assert not (tmp_path / "out.json").exists()
 
 
+def test_a_file_that_is_neither_report_nor_capture_is_one_line_and_exit_2(saved, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello, this is not a capture\n", encoding="utf-8")
+    out = tmp_path / "out.json"
+    result = invoke("compare", str(notes), str(saved["base"]), "-f", "json", "-o", str(out))
+    assert result.exit_code == 2 and not out.exists()
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and str(notes) in lines[0] and "neither a dbdiag JSON report nor a capture" in lines[0]
+
+
 def test_fail_on_reads_the_findings_new_in_capture(saved, tmp_path):
     out = str(tmp_path / "x.json")
     # the ignored index fires plan-flip and full-table-scan (critical) that the baseline does not have

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-WIDTH_PX, HEIGHT_PX = 580, 170
+WIDTH_PX, HEIGHT_PX = 560, 170
 LEFT_PX, RIGHT_PX, TOP_PX, BOTTOM_PX = 52, 10, 10, 26
 TICKS = 4
 

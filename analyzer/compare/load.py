@@ -31,7 +31,6 @@ class Side:
     path: Path
     document: dict[str, Any]
     origin: str  # "json report" or "capture"
-    recognised: bool  # False: nothing in the capture could be read
 
 
 def is_json_report(path: Path) -> bool:
@@ -80,7 +79,7 @@ def read_report(path: Path) -> dict[str, Any]:
 def load_side(path: Path, options: Any, generated_at: datetime | None = None) -> Side:
     """A saved report as it is, or a capture analyzed (``options``: ``dbdiag.pipeline.Options``)."""
     if is_json_report(path):
-        return Side(path, read_report(path), "json report", True)
+        return Side(path, read_report(path), "json report")
     from dbdiag.capture import CaptureError
     from dbdiag.pipeline import UnknownTimeZone, analyze
     from dbdiag.report import build_document
@@ -91,4 +90,9 @@ def load_side(path: Path, options: Any, generated_at: datetime | None = None) ->
         raise CompareInputError(str(error)) from None
     except OSError as error:
         raise CompareInputError(f"{printable_name(str(path))}: {(error.strerror or str(error)).lower()}") from None
-    return Side(path, build_document(analysis, generated_at=generated_at), "capture", bool(analysis.recognised))
+    if not analysis.recognised:
+        lost = next((f"; {r.path}: {r.error or r.skipped}" for r in analysis.inputs if r.error or (r.skipped and r.lost)), "")
+        raise CompareInputError(
+            f"{printable_name(str(path))}: neither a dbdiag JSON report nor a capture with anything dbdiag reads{lost}"
+        )
+    return Side(path, build_document(analysis, generated_at=generated_at), "capture")

@@ -1,8 +1,8 @@
 """Both sides loaded, compared, and the exit code: what ``dbdiag compare`` runs (``cli.py`` stays thin).
 
-Exit codes as ``analyze``'s: 2 when a side has nothing readable (or is not a report, raised as
-``CompareInputError``), else 1 when a finding new or more severe on the capture side reaches
-``--fail-on``, else 3 when a side is a partial capture, else 0.
+Exit codes as ``analyze``'s: 2 when a side has nothing readable or is not a report (raised by
+``load.py`` as ``CompareInputError``, before anything is written), else 1 when a finding new or more
+severe on the capture side reaches ``--fail-on``, else 3 when a side is a partial capture, else 0.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from dbdiag.compare.load import Side, load_side
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
-EXIT_UNUSABLE = 2
 EXIT_PARTIAL = 3
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 
@@ -42,8 +41,6 @@ def compare_paths(baseline: Path, capture: Path, options: Any, generated_at: dat
 
 
 def exit_code(comparison: Comparison, fail_on: str | None) -> int:
-    if not (comparison.baseline.recognised and comparison.capture.recognised):
-        return EXIT_UNUSABLE
     if fail_on is not None:
         new = set(comparison.document["verdict"]["findings_new_in_capture"])
         floor = SEVERITY_RANK[fail_on]
