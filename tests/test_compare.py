@@ -180,3 +180,13 @@ def test_a_partial_side_is_named_next_to_the_differences_it_affects(saved):
     assert from_elsewhere and all(d["partial"] == [] for d in from_elsewhere)
     assert document["verdict"]["partial"]["capture"] == [reason] and document["capture"]["partial"]
     assert f"capture is partial: {reason}" in render_html(document)
+
+
+def test_a_partial_side_exits_3_and_markdown_goes_to_stdout(saved, tmp_path):
+    capture = json.loads(saved["ignored"].read_text(encoding="utf-8"))
+    capture["capture"]["partial"], capture["capture"]["partial_reasons"] = True, ["capture/os/perf-script.txt: member cut short"]
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps(capture), encoding="utf-8")
+    result = CliRunner().invoke(app, ["compare", str(saved["base"]), str(partial), "-f", "md", "-o", "-"])
+    assert result.exit_code == 3
+    assert result.stdout.startswith("## dbdiag compare: ") and "The capture is partial: capture/os/perf-script.txt" in result.stdout
