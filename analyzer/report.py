@@ -123,7 +123,27 @@ def _metrics(analysis: Analysis) -> dict[str, Any]:
     numa = analysis.derived.tables.get("numa_remote")
     if "numa_remote" not in metrics and numa is not None and numa.height:
         metrics["numa_remote"] = numa.to_dicts()
+    settings = _settings(analysis)
+    if settings:
+        metrics["settings"] = settings
     return metrics
+
+
+def _settings(analysis: Analysis) -> list[dict[str, Any]]:
+    """Every OS and database setting the capture holds (sysctl, kernel command line, THP, schedulers,
+    IRQ and process affinity; database variables and config files; not status counters), one row
+    each, for ``dbdiag compare``: {"scope": "host"|"database", "group", "subject", "name", "value", "source"}."""
+    rows = []
+    host = analysis.tables.get("host_setting")
+    if host is not None:
+        rows += [{"scope": "host", "group": r["category"], "subject": r["subject"], "name": r["name"], "value": r["value"],
+                  "source": r["source"]} for r in host.iter_rows(named=True)]
+    database = analysis.tables.get("db_setting")
+    if database is not None:
+        rows += [{"scope": "database", "group": f"{r['engine'] or 'database'} {r['kind']}", "subject": None, "name": r["name"],
+                  "value": r["value"] if r["unit"] is None else f"{r['value']} {r['unit']}", "source": r["source"]}
+                 for r in database.filter(database["kind"] != "status").iter_rows(named=True)]
+    return rows
 
 
 def render_json(document: dict[str, Any]) -> str:

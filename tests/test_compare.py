@@ -190,3 +190,21 @@ def test_a_partial_side_exits_3_and_markdown_goes_to_stdout(saved, tmp_path):
     result = CliRunner().invoke(app, ["compare", str(saved["base"]), str(partial), "-f", "md", "-o", "-"])
     assert result.exit_code == 3
     assert result.stdout.startswith("## dbdiag compare: ") and "The capture is partial: capture/os/perf-script.txt" in result.stdout
+
+
+def test_every_setting_is_compared_and_run_specific_ones_are_not(saved):
+    baseline = json.loads(saved["base"].read_text(encoding="utf-8"))
+    capture = copy.deepcopy(baseline)
+    settings = {(r["group"], r["name"]): r for r in capture["metrics"]["settings"]}
+    settings[("sysctl", "vm.max_map_count")]["value"] = "262144"
+    settings[("mariadb variable", "sort_buffer_size")]["value"] = "4194304"
+    settings[("sysctl", "kernel.random.uuid")]["value"] = "another-uuid"  # new on every boot
+    settings[("mariadb variable", "pid_file")]["value"] = "/tmp/another/m.pid"  # the run's own file
+    capture["metrics"]["settings"].append({"scope": "host", "group": "process_affinity", "subject": "mariadbd 4242",
+                                           "name": "Cpus_allowed_list", "value": "0-1", "source": "os/status"})
+    baseline["metrics"]["settings"].append({"scope": "host", "group": "process_affinity", "subject": "mariadbd 17",
+                                            "name": "Cpus_allowed_list", "value": "0", "source": "os/status"})
+    keys = {d["key"]: d for d in compare_documents(baseline, capture)["differences"]}
+    assert set(keys) == {"sysctl vm.max_map_count", "mariadb variable sort_buffer_size", "process_affinity mariadbd Cpus_allowed_list"}
+    assert keys["sysctl vm.max_map_count"]["sources"]["capture"] == "capture/os/sysctl.txt"
+    assert (keys["process_affinity mariadbd Cpus_allowed_list"]["baseline"], keys["process_affinity mariadbd Cpus_allowed_list"]["capture"]) == ("0", "0-1")

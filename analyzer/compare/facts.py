@@ -11,6 +11,9 @@ saved JSON reports compare the same. A sample of what it reads and what it gives
                            "worst_sample": {"where": "capture/db/mariadb-slow.log:46515"}}
       -> Fact("sql", "select c from sbtest? where id=? | DB time per second", 0.0489, "s/s", "sql-time", ...)
          Fact("plans", "select c from sbtest? where id=?", "sbtest1:ref(xid), sbtest2:ref(xid)", ...)
+    metrics.settings[] {"scope": "host", "group": "sysctl", "subject": null, "name": "vm.max_map_count",
+                        "value": "65530", "source": "capture/os/sysctl.txt"}
+      -> Fact("settings", "sysctl vm.max_map_count", "65530", None, "text", "capture/os/sysctl.txt")
     findings[] {"id": "plan-flip/fingerprint-e81d...", "severity": "critical", "sources": [...]}
       -> Fact("findings", "plan-flip/fingerprint-e81d...", "critical", None, "severity", ...)
 
@@ -37,6 +40,14 @@ SQL_MIN_CALLS = 20
 # A setting's value as host_config writes it may end in a note on this host's RAM ("256 MiB (3.7% of
 # 6.8 GiB RAM)"): the note moves with free memory, so only what precedes it is the setting.
 VALUE_NOTE = re.compile(r"\s+\([^()]*\)$")
+# Settings that differ between any two runs of one server: counters sysctl -a prints among its
+# settings, random ids, and the paths of a run's own files (two healthy runs differed in exactly these).
+VOLATILE_SETTING = re.compile(
+    r"^(?:fs\.(?:dentry-state|file-nr|inode-nr|inode-state|aio-nr)|kernel\.(?:ns_last_pid|random\..*|pty\.nr)"
+    r"|net\.netfilter\.nf_conntrack_count|datadir|socket|log_error|pid_file|hostname|server_uuid|tmpdir|gtid_.*)$"
+    r"|(?:_file|_dir|_dir_path|_path|_directories|_basename)$"
+)
+PROCESS_ID = re.compile(r"\s+\d+$")  # "mariadbd 1234" -> "mariadbd": the pid changes with every start
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,7 @@ def facts_of(document: dict[str, Any]) -> list[Fact]:
     facts += _sql_summary_facts(metrics.get("sql_summary") or {}, metrics.get("idle_gaps") or {}, _span_s(metrics))
     facts += _host_facts(metrics.get("host") or {}, document)
     facts += _setting_facts(metrics.get("host_config") or [])
+    facts += _other_setting_facts(metrics.get("settings") or [], metrics.get("host_config") or [])
     facts += _cpu_facts(metrics.get("cpu") or {})
     facts += _numa_facts(metrics.get("numa_remote") or [])
     facts += _profile_facts(metrics.get("cpu_profile") or {})
@@ -142,6 +154,21 @@ def _setting_facts(rows: list[dict[str, Any]]) -> list[Fact]:
         if isinstance(value, str):
             value = VALUE_NOTE.sub("", value)
         facts.append(Fact("settings", str(row.get("setting")), value, None, "text", row.get("source")))
+    return facts
+
+
+def _other_setting_facts(rows: list[dict[str, Any]], known: list[dict[str, Any]]) -> list[Fact]:
+    """``metrics.settings``: every setting the rules do not already name (those come first, from
+    host_config), keyed by group, subject and name: "sysctl vm.max_map_count", "block nvme0n1
+    scheduler", "process_affinity mariadbd Cpus_allowed_list", "mariadb variable sort_buffer_size"."""
+    names = {str(row.get("setting")) for row in known}
+    facts = []
+    for row in sorted(rows, key=lambda r: (r["scope"], r["group"], r.get("subject") or "", r["name"])):
+        if row["name"] in names or row["group"] == "thp" or VOLATILE_SETTING.search(row["name"]):
+            continue
+        subject = PROCESS_ID.sub("", row["subject"]) if row.get("subject") else None
+        key = " ".join(part for part in (row["group"], subject, row["name"]) if part)
+        facts.append(Fact("settings", key, row.get("value"), None, "text", row.get("source")))
     return facts
 
 
