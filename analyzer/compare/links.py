@@ -38,6 +38,11 @@ SETTING_EFFECTS: dict[str, tuple[str, ...]] = {
     "innodb_buffer_pool_size": SQL_TIME_EFFECTS,
     "shared_buffers": SQL_TIME_EFFECTS,
     "innodb_numa_interleave": ("remote memory",),
+    # metrics.settings rows ("irq_affinity 25 smp_affinity_list", "process_affinity mariadbd Cpus_allowed_list")
+    "irq_affinity": ("soft %", "NET_RX", "category softirq", "cpu_soft"),
+    "nic_channels": ("soft %", "NET_RX", "category softirq", "cpu_soft"),
+    "process_affinity": ("remote memory", "busy %", "category page-faults-numa"),
+    "sysctl kernel.numa_balancing": ("remote memory", "category scheduler", "category page-faults-numa"),
 }
 # setting -> the rules whose findings are about it (their remediation is the setting's).
 SETTING_RULES: dict[str, tuple[str, ...]] = {
