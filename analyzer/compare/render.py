@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dbdiag.compare.charts import overlay
+from dbdiag.compare.charts import mirrored_per_cpu, overlay
 from dbdiag.compare.verdict import value_text
 from dbdiag.report import render_json, template_env
 
@@ -37,7 +37,10 @@ def _view(document: dict[str, Any]) -> dict[str, Any]:
         areas.append({**area, "differing": differing, "same": [r for r in area["rows"] if not r["differs"]]})
     by_ref = {f"{d['area']}:{d['key']}": d for d in document["differences"]}
     charts = [overlay(t) for t in document.get("timelines") or [] if t["baseline"] and t["capture"]]
-    return {"doc": document, "verdict": document["verdict"], "areas": areas, "by_ref": by_ref, "charts": charts}
+    activity = next((a["rows"] for a in document["areas"] if a["area"] == "activity"), [])
+    mirrors = [m for m in (mirrored_per_cpu(activity, "soft"), mirrored_per_cpu(activity, "busy")) if m]
+    return {"doc": document, "verdict": document["verdict"], "areas": areas, "by_ref": by_ref, "charts": charts,
+            "mirrors": mirrors}
 
 
 def render_html(document: dict[str, Any]) -> str:
