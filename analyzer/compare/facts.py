@@ -139,6 +139,13 @@ def _sql_summary_facts(summary: dict[str, Any], gaps: dict[str, Any], span: floa
         if latency.get(name) is not None:
             kind = "tail" if name == "p99_ms" else "time"
             facts.append(Fact("outcome", f"statement latency {name[:-3]} (statement log)", latency[name], "ms", kind, source))
+    # idle gaps: the time a connection sat between two statements, inside a transaction or not
+    for where, label in (("in_txn", "in a transaction"), ("not_in_txn", "between transactions")):
+        for name in ("p50_ms", "p99_ms"):
+            value = (gaps.get(where) or {}).get(name)
+            if value is not None:
+                kind = "tail" if name == "p99_ms" else "time"
+                facts.append(Fact("outcome", f"idle gap {label} {name[:-3]}", value, "ms", kind, source))
     return facts
 
 
