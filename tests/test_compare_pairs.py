@@ -21,7 +21,8 @@ PAIRS = REPO / "fixtures" / "compare"
 SCHEMA = json.loads((REPO / "analyzer/schema/compare.schema.json").read_text(encoding="utf-8"))
 BASE, RERUN, IGNORED = "mariadb-sysbench-base", "mariadb-sysbench-base-rerun", "mariadb-sysbench-index-ignored"
 PG_LARGE, PG_SMALL = "postgres-pgbench-shared-buffers-256MB", "postgres-pgbench-shared-buffers-128kB"
-CAPTURES = (BASE, RERUN, IGNORED, PG_LARGE, PG_SMALL)
+IRQ_KERNEL, IRQ_PINNED = "numa2-guest-iperf-irq-kernel", "numa2-guest-iperf-irq-pinned-cpu3"
+CAPTURES = (BASE, RERUN, IGNORED, PG_LARGE, PG_SMALL, IRQ_KERNEL, IRQ_PINNED)
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +80,25 @@ def test_small_shared_buffers_is_named_first_with_its_effect(reports, order):
     slow, fast = outcome[slow_side], outcome["baseline" if slow_side == "capture" else "capture"]
     assert outcome["differs"] and slow > fast  # every outcome the headline may state here is a time
     assert [r["finding"] for r in first["remediation"]] == ["buffer-pool-undersized/shared_buffers"]
+
+
+@pytest.mark.parametrize("order", ["good-first", "bad-first"])
+def test_nic_irqs_pinned_to_one_cpu_are_named_first_with_their_effect(reports, order):
+    """A 2-node guest: the virtio NIC's IRQs pinned to CPU 3 against left to the kernel. No outcome is
+    captured (iperf3 runs on the host), so the verdict ranks by the effects: CPU 3's softirq share."""
+    baseline, capture, pinned_side = slower(IRQ_KERNEL, IRQ_PINNED, order)
+    kernel_side = "baseline" if pinned_side == "capture" else "capture"
+    verdict = compared(reports, baseline, capture)["verdict"]
+    assert verdict["outcome"] is None and verdict["slow_side"] is None
+    first = verdict["explained"][0]
+    assert first["area"] == "settings" and first["key"].startswith("irq_affinity ") and first["key"].endswith(" smp_affinity_list")
+    assert first[pinned_side] == "3" and first[kernel_side] == "0-3" and len(first["merged"]) >= 2
+    assert "activity:cpu 3 soft %" in first["effects"]
+    soft = next(a for a in compared(reports, baseline, capture)["areas"] if a["area"] == "activity")
+    cpu3 = next(r for r in soft["rows"] if r["key"] == "cpu 3 soft %")
+    assert cpu3["differs"] and cpu3[pinned_side] > cpu3[kernel_side]
+    assert "softirq-concentration/cpu-3-node-1" in first["related_findings"]
+    assert any(r["finding"] == "softirq-concentration/cpu-3-node-1" for r in first["remediation"])
 
 
 @pytest.mark.parametrize("name", CAPTURES)

@@ -51,6 +51,9 @@ SETTING_RULES: dict[str, tuple[str, ...]] = {
     "cmdline isolcpus": ("no-cpu-isolation",),
     "innodb_buffer_pool_size": ("buffer-pool-undersized", "buffer-pool-exceeds-numa-node"),
     "shared_buffers": ("buffer-pool-undersized", "buffer-pool-exceeds-numa-node"),
+    "irq_affinity": ("irq-affinity-skew", "softirq-concentration"),
+    "nic_channels": ("irq-affinity-skew", "softirq-concentration"),
+    "process_affinity": ("unbound-processes", "cross-numa-memory"),
 }
 # rule of a finding fired on one side only -> fragments of the effect keys its problem moves.
 FINDING_EFFECTS: dict[str, tuple[str, ...]] = {

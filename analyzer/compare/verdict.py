@@ -69,7 +69,10 @@ def build_verdict(differences: list[Difference], baseline: dict[str, Any], captu
     by_ref = {d.ref: d for d in differences}
     outcome, slow_side = _outcome(differences, outcome_rows)
     documents = {"baseline": baseline, "capture": capture}
+    # the slow side's findings carry the remediation; with no outcome to say which side is slow, both sides'
     slow_findings = {f["id"]: f for f in (documents[slow_side] if slow_side else capture).get("findings") or []}
+    if slow_side is None:
+        slow_findings = {f["id"]: f for f in baseline.get("findings") or []} | slow_findings
     causes = [d for d in differences if d.area in CAUSE_AREAS and not d.caused_by]
     linked = sorted((c for c in causes if c.explains), key=lambda c: _score(c, by_ref), reverse=True)
     lone_findings = sorted(
@@ -77,9 +80,10 @@ def build_verdict(differences: list[Difference], baseline: dict[str, Any], captu
          and _share(slow_findings[c.key]) > 0),
         key=lambda c: _share(slow_findings[c.key]), reverse=True,
     )
-    explained = [_explanation(c, by_ref, slow_findings, outcome) for c in linked + lone_findings]
+    explained = _merge_alike([_explanation(c, by_ref, slow_findings, outcome) for c in linked + lone_findings])
+    effects_by_ref = {ref: e["effect"] for e in explained for ref in e["merged"]}
     for cause in linked:
-        cause.effect = explained[linked.index(cause)]["effect"]
+        cause.effect = effects_by_ref.get(cause.ref)
     for cause in lone_findings:
         cause.effect = slow_findings[cause.key]["impact"].get("description")
     shown = {c.ref for c in linked + lone_findings}
@@ -101,6 +105,28 @@ def build_verdict(differences: list[Difference], baseline: dict[str, Any], captu
         "not_compared": not_compared,
         "partial": {side: documents[side]["capture"].get("partial_reasons") or [] for side in documents},
     }
+
+
+def _merge_alike(explained: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One explanation for settings that differ alike and explain the same effects: the three IRQs of
+    one NIC set to CPU 3 are one cause, "irq_affinity 24, 25, 26 smp_affinity_list", not three."""
+    merged: list[dict[str, Any]] = []
+    for item in explained:
+        words = item["key"].split(" ")
+        pattern = " ".join("*" if w.isdigit() else w for w in words)
+        twin = next((m for m in merged if m["area"] == item["area"] == "settings" and m["pattern"] == pattern
+                     and (m["baseline"], m["capture"], m["effects"]) == (item["baseline"], item["capture"], item["effects"])), None)
+        if twin is None:
+            merged.append({**item, "pattern": pattern, "merged": [item["cause"]], "numbers": [w for w in words if w.isdigit()]})
+            continue
+        twin["merged"].append(item["cause"])
+        twin["numbers"] += [w for w in words if w.isdigit()]
+        number_at = next(i for i, w in enumerate(pattern.split(" ")) if w == "*")
+        head, tail = pattern.split(" ")[:number_at], pattern.split(" ")[number_at + 1:]
+        twin["key"] = " ".join(head + [", ".join(twin["numbers"])] + tail)
+    for item in merged:
+        del item["pattern"], item["numbers"]
+    return merged
 
 
 def _outcome(differences: list[Difference], rows: list[Any]) -> tuple[dict[str, Any] | None, str | None]:
@@ -213,7 +239,12 @@ def _headline(outcome: dict[str, Any] | None, slow_side: str | None, names: dict
     if not differences:
         return f"No difference beyond noise between {names['baseline']} and {names['capture']}"
     if outcome is None:
-        return "No outcome (throughput, latency, DB time) on both sides to say which is slower; the differences are listed below"
+        sentence = "No outcome (throughput, latency, DB time) on both sides to say which is slower"
+        if not explained:
+            return f"{sentence}; {len(differences)} difference(s) listed below"
+        first = explained[0]
+        return (f"{sentence}; the difference with the largest observed effect: {first['area']} {first['key']} "
+                f"({value_text(first['baseline'], None)} → {value_text(first['capture'], None)}), {len(explained)} cause(s) ranked")
     sentence = (f"{names['capture']}: {outcome['label']} {value_text(outcome['capture'], outcome['unit'])} against "
                 f"{value_text(outcome['baseline'], outcome['unit'])} in {names['baseline']} ({outcome['change']})")
     if slow_side is None:
