@@ -130,6 +130,7 @@ def test_html_is_offline_escaped_and_markdown_short(saved):
     tps = next(t for t in document["timelines"] if t["series"] == "tps")
     assert tps["baseline"][0][0] == 0.0 and tps["capture"][0][0] == 0.0  # each side from its own start
     assert html.count('<polyline class="series s0"') == html.count('<polyline class="series s1"') == len(document["timelines"])
+    assert 'id="flame-diff"' in html and document["flame_diff"]["nodes"]
     cpus = baseline["metrics"]["host"]["cpus"]
     assert html.count('class="tbar s0"') == html.count('class="tbar s1"') == 2 * cpus  # %soft and %busy, CPU by CPU
     md = render_markdown(document)

@@ -150,3 +150,15 @@ def test_difference_refs_point_at_differences(reports):
     assert linked and set(linked) <= refs
     assert set(document["verdict"]["also_differs"]) <= refs and set(document["verdict"]["unexplained_effects"]) <= refs
     assert isinstance(Difference("sql", "k", 1.0, 2.0, "s", "sql-time", {}).ref, str)
+
+
+def test_the_differential_flame_graph_shows_the_full_scans_grow(reports):
+    """The index set aside makes InnoDB read every row (handler::ha_rnd_next): that frame's share of
+    busy CPU grows between the two captures, and shrinks back in the other order."""
+    forward = compared(reports, BASE, IGNORED)["flame_diff"]
+    scans = [n for n in forward["nodes"] if n["frame"] == "handler::ha_rnd_next"]
+    assert scans and max(n["capture_share_pct"] - n["baseline_share_pct"] for n in scans) > 5
+    backward = compared(reports, IGNORED, BASE)["flame_diff"]
+    assert all(n["capture_share_pct"] <= n["baseline_share_pct"] for n in backward["nodes"] if n["frame"] == "handler::ha_rnd_next")
+    same = compared(reports, BASE, BASE)["flame_diff"]
+    assert all(n["capture_share_pct"] == n["baseline_share_pct"] for n in same["nodes"])

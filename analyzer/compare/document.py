@@ -20,7 +20,7 @@ from pathlib import PurePath
 from typing import Any
 
 import dbdiag
-from dbdiag.compare import differ
+from dbdiag.compare import differ, flame_diff
 from dbdiag.compare.differ import Difference, Row, compare_facts
 from dbdiag.compare.facts import SQL_MIN_CALLS, engine_of, facts_of
 from dbdiag.compare.links import CAUSE_AREAS, link
@@ -75,6 +75,7 @@ def compare_documents(baseline: dict[str, Any], capture: dict[str, Any], names: 
         "verdict": verdict,
         "noise": noise_bands(),
         "timelines": overlaid_timelines(baseline, capture),
+        "flame_diff": flame_diff.tree(baseline, capture),
         "differences": [_difference_json(d, partial) for d in _ordered(differences)],
         "areas": [
             {"area": area, "title": title, "rows": [_row_json(r, partial) for r in _rows_differing_first(rows, area)]}

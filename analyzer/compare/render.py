@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dbdiag.compare import flame_diff
 from dbdiag.compare.charts import mirrored_per_cpu, overlay
 from dbdiag.compare.verdict import value_text
 from dbdiag.report import render_json, template_env
@@ -40,7 +41,8 @@ def _view(document: dict[str, Any]) -> dict[str, Any]:
     activity = next((a["rows"] for a in document["areas"] if a["area"] == "activity"), [])
     mirrors = [m for m in (mirrored_per_cpu(activity, "soft"), mirrored_per_cpu(activity, "busy")) if m]
     return {"doc": document, "verdict": document["verdict"], "areas": areas, "by_ref": by_ref, "charts": charts,
-            "mirrors": mirrors}
+            "mirrors": mirrors, "flame": flame_diff.geometry(document.get("flame_diff")),
+            "flame_points": {"same": flame_diff.SAME_POINTS, "full": flame_diff.FULL_COLOUR_POINTS}}
 
 
 def render_html(document: dict[str, Any]) -> str:
