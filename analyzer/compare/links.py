@@ -79,8 +79,8 @@ def link(differences: list[Difference]) -> None:
     """Fill each difference's ``explains`` / ``caused_by`` / ``related_findings`` (module docstring)."""
     effects = [d for d in differences if d.area in EFFECT_AREAS]
     plans = [d for d in differences if d.area == "plans"]
-    for plan in plans:
-        _join(plan, [e for e in effects if e.subject == plan.subject and e.area == "sql"])
+    for plan in plans:  # a plan moves a statement's time, not how often it is called
+        _join(plan, [e for e in effects if e.subject == plan.subject and e.area == "sql" and e.kind != "sql-rate"])
     for event in (d for d in differences if d.area == "events"):
         if _event_action(event) in PLAN_EVENTS:
             _join(event, plans)

@@ -9,7 +9,8 @@ Reads the linked differences (``links.link``) and both report documents; writes:
                     "related_findings": [...], "remediation": [{"finding": "...", "text": "..."}]}],
      "also_differs": ["host:kernel", ...], "unexplained_effects": [...], "only_one_side": [...], ...}
 
-Ranking of ``explained``: causes that reach an observed effect, most statement time per second
+An effect better on the slow side than on the other is not linked to any cause (it cannot explain
+why that side is slower). Ranking of ``explained``: causes that reach an observed effect, most statement time per second
 moved first (the sum of |change| of the SQL DB-time rows they reach, through plans), then how many
 effects they reach; then findings fired on the slow side only that no other difference explains,
 by the share of DB time their rule measured. Causes without an observed effect are "also differs".
@@ -68,15 +69,17 @@ def build_verdict(differences: list[Difference], baseline: dict[str, Any], captu
                   outcome_rows: list[Any], not_compared: list[dict[str, str]]) -> dict[str, Any]:
     by_ref = {d.ref: d for d in differences}
     outcome, slow_side = _outcome(differences, outcome_rows)
+    if slow_side is not None:
+        _unlink_contrary(differences, slow_side)
     documents = {"baseline": baseline, "capture": capture}
     # the slow side's findings carry the remediation; with no outcome to say which side is slow, both sides'
     slow_findings = {f["id"]: f for f in (documents[slow_side] if slow_side else capture).get("findings") or []}
     if slow_side is None:
         slow_findings = {f["id"]: f for f in baseline.get("findings") or []} | slow_findings
     causes = [d for d in differences if d.area in CAUSE_AREAS and not d.caused_by]
-    linked = sorted((c for c in causes if c.explains), key=lambda c: _score(c, by_ref), reverse=True)
+    linked = sorted((c for c in causes if _reached(c, by_ref)), key=lambda c: _score(c, by_ref), reverse=True)
     lone_findings = sorted(
-        (c for c in causes if c.area == "findings" and not c.explains and c.key in slow_findings
+        (c for c in causes if c.area == "findings" and not _reached(c, by_ref) and c.key in slow_findings
          and _share(slow_findings[c.key]) > 0),
         key=lambda c: _share(slow_findings[c.key]), reverse=True,
     )
@@ -105,6 +108,28 @@ def build_verdict(differences: list[Difference], baseline: dict[str, Any], captu
         "not_compared": not_compared,
         "partial": {side: documents[side]["capture"].get("partial_reasons") or [] for side in documents},
     }
+
+
+# Effects that are worse when higher (times, shares) and, in the outcome, worse when lower (throughput);
+# any other kind (calls or softirqs per second) says nothing of which side it hurts.
+WORSE_WHEN_HIGHER = ("time", "tail", "sql-time", "sql-latency", "sql-tail", "pct", "share")
+
+
+def _unlink_contrary(differences: list[Difference], slow_side: str) -> None:
+    """Drop the links to effects that are better on the slow side: they cannot explain why it is slower
+    (a plan whose statement takes more time per second on the faster side, because that side ran more)."""
+    fast_side = "baseline" if slow_side == "capture" else "capture"
+    contrary = set()
+    for d in differences:
+        slow, fast = getattr(d, slow_side), getattr(d, fast_side)
+        if d.area in ("outcome", "activity", "profile", "sql") and (slow is None or isinstance(slow, (int, float))):
+            slow, fast = slow or 0.0, fast or 0.0
+            if d.kind in WORSE_WHEN_HIGHER and slow < fast or d.area == "outcome" and d.kind == "rate" and slow > fast:
+                contrary.add(d.ref)
+    for d in differences:
+        d.explains = [ref for ref in d.explains if ref not in contrary]
+        if d.ref in contrary:
+            d.caused_by = []
 
 
 def _merge_alike(explained: list[dict[str, Any]]) -> list[dict[str, Any]]:
