@@ -71,7 +71,7 @@ def facts_of(document: dict[str, Any]) -> list[Fact]:
     facts += _time_accounting_facts(metrics.get("time_accounting") or {})
     facts += _sql_summary_facts(metrics.get("sql_summary") or {}, metrics.get("idle_gaps") or {}, _span_s(metrics))
     facts += _host_facts(metrics.get("host") or {}, document)
-    facts += _setting_facts(metrics.get("host_config") or [])
+    facts += _setting_facts(metrics.get("host_config") or [], metrics.get("settings") or [])
     facts += _other_setting_facts(metrics.get("settings") or [], metrics.get("host_config") or [])
     facts += _cpu_facts(metrics.get("cpu") or {})
     facts += _numa_facts(metrics.get("numa_remote") or [])
@@ -154,12 +154,20 @@ def _host_facts(host: dict[str, Any], document: dict[str, Any]) -> list[Fact]:
     return [Fact("host", field, host[field], None, "text", source) for field in HOST_FIELDS if host.get(field) is not None]
 
 
-def _setting_facts(rows: list[dict[str, Any]]) -> list[Fact]:
+def _setting_facts(rows: list[dict[str, Any]], raw_rows: list[dict[str, Any]]) -> list[Fact]:
+    """The settings the rules know, with the value as the capture wrote it when ``metrics.settings``
+    has it (``128kB``, where host_config rounds to ``0 MiB``; the last line of a config file wins, as
+    in the server), else host_config's value without its RAM note."""
+    raw = {}
+    for row in raw_rows:
+        if row.get("subject") is None and row.get("value") is not None:
+            raw[row["name"]] = row["value"]
     facts = []
     for row in rows:
         value = row.get("value")
         if isinstance(value, str):
             value = VALUE_NOTE.sub("", value)
+        value = raw.get(str(row.get("setting")), value)
         facts.append(Fact("settings", str(row.get("setting")), value, None, "text", row.get("source")))
     return facts
 
