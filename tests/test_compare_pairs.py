@@ -75,6 +75,7 @@ def test_small_shared_buffers_is_named_first_with_its_effect(reports, order):
     assert verdict["slow_side"] == slow_side
     first = verdict["explained"][0]
     assert (first["area"], first["key"]) == ("settings", "shared_buffers")
+    assert first[slow_side] == "128kB" and first["baseline" if slow_side == "capture" else "capture"] == "256MB"  # as written
     assert first["effects"] and "→ outcome" in first["effect"]
     outcome = verdict["outcome"]
     slow, fast = outcome[slow_side], outcome["baseline" if slow_side == "capture" else "capture"]
