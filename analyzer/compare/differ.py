@@ -45,7 +45,6 @@ PCT_NOISE_POINTS = 20.0
 SQL_NOISE_RATIO = 2.0
 SQL_TAIL_NOISE_RATIO = 4.0
 SQL_TIME_FLOOR_S_PER_S = 0.01
-SIDES = ("baseline", "capture")
 # A profile share or a fingerprint's DB time missing on one side is 0 there (a symbol perf did not
 # sample, a statement not run): it differs only when the other side's value passes the threshold.
 ONE_SIDED_AS_ZERO = ("share", "sql-time")

@@ -71,10 +71,6 @@ HOST_EFFECTS: dict[str, tuple[str, ...]] = {
 }
 
 
-def is_cause(difference: Difference) -> bool:
-    return difference.area in CAUSE_AREAS
-
-
 def link(differences: list[Difference]) -> None:
     """Fill each difference's ``explains`` / ``caused_by`` / ``related_findings`` (module docstring)."""
     effects = [d for d in differences if d.area in EFFECT_AREAS]

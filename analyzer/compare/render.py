@@ -17,7 +17,6 @@ from dbdiag.report import render_json, template_env
 if TYPE_CHECKING:
     from jinja2 import Environment
 
-FORMATS = ("html", "json", "md")
 MD_MAX_CAUSES = 5
 MD_MAX_ROWS = 15
 MD_MAX_REMEDY_LINES = 4
