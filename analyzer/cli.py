@@ -1,4 +1,4 @@
-"""Command line: ``dbdiag analyze | demo | fleet | rules | explain``. Thin: argument handling, files, exit codes.
+"""Command line: ``dbdiag analyze | compare | demo | fleet | rules | explain``. Thin: argument handling, files, exit codes.
 
 Exit codes: 0 done; 1 a finding at or above ``--fail-on`` (and nothing else); 2 unusable input
 or usage error (also when nothing in the capture could be recognised, or a report cannot be
@@ -55,6 +55,7 @@ READ_POLL_S = 0.125  # how often the progress line reads how far reading has got
 DEMO_ARCHIVE = "bank-core-demo.tar.gz"
 DEFAULT_REPORT_STEM = "dbdiag-report"
 DEMO_REPORT_STEM = "dbdiag-demo-report"
+COMPARE_REPORT_STEM = "dbdiag-compare"  # never the analyze report's name: compare does not overwrite it
 
 app = typer.Typer(
     add_completion=False,
@@ -375,6 +376,50 @@ def analyze(
     raise typer.Exit(
         _run(capture_path, output, format, fail_on, tz, show_literals, window, DEFAULT_REPORT_STEM, pseudonymize, limits, tables)
     )
+
+
+@app.command()
+def compare(
+    baseline: Annotated[str, typer.Argument(help="The good twin or the 'before': a capture, or its 'dbdiag analyze --format json' report.")],
+    capture: Annotated[str, typer.Argument(help="The slow one or the 'after': a capture, or its JSON report.")],
+    output: OutputOption = None,
+    format: FormatOption = [],  # noqa: B006 - typer reads the default, never mutates it
+    fail_on: Annotated[
+        Optional[FailOn], typer.Option("--fail-on", help="Exit 1 when a finding of this severity or worse is new (or worse) in CAPTURE.")
+    ] = None,
+    tz: TzOption = None,
+    show_literals: LiteralsOption = False,
+    window: WindowOption = 10.0,
+    pseudonymize: PseudonymizeOption = False,
+    max_member_size: MaxMemberSizeOption = None,
+    max_total_size: MaxTotalSizeOption = None,
+) -> None:
+    """Compare two captures (or two saved JSON reports): what differs, and which difference explains the gap."""
+    paths = [_capture_path(baseline), _capture_path(capture)]
+    formats = list(dict.fromkeys(format or [Format.html]))
+    _check_window(window)
+    targets = _check_outputs(output, formats, COMPARE_REPORT_STEM, paths[0])
+    _check_outputs(output, formats, COMPARE_REPORT_STEM, paths[1])
+    from dbdiag.compare.load import CompareInputError
+    from dbdiag.compare.render import render
+    from dbdiag.compare.run import compare_paths, exit_code, summary_line
+    from dbdiag.pipeline import Options
+
+    options = Options(tz=tz, show_literals=show_literals, window_s=window, limits=_limits(max_member_size, max_total_size),
+                      pseudonymize=pseudonymize)
+    try:
+        with signals_raise():
+            generated_at = datetime.now(timezone.utc).replace(microsecond=0)
+            comparison = compare_paths(paths[0], paths[1], options, generated_at)
+            _write_reports({fmt: render(comparison.document, fmt.value) for fmt in targets}, targets)
+    except CompareInputError as error:
+        _fail(str(error))
+    except KeyboardInterrupt:
+        raise typer.Exit(_interrupted(signal.SIGINT))
+    except Interrupted as stop:
+        raise typer.Exit(_interrupted(stop.signal_number))
+    _say(summary_line(comparison))
+    raise typer.Exit(exit_code(comparison, fail_on.value if fail_on else None))
 
 
 @app.command()

@@ -123,14 +123,34 @@ def _metrics(analysis: Analysis) -> dict[str, Any]:
     numa = analysis.derived.tables.get("numa_remote")
     if "numa_remote" not in metrics and numa is not None and numa.height:
         metrics["numa_remote"] = numa.to_dicts()
+    settings = _settings(analysis)
+    if settings:
+        metrics["settings"] = settings
     return metrics
+
+
+def _settings(analysis: Analysis) -> list[dict[str, Any]]:
+    """Every OS and database setting the capture holds (sysctl, kernel command line, THP, schedulers,
+    IRQ and process affinity; database variables and config files; not status counters), one row
+    each, for ``dbdiag compare``: {"scope": "host"|"database", "group", "subject", "name", "value", "source"}."""
+    rows = []
+    host = analysis.tables.get("host_setting")
+    if host is not None:
+        rows += [{"scope": "host", "group": r["category"], "subject": r["subject"], "name": r["name"], "value": r["value"],
+                  "source": r["source"]} for r in host.iter_rows(named=True)]
+    database = analysis.tables.get("db_setting")
+    if database is not None:
+        rows += [{"scope": "database", "group": f"{r['engine'] or 'database'} {r['kind']}", "subject": None, "name": r["name"],
+                  "value": r["value"] if r["unit"] is None else f"{r['value']} {r['unit']}", "source": r["source"]}
+                 for r in database.filter(database["kind"] != "status").iter_rows(named=True)]
+    return rows
 
 
 def render_json(document: dict[str, Any]) -> str:
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
-def _template_env() -> Environment:
+def template_env() -> Environment:
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
     # Autoescape every HTML template (SQL and log text are hostile input); Markdown gets
@@ -170,7 +190,7 @@ def _number(value: Any) -> str:
 
 
 def render_html(document: dict[str, Any]) -> str:
-    env = _template_env()
+    env = template_env()
     view = build_view(document)
     view["flame_script"] = view["flame_script_hash"] = None
     if view["cpu_profile"] and view["cpu_profile"]["flame"]:
@@ -189,7 +209,7 @@ def flame_script(env: Environment) -> tuple[Any, str]:
 
 
 def render_markdown(document: dict[str, Any]) -> str:
-    return _template_env().get_template("report.md.j2").render(view=build_view(document))
+    return template_env().get_template("report.md.j2").render(view=build_view(document))
 
 
 def render(document: dict[str, Any], fmt: str) -> str:

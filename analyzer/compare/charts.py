@@ -1,0 +1,75 @@
+"""Chart geometry for the compare HTML: both sides' timelines drawn over each other as SVG polylines.
+
+    {"series": "tps", "unit": "1/s", "baseline": [[0.0, 50.0], [1.0, 49.0]], "capture": [[0.0, 23.0], ...]}
+      -> {"title": "tps (1/s)", "baseline": "40.0,20.0 80.0,21.2", "capture": "40.0,95.1 ...",
+          "y_ticks": [(y_px, "0"), ...], "x_ticks": [(x_px, "0 s"), ...], ...}
+
+The templates only place what this returns (jinja would make the arithmetic unreadable).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+WIDTH_PX, HEIGHT_PX = 560, 170
+LEFT_PX, RIGHT_PX, TOP_PX, BOTTOM_PX = 52, 10, 10, 26
+TICKS = 4
+
+
+def overlay(timeline: dict[str, Any]) -> dict[str, Any]:
+    points = timeline["baseline"] + timeline["capture"]
+    x_max = max(p[0] for p in points) or 1.0
+    y_max = max(p[1] for p in points) or 1.0
+    plot_w, plot_h = WIDTH_PX - LEFT_PX - RIGHT_PX, HEIGHT_PX - TOP_PX - BOTTOM_PX
+
+    def x(seconds: float) -> float:
+        return LEFT_PX + seconds / x_max * plot_w
+
+    def y(value: float) -> float:
+        return TOP_PX + plot_h - value / y_max * plot_h
+
+    def line(side: list[list[float]]) -> str:
+        return " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in side)
+
+    return {
+        "title": f"{timeline['series']} ({timeline['unit']})" if timeline.get("unit") else timeline["series"],
+        "width": WIDTH_PX, "height": HEIGHT_PX, "left": LEFT_PX, "right": WIDTH_PX - RIGHT_PX,
+        "top": TOP_PX, "bottom": HEIGHT_PX - BOTTOM_PX,
+        "baseline": line(timeline["baseline"]), "capture": line(timeline["capture"]),
+        "y_ticks": [(round(y(y_max * i / TICKS), 1), f"{y_max * i / TICKS:.3g}") for i in range(TICKS + 1)],
+        "x_ticks": [(round(x(x_max * i / TICKS), 1), f"{x_max * i / TICKS:.0f} s") for i in range(TICKS + 1)],
+        "sources": timeline["sources"],
+    }
+
+
+MIRROR_HEIGHT_PX = 200
+MIRROR_BAR_MAX_PX = 12
+
+
+def mirrored_per_cpu(rows: list[dict[str, Any]], measure: str = "soft") -> dict[str, Any] | None:
+    """Per-CPU %soft (or %busy) of both hosts as mirrored bars: the baseline up, the capture down,
+    CPU by CPU (node boundaries where the activity rows name them). None without per-CPU rows on both.
+
+    rows: the activity area's rows, {"key": "cpu 3 soft %", "baseline": 64.0, "capture": 1.2, ...}
+    """
+    per_cpu = []
+    for row in rows:
+        parts = row["key"].split(" ")
+        if parts[:1] == ["cpu"] and len(parts) == 4 and parts[1].isdigit() and parts[2:] == [measure, "%"]:
+            per_cpu.append((int(parts[1]), row["baseline"], row["capture"]))
+    per_cpu = sorted(p for p in per_cpu if p[1] is not None and p[2] is not None)
+    if not per_cpu:
+        return None
+    plot_w = WIDTH_PX - LEFT_PX - RIGHT_PX
+    bar_w = min(MIRROR_BAR_MAX_PX, plot_w / len(per_cpu))
+    middle = MIRROR_HEIGHT_PX / 2
+    half = middle - TOP_PX - 6
+    bars = []
+    for i, (cpu, up, down) in enumerate(per_cpu):
+        x = LEFT_PX + i * bar_w
+        bars.append({"cpu": cpu, "x": round(x, 1), "w": round(max(bar_w - 1, 1), 1),
+                     "up_y": round(middle - up / 100 * half, 1), "up_h": round(up / 100 * half, 1),
+                     "down_y": middle, "down_h": round(down / 100 * half, 1), "baseline": up, "capture": down})
+    return {"title": f"%{measure} per CPU: baseline up, capture down (0-100%)", "width": WIDTH_PX, "height": MIRROR_HEIGHT_PX,
+            "left": LEFT_PX, "right": WIDTH_PX - RIGHT_PX, "middle": middle, "bars": bars,
+            "label_every": max(1, len(bars) // 16)}

@@ -1,0 +1,276 @@
+"""One analyze JSON report -> the facts ``compare`` sets side by side, one ``Fact`` per (area, key).
+
+Reads only the report document (``dbdiag.report.build_document``), so that two captures and two
+saved JSON reports compare the same. A sample of what it reads and what it gives::
+
+    metrics.timeline.series[] {"series": "tps", "unit": "1/s", "source": "capture/app/sysbench-run.txt",
+                               "points": [["2026-12-03T13:17:40+00:00", 50.0], ...]}
+      -> Fact("outcome", "tps (sysbench)", 50.97, "1/s", "rate", "capture/app/sysbench-run.txt")
+    metrics.sql_profile[] {"fp_id": "E81D...", "fingerprint": "select c from sbtest? where id=?",
+                           "calls": 10220, "total_time_s": 0.977, "p99_s": 0.000361, "plans": [...],
+                           "worst_sample": {"where": "capture/db/mariadb-slow.log:46515"}}
+      -> Fact("sql", "select c from sbtest? where id=? | DB time per second", 0.0489, "s/s", "sql-time", ...)
+         Fact("plans", "select c from sbtest? where id=?", "sbtest1:ref(xid), sbtest2:ref(xid)", ...)
+    metrics.settings[] {"scope": "host", "group": "sysctl", "subject": null, "name": "vm.max_map_count",
+                        "value": "65530", "source": "capture/os/sysctl.txt"}
+      -> Fact("settings", "sysctl vm.max_map_count", "65530", None, "text", "capture/os/sysctl.txt")
+    findings[] {"id": "plan-flip/fingerprint-e81d...", "severity": "critical", "sources": [...]}
+      -> Fact("findings", "plan-flip/fingerprint-e81d...", "critical", None, "severity", ...)
+
+``kind`` says how two values are judged (``differ.py``): a rate or a time by relative change, a
+percentage or a share of the profile by points, a text, a set or a severity by equality.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+# Timeline series of a load test that are the outcome the users saw. A statement log's own series
+# (per-second p50/p99 of every statement) are left to its summary (``_sql_summary_facts``): a
+# per-second median of a mix of 20 us selects and 1 ms commits jumps between the two.
+OUTCOME_SERIES = ("tps", "qps", "latency_avg", "latency_p95_reported", "latency_p99_reported", "errors")
+STATEMENT_LOG_KINDS = ("mysql-slowlog", "postgresql-log", "postgresql-csvlog", "postgresql-jsonlog", "tidb-slowlog")
+ACTIVITY_SERIES = ("cpu_busy_mean", "cpu_busy_max", "cpu_soft_mean", "cpu_soft_max")
+HOST_FIELDS = ("cpu_model", "cpus", "sockets", "numa_nodes", "threads_per_core", "kernel", "arch", "hypervisor")
+# A fingerprint's median and p99 are compared only when it ran this often (a one-off DDL has no noise band).
+SQL_MIN_CALLS = 20
+# A setting's value as host_config writes it may end in a note on this host's RAM ("256 MiB (3.7% of
+# 6.8 GiB RAM)"): the note moves with free memory, so only what precedes it is the setting.
+VALUE_NOTE = re.compile(r"\s+\([^()]*\)$")
+# Settings that differ between any two runs of one server: counters sysctl -a prints among its
+# settings, random ids, and the paths of a run's own files (two healthy runs differed in exactly these).
+VOLATILE_SETTING = re.compile(
+    r"^(?:fs\.(?:dentry-state|file-nr|inode-nr|inode-state|aio-nr)|kernel\.(?:ns_last_pid|random\..*|pty\.nr)"
+    r"|net\.netfilter\.nf_conntrack_count|datadir|socket|log_error|pid_file|hostname|server_uuid|tmpdir|gtid_.*)$"
+    r"|(?:_file|_dir|_dir_path|_path|_directories|_basename)$"
+)
+PROCESS_ID = re.compile(r"\s+\d+$")  # "mariadbd 1234" -> "mariadbd": the pid changes with every start
+
+
+@dataclass(frozen=True)
+class Fact:
+    area: str
+    key: str
+    value: Any
+    unit: str | None
+    kind: str  # rate | time | tail | pct | share | sql-time | sql-rate | sql-latency | sql-tail | text | set | severity | events
+    source: str | None
+    finding_ids: tuple[str, ...] = ()
+    subject: str | None = None  # what findings name it by: "fingerprint-e81d..." (a finding id's second part)
+
+
+def facts_of(document: dict[str, Any]) -> list[Fact]:
+    """Every fact of one report, in the order areas are shown (known ones first within an area)."""
+    metrics = document.get("metrics") or {}
+    kinds = {item["path"]: item.get("kind") for item in document.get("inputs") or []}
+    facts: list[Fact] = []
+    facts += _timeline_facts(metrics.get("timeline") or {}, kinds)
+    facts += _time_accounting_facts(metrics.get("time_accounting") or {})
+    facts += _sql_summary_facts(metrics.get("sql_summary") or {}, metrics.get("idle_gaps") or {}, _span_s(metrics))
+    facts += _host_facts(metrics.get("host") or {}, document)
+    facts += _setting_facts(metrics.get("host_config") or [], metrics.get("settings") or [])
+    facts += _other_setting_facts(metrics.get("settings") or [], metrics.get("host_config") or [])
+    facts += _cpu_facts(metrics.get("cpu") or {})
+    facts += _numa_facts(metrics.get("numa_remote") or [])
+    facts += _profile_facts(metrics.get("cpu_profile") or {})
+    facts += _sql_facts(metrics.get("sql_profile") or [], _span_s(metrics))
+    facts += _finding_facts(document.get("findings") or [])
+    return facts
+
+
+def engine_of(document: dict[str, Any]) -> str | None:
+    """The database engine the report read ("mariadb", "postgresql", ...), or None."""
+    metrics = document.get("metrics") or {}
+    version = metrics.get("engine_version") or {}
+    if version.get("engine"):
+        return str(version["engine"])
+    engines = (metrics.get("sql_summary") or {}).get("engines") or []
+    return str(engines[0]) if engines else None
+
+
+def _mean(points: list[list[Any]]) -> float | None:
+    values = [p[1] for p in points if p[1] is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _timeline_facts(timeline: dict[str, Any], kinds: dict[str, str | None]) -> list[Fact]:
+    facts = []
+    for series in timeline.get("series") or []:
+        name, source = series.get("series") or "", series.get("source")
+        origin = kinds.get(source) or "?"
+        if name.startswith("event["):
+            count = int(sum(p[1] or 0 for p in series.get("points") or []))
+            facts.append(Fact("events", f"{series.get('label') or name} events ({origin})", count, "events", "events", source))
+            continue
+        area = "outcome" if name in OUTCOME_SERIES else "activity" if name in ACTIVITY_SERIES else None
+        if area is None or origin in STATEMENT_LOG_KINDS:
+            continue
+        value = _mean(series.get("points") or [])
+        kind = "pct" if series.get("unit") == "%" else "time" if series.get("unit") in ("ms", "s") else "rate"
+        kind = "tail" if kind == "time" and "p99" in name else kind
+        facts.append(Fact(area, f"{name} ({origin}), mean of the timeline", value, series.get("unit"), kind, source))
+    return facts
+
+
+def _time_accounting_facts(accounting: dict[str, Any]) -> list[Fact]:
+    if accounting.get("db_time_ratio") is None:
+        return []
+    sources = accounting.get("sources") or []
+    source = ", ".join(s["source"] for s in sources if s.get("source")) or None
+    user = next((s for s in sources if s.get("side") == "user" and s.get("count")), None)
+    facts = [Fact("outcome", "DB time / user response time", accounting["db_time_ratio"] * 100, "%", "pct", source)]
+    if user is not None and accounting.get("user_response_time_s") is not None:
+        per_request_ms = accounting["user_response_time_s"] / user["count"] * 1000
+        facts.append(Fact("outcome", "user response time per request", per_request_ms, "ms", "time", user.get("source")))
+    return facts
+
+
+def _sql_summary_facts(summary: dict[str, Any], gaps: dict[str, Any], span: float | None) -> list[Fact]:
+    facts = []
+    source = ", ".join(gaps.get("source") or []) or None
+    if span and summary.get("statements"):
+        facts.append(Fact("outcome", "statements per second (statement log)", summary["statements"] / span, "1/s", "rate", source))
+        facts.append(Fact("outcome", "DB time per second (statement log)", (summary.get("db_time_s") or 0) / span, "s/s", "time", source))
+    latency = gaps.get("sql_latency") or {}
+    for name in ("p50_ms", "p99_ms"):
+        if latency.get(name) is not None:
+            kind = "tail" if name == "p99_ms" else "time"
+            facts.append(Fact("outcome", f"statement latency {name[:-3]} (statement log)", latency[name], "ms", kind, source))
+    # idle gaps: the time a connection sat between two statements, inside a transaction or not
+    for where, label in (("in_txn", "in a transaction"), ("not_in_txn", "between transactions")):
+        for name in ("p50_ms", "p99_ms"):
+            value = (gaps.get(where) or {}).get(name)
+            if value is not None:
+                kind = "tail" if name == "p99_ms" else "time"
+                facts.append(Fact("outcome", f"idle gap {label} {name[:-3]}", value, "ms", kind, source))
+    return facts
+
+
+def _host_facts(host: dict[str, Any], document: dict[str, Any]) -> list[Fact]:
+    source = next((i["path"] for i in document.get("inputs") or [] if i.get("kind") == "lscpu"), None)
+    return [Fact("host", field, host[field], None, "text", source) for field in HOST_FIELDS if host.get(field) is not None]
+
+
+def _setting_facts(rows: list[dict[str, Any]], raw_rows: list[dict[str, Any]]) -> list[Fact]:
+    """The settings the rules know, with the value as the capture wrote it when ``metrics.settings``
+    has it (``128kB``, where host_config rounds to ``0 MiB``; the last line of a config file wins, as
+    in the server), else host_config's value without its RAM note."""
+    raw = {}
+    for row in raw_rows:
+        if row.get("subject") is None and row.get("value") is not None:
+            raw[row["name"]] = row["value"]
+    facts = []
+    for row in rows:
+        value = row.get("value")
+        if isinstance(value, str):
+            value = VALUE_NOTE.sub("", value)
+        value = raw.get(str(row.get("setting")), value)
+        facts.append(Fact("settings", str(row.get("setting")), value, None, "text", row.get("source")))
+    return facts
+
+
+def _other_setting_facts(rows: list[dict[str, Any]], known: list[dict[str, Any]]) -> list[Fact]:
+    """``metrics.settings``: every setting the rules do not already name (those come first, from
+    host_config), keyed by group, subject and name: "sysctl vm.max_map_count", "block nvme0n1
+    scheduler", "process_affinity mariadbd Cpus_allowed_list", "mariadb variable sort_buffer_size"."""
+    names = {str(row.get("setting")) for row in known}
+    facts = []
+    for row in sorted(rows, key=lambda r: (r["scope"], r["group"], r.get("subject") or "", r["name"])):
+        if row["name"] in names or row["group"] == "thp" or VOLATILE_SETTING.search(row["name"]):
+            continue
+        subject = PROCESS_ID.sub("", row["subject"]) if row.get("subject") else None
+        key = " ".join(part for part in (row["group"], subject, row["name"]) if part)
+        facts.append(Fact("settings", key, row.get("value"), None, "text", row.get("source")))
+    return facts
+
+
+def _cpu_facts(cpu: dict[str, Any]) -> list[Fact]:
+    """Per node, then per CPU: busy and softirq %, NET_RX softirqs per second."""
+    per_cpu = cpu.get("per_cpu") or []
+    source = ", ".join(cpu.get("softirq_snapshots") or []) or None
+    facts = []
+    nodes = sorted({row.get("node") for row in per_cpu if row.get("node") is not None})
+    for node in nodes:
+        rows = [row for row in per_cpu if row.get("node") == node]
+        for field in ("busy_pct", "soft_pct"):
+            values = [row[field] for row in rows if row.get(field) is not None]
+            if values:
+                facts.append(Fact("activity", f"node {node} {field[:-4]} % (mean of its CPUs)", sum(values) / len(values), "%", "pct", source))
+    for row in per_cpu:
+        for field in ("busy_pct", "soft_pct"):
+            if row.get(field) is not None:
+                facts.append(Fact("activity", f"cpu {row['cpu']} {field[:-4]} %", row[field], "%", "pct", source))
+        if row.get("net_rx_per_s") is not None:
+            facts.append(Fact("activity", f"cpu {row['cpu']} NET_RX softirqs per second", row["net_rx_per_s"], "1/s", "rate", source))
+    return facts
+
+
+def _numa_facts(rows: list[dict[str, Any]]) -> list[Fact]:
+    return [
+        Fact("activity", f"node {row['node']} remote memory %", row["remote_pct"], "%", "pct", row.get("last_source"))
+        for row in rows if row.get("remote_pct") is not None
+    ]
+
+
+def _profile_facts(profile: dict[str, Any]) -> list[Fact]:
+    source = ", ".join(profile.get("sources") or []) or None
+    facts = []
+    for category in profile.get("categories") or []:
+        if category.get("category") == "idle" or category.get("busy_share_pct") is None:
+            continue
+        facts.append(Fact("profile", f"category {category['category']} (% of busy CPU)", category["busy_share_pct"], "%", "share", source))
+        for symbol in category.get("top_symbols") or []:
+            if symbol.get("busy_share_pct") is not None:
+                facts.append(Fact("profile", f"symbol {symbol['symbol']} (% of busy CPU)", symbol["busy_share_pct"], "%", "share", source))
+    kernel = profile.get("kernel") or {}
+    if kernel.get("busy_share_pct") is not None:
+        facts.append(Fact("profile", "kernel (% of busy CPU)", kernel["busy_share_pct"], "%", "share", source))
+    return facts
+
+
+def _sql_facts(profile: list[dict[str, Any]], span_s: float | None) -> list[Fact]:
+    facts = []
+    for row in profile:
+        text = row.get("fingerprint") or row.get("fp_id")
+        source = (row.get("worst_sample") or {}).get("where")
+        subject = f"fingerprint-{str(row.get('fp_id') or '').lower()}"
+        if span_s:
+            facts.append(Fact("sql", f"{text} | DB time per second", (row.get("total_time_s") or 0) / span_s, "s/s", "sql-time", source, subject=subject))
+            facts.append(Fact("sql", f"{text} | calls per second", (row.get("calls") or 0) / span_s, "1/s", "sql-rate", source, subject=subject))
+        for name, field in (("median", "p50_s"), ("p99", "p99_s")):
+            if row.get(field) is not None and (row.get("calls") or 0) >= SQL_MIN_CALLS:
+                kind = "sql-tail" if name == "p99" else "sql-latency"
+                facts.append(Fact("sql", f"{text} | {name}", row[field] * 1000, "ms", kind, source, subject=subject))
+        plans = sorted(p["plan_key"] for p in row.get("plans") or [] if p.get("plan_key"))
+        if plans:
+            facts.append(Fact("plans", str(text), ", ".join(plans), None, "set", source, subject=subject))
+    return facts
+
+
+def _finding_facts(findings: list[dict[str, Any]]) -> list[Fact]:
+    return [
+        Fact("findings", f["id"], f["severity"], None, "severity", (f.get("sources") or [None])[0], (f["id"],), f["id"].partition("/")[2])
+        for f in findings
+    ]
+
+
+def _span_s(metrics: dict[str, Any]) -> float | None:
+    """Seconds of statement log that per-second SQL values are of (captures of different length compare):
+    the load-test run's span when time accounting placed it in the log, else first to last statement
+    (which counts the set-up statements logged before the run started)."""
+    accounting = metrics.get("time_accounting") or {}
+    placed = _seconds_between(accounting.get("from"), accounting.get("to"))
+    if placed:
+        return placed
+    summary = metrics.get("sql_summary") or {}
+    return _seconds_between(summary.get("first_seen"), summary.get("last_seen"))
+
+
+def _seconds_between(first: str | None, last: str | None) -> float | None:
+    if not first or not last:
+        return None
+    seconds = (datetime.fromisoformat(last) - datetime.fromisoformat(first)).total_seconds()
+    return seconds if seconds > 0 else None

@@ -1,0 +1,132 @@
+"""Which differences cause which: explicit links from a cause (a setting, an event, a plan, a finding)
+to the observed differences it explains (the outcome, what the host did, SQL time).
+
+    plan of F changed                -> F's DB time, calls, median, p99 (same fingerprint)
+    event index-ignored in one side  -> every plan change (an index set aside changes plans)
+    setting S differs                -> the effects ``SETTING_EFFECTS[S]`` names, where they differ
+    finding fired on one side only   -> joins the plan/SQL difference of its subject (plan-flip of F
+                                        joins F's plan change), else stands as a cause of its own,
+                                        linked to the effects ``FINDING_EFFECTS[its rule]`` names
+
+``link(differences)`` fills ``explains``, ``caused_by`` and ``related_findings`` in place and returns
+nothing else: the verdict (``verdict.py``) ranks what is linked.
+"""
+
+from __future__ import annotations
+
+from dbdiag.compare.differ import Difference
+
+CAUSE_AREAS = ("events", "plans", "settings", "host", "findings")
+EFFECT_AREAS = ("outcome", "activity", "profile", "sql")
+# Events that change plans (analyzer/derive/changes.py actions).
+PLAN_EVENTS = (
+    "index-ignored", "index-not-ignored", "index-invisible", "index-visible", "drop-index", "create-index", "alter-index",
+    "analyze", "optimize", "lock-stats", "unlock-stats",
+)
+# Findings about a table's statistics or an index event: they name the event (file:line) a plan change follows.
+EVENT_FINDING_RULES = ("stale-statistics",)
+# setting (host_config's name, or a prefix of it) -> fragments of the effect keys it moves.
+SQL_TIME_EFFECTS = ("| DB time per second", "| median", "| p99", "statement latency", "DB time per second (statement log)",
+                    "latency_", "user response time")
+SETTING_EFFECTS: dict[str, tuple[str, ...]] = {
+    "kernel.numa_balancing": ("remote memory", "category scheduler", "kernel (% of busy CPU)", "symbol task_numa"),
+    "transparent_hugepage": ("kernel (% of busy CPU)", "category memory", "symbol clear_page", "symbol compact"),
+    "vm.zone_reclaim_mode": ("remote memory", "kernel (% of busy CPU)"),
+    "vm.swappiness": ("kernel (% of busy CPU)",),
+    "cmdline isolcpus": ("busy %", "soft %", "NET_RX", "category scheduler"),
+    "kernel.sched_autogroup_enabled": ("category scheduler",),
+    "innodb_buffer_pool_size": SQL_TIME_EFFECTS,
+    "shared_buffers": SQL_TIME_EFFECTS,
+    "innodb_numa_interleave": ("remote memory",),
+    # metrics.settings rows ("irq_affinity 25 smp_affinity_list", "process_affinity mariadbd Cpus_allowed_list")
+    "irq_affinity": ("soft %", "NET_RX", "category softirq", "cpu_soft"),
+    "nic_channels": ("soft %", "NET_RX", "category softirq", "cpu_soft"),
+    "process_affinity": ("remote memory", "busy %", "category page-faults-numa"),
+    "sysctl kernel.numa_balancing": ("remote memory", "category scheduler", "category page-faults-numa"),
+}
+# setting -> the rules whose findings are about it (their remediation is the setting's).
+SETTING_RULES: dict[str, tuple[str, ...]] = {
+    "kernel.numa_balancing": ("numa-balancing-enabled", "cross-numa-memory"),
+    "transparent_hugepage": ("transparent-hugepages-enabled",),
+    "cmdline isolcpus": ("no-cpu-isolation",),
+    "innodb_buffer_pool_size": ("buffer-pool-undersized", "buffer-pool-exceeds-numa-node"),
+    "shared_buffers": ("buffer-pool-undersized", "buffer-pool-exceeds-numa-node"),
+    "irq_affinity": ("irq-affinity-skew", "softirq-concentration"),
+    "nic_channels": ("irq-affinity-skew", "softirq-concentration"),
+    "process_affinity": ("unbound-processes", "cross-numa-memory"),
+}
+# rule of a finding fired on one side only -> fragments of the effect keys its problem moves.
+FINDING_EFFECTS: dict[str, tuple[str, ...]] = {
+    "softirq-concentration": ("soft %", "NET_RX", "category softirq", "cpu_soft"),
+    "irq-affinity-skew": ("soft %", "NET_RX", "category softirq", "cpu_soft"),
+    "cross-numa-memory": ("remote memory", "category page-faults-numa"),
+    "numa-balancing-enabled": ("remote memory", "category page-faults-numa", "category scheduler"),
+    "context-switch-overhead": ("category scheduler",),
+    "transparent-hugepages-enabled": ("category page-faults-numa", "kernel (% of busy CPU)"),
+}
+HOST_EFFECTS: dict[str, tuple[str, ...]] = {
+    "numa_nodes": ("remote memory",),
+    "cpus": ("busy %",),
+    "cpu_model": ("busy %", "latency_", "| median"),
+}
+
+
+def link(differences: list[Difference]) -> None:
+    """Fill each difference's ``explains`` / ``caused_by`` / ``related_findings`` (module docstring)."""
+    effects = [d for d in differences if d.area in EFFECT_AREAS]
+    plans = [d for d in differences if d.area == "plans"]
+    for plan in plans:  # a plan moves a statement's time, not how often it is called
+        _join(plan, [e for e in effects if e.subject == plan.subject and e.area == "sql" and e.kind != "sql-rate"])
+    for event in (d for d in differences if d.area == "events"):
+        if _event_action(event) in PLAN_EVENTS:
+            _join(event, plans)
+    for setting in (d for d in differences if d.area == "settings"):
+        fragments = _setting_value(SETTING_EFFECTS, setting.key)
+        _join(setting, [e for e in effects if any(f in e.key for f in fragments)])
+    for host in (d for d in differences if d.area == "host"):
+        fragments = HOST_EFFECTS.get(host.key, ())
+        _join(host, [e for e in effects if any(f in e.key for f in fragments)])
+    _attach_findings(differences)
+
+
+def _setting_value(table: dict[str, tuple[str, ...]], setting: str) -> tuple[str, ...]:
+    """The entry of a setting, matched on its name's start ("transparent_hugepage/enabled")."""
+    return next((value for name, value in table.items() if setting.startswith(name)), ())
+
+
+def _event_action(event: Difference) -> str:
+    """'index-ignored events (mysql-slowlog)' -> 'index-ignored'."""
+    return event.key.split(" ", 1)[0]
+
+
+def _join(cause: Difference, effects: list[Difference]) -> None:
+    for effect in effects:
+        if effect is cause or effect.ref in cause.explains:
+            continue
+        cause.explains.append(effect.ref)
+        effect.caused_by.append(cause.ref)
+
+
+def _attach_findings(differences: list[Difference]) -> None:
+    """A finding of one side only about a fingerprint joins that fingerprint's plan (else SQL) difference;
+    a statistics finding joins the plan events; a finding naming a differing setting joins it."""
+    findings = [d for d in differences if d.area == "findings"]
+    by_subject: dict[str, Difference] = {}
+    for d in differences:
+        if d.subject and d.area in ("plans", "sql") and (d.subject not in by_subject or d.area == "plans"):
+            by_subject[d.subject] = d
+    events = [d for d in differences if d.area == "events" and _event_action(d) in PLAN_EVENTS]
+    settings = [d for d in differences if d.area == "settings"]
+    for finding in findings:
+        rule = finding.key.partition("/")[0]
+        target = by_subject.get(finding.subject or "")
+        if target is None and rule in EVENT_FINDING_RULES and events:
+            target = events[0]
+        if target is None:
+            target = next((s for s in settings if rule in _setting_value(SETTING_RULES, s.key)), None)
+        if target is not None:
+            target.related_findings.extend(i for i in finding.related_findings if i not in target.related_findings)
+            finding.caused_by.append(target.ref)
+        else:
+            fragments = FINDING_EFFECTS.get(rule, ())
+            _join(finding, [e for e in differences if e.area in EFFECT_AREAS and any(f in e.key for f in fragments)])

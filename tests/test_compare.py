@@ -1,0 +1,213 @@
+"""``dbdiag compare`` as a command: saved JSON reports and captures give the same comparison, bad
+reports are one line and exit 2, ``--fail-on`` reads the findings new in CAPTURE, the default output
+name is its own, and the HTML and Markdown stay safe and short. Noise bands are checked at their edges."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from typer.testing import CliRunner
+
+from dbdiag.cli import COMPARE_REPORT_STEM, DEFAULT_REPORT_STEM, app
+from dbdiag.compare import differ
+from dbdiag.compare.document import compare_documents
+from dbdiag.compare.facts import Fact
+from dbdiag.compare.render import MD_MAX_ROWS, render_html, render_markdown
+from tests.conftest import REPO
+
+PAIRS = REPO / "fixtures" / "compare"
+BASE = PAIRS / "mariadb-sysbench-base.tar.gz"
+IGNORED = PAIRS / "mariadb-sysbench-index-ignored.tar.gz"
+SCHEMA = json.loads((REPO / "analyzer/schema/compare.schema.json").read_text(encoding="utf-8"))
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> dict[str, Path]:
+    """The two captures' analyze JSON reports, written by ``dbdiag analyze``."""
+    folder = tmp_path_factory.mktemp("reports")
+    paths = {}
+    for name, capture in (("base", BASE), ("ignored", IGNORED)):
+        paths[name] = folder / f"{name}.json"
+        result = invoke("analyze", str(capture), "-f", "json", "-o", str(paths[name]))
+        assert result.exit_code == 0, result.output
+    return paths
+
+
+def comparison(result_path: Path) -> dict:
+    document = json.loads(result_path.read_text(encoding="utf-8"))
+    jsonschema.validate(document, SCHEMA)
+    return document
+
+
+def test_captures_and_their_saved_reports_compare_the_same(saved, tmp_path):
+    from_captures, from_reports = tmp_path / "c.json", tmp_path / "r.json"
+    assert invoke("compare", str(BASE), str(IGNORED), "-f", "json", "-o", str(from_captures)).exit_code == 0
+    assert invoke("compare", str(saved["base"]), str(saved["ignored"]), "-f", "json", "-o", str(from_reports)).exit_code == 0
+    a, b = comparison(from_captures), comparison(from_reports)
+    assert a["differences"] and a["differences"] == b["differences"]
+    assert a["verdict"] == b["verdict"] and a["areas"] == b["areas"]
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        ('{"schema_version": 1, "capture": {"source": "x"}, "inputs": [], "find', "truncated JSON"),
+        ('{"schema_version": 7, "capture": {}, "inputs": [], "findings": [], "metrics": {}, "verdict": {}}', "schema_version 7"),
+        ('{"hello": "world"}', "not a dbdiag analyze JSON report"),
+        ("[1, 2, 3]", "not a dbdiag analyze JSON report"),
+        ("not json at all\n", "not valid JSON"),
+        ('{"schema_version": 1, "baseline": {}, "differences": []}', "a dbdiag compare report"),
+    ],
+)
+def test_a_bad_report_is_one_line_naming_it_and_exit_2(saved, tmp_path, content, reason):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content, encoding="utf-8")
+    for args in ((str(saved["base"]), str(bad)), (str(bad), str(saved["base"]))):
+        result = invoke("compare", *args, "-f", "json", "-o", str(tmp_path / "out.json"))
+        assert result.exit_code == 2
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and str(bad) in lines[0] and reason in lines[0], result.output
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_a_file_that_is_neither_report_nor_capture_is_one_line_and_exit_2(saved, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello, this is not a capture\n", encoding="utf-8")
+    out = tmp_path / "out.json"
+    result = invoke("compare", str(notes), str(saved["base"]), "-f", "json", "-o", str(out))
+    assert result.exit_code == 2 and not out.exists()
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and str(notes) in lines[0] and "neither a dbdiag JSON report nor a capture" in lines[0]
+
+
+def test_fail_on_reads_the_findings_new_in_capture(saved, tmp_path):
+    out = str(tmp_path / "x.json")
+    # the ignored index fires plan-flip and full-table-scan (critical) that the baseline does not have
+    assert invoke("compare", str(saved["base"]), str(saved["ignored"]), "--fail-on", "critical", "-f", "json", "-o", out).exit_code == 1
+    # the other way round nothing is new in CAPTURE: the base's only finding (a load-test note) is in both
+    reverse = invoke("compare", str(saved["ignored"]), str(saved["base"]), "--fail-on", "warning", "-f", "json", "-o", out)
+    assert reverse.exit_code == 0
+    assert comparison(Path(out))["verdict"]["findings_new_in_capture"] == []
+    assert invoke("compare", str(saved["base"]), str(saved["ignored"]), "-f", "json", "-o", out).exit_code == 0
+
+
+def test_the_default_name_is_not_the_analyze_report(saved, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    analyze_report = tmp_path / f"{DEFAULT_REPORT_STEM}.html"
+    analyze_report.write_text("the analyze report", encoding="utf-8")
+    assert invoke("compare", str(saved["base"]), str(saved["ignored"])).exit_code == 0
+    assert analyze_report.read_text(encoding="utf-8") == "the analyze report"
+    assert COMPARE_REPORT_STEM != DEFAULT_REPORT_STEM and (tmp_path / f"{COMPARE_REPORT_STEM}.html").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([analyze_report.name, f"{COMPARE_REPORT_STEM}.html"])
+
+
+def test_the_output_may_not_be_a_side(saved):
+    result = invoke("compare", str(saved["base"]), str(saved["ignored"]), "-f", "json", "-o", str(saved["ignored"]))
+    assert result.exit_code == 2 and "is the capture" in result.output
+    assert json.loads(saved["ignored"].read_text(encoding="utf-8"))["schema_version"] == 1
+
+
+def test_html_is_offline_escaped_and_markdown_short(saved):
+    baseline = json.loads(saved["base"].read_text(encoding="utf-8"))
+    capture = copy.deepcopy(json.loads(saved["ignored"].read_text(encoding="utf-8")))
+    hostile = "select '<script>alert(1)</script>' from t where id=?"
+    capture["metrics"]["sql_profile"][0]["fingerprint"] = hostile
+    document = compare_documents(baseline, capture)
+    assert any(hostile in d["key"] for d in document["differences"])
+    html = render_html(document)
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "Content-Security-Policy" in html and "default-src 'none'" in html
+    assert "src=\"http" not in html and "href=\"http" not in html
+    assert html.index('id="verdict"') < html.index('id="timelines"') < html.index('id="area-outcome"')
+    tps = next(t for t in document["timelines"] if t["series"] == "tps")
+    assert tps["baseline"][0][0] == 0.0 and tps["capture"][0][0] == 0.0  # each side from its own start
+    assert html.count('<polyline class="series s0"') == html.count('<polyline class="series s1"') == len(document["timelines"])
+    assert 'id="flame-diff"' in html and document["flame_diff"]["nodes"]
+    cpus = baseline["metrics"]["host"]["cpus"]
+    assert html.count('class="tbar s0"') == html.count('class="tbar s1"') == 2 * cpus  # %soft and %busy, CPU by CPU
+    md = render_markdown(document)
+    assert "<script>" not in md and len(md) < 8_000
+    assert md.count("\n| ") == MD_MAX_ROWS + 2  # the header, its rule and the first rows only
+
+
+def fact(kind: str, value, unit: str | None = "ms") -> Fact:
+    return Fact("outcome", "k", value, unit, kind, None)
+
+
+@pytest.mark.parametrize(
+    "kind, unit, relative",
+    [("rate", "1/s", differ.RATE_NOISE_REL), ("time", "ms", differ.TIME_NOISE_REL), ("tail", "ms", differ.TAIL_NOISE_REL)],
+)
+def test_relative_noise_bands_at_their_edge(kind, unit, relative):
+    base = 100.0
+    assert not differ.differs(fact(kind, base, unit), fact(kind, base * (1 + relative * 0.9), unit))
+    assert differ.differs(fact(kind, base, unit), fact(kind, base * (1 + relative * 1.1), unit))
+
+
+def test_percent_ratio_and_floor_bands_at_their_edge():
+    points = differ.PCT_NOISE_POINTS
+    assert not differ.differs(fact("pct", 10.0, "%"), fact("pct", 10.0 + points * 0.9, "%"))
+    assert differ.differs(fact("pct", 10.0, "%"), fact("pct", 10.0 + points * 1.1, "%"))
+    assert differ.differs(fact("share", points * 1.1, "%"), None)  # a profile share on one side only: 0 on the other
+    assert not differ.differs(None, fact("share", points * 0.9, "%"))
+    assert not differ.differs(None, fact("pct", 90.0, "%"))  # CPU busy measured on one side only: no change
+    assert differ.differs(None, fact("events", 1, "events")) and differ.differs(fact("severity", "warning", None), None)
+    ratio, floor_ms = differ.SQL_NOISE_RATIO, differ.TIME_NOISE_FLOOR_MS
+    assert not differ.differs(fact("sql-latency", 10.0), fact("sql-latency", 10.0 * ratio * 0.95))
+    assert differ.differs(fact("sql-latency", 10.0), fact("sql-latency", 10.0 * ratio * 1.05))
+    tiny = floor_ms / 10  # 10x of nearly nothing is still within the floor
+    assert not differ.differs(fact("sql-latency", tiny), fact("sql-latency", tiny * 10))
+    assert not differ.differs(fact("time", tiny), fact("time", tiny * 5))
+    assert differ.differs(fact("text", "madvise", None), fact("text", "always", None))
+    assert not differ.differs(fact("set", "a:ALL", None), None)  # plans logged on one side only (auto_explain)
+
+
+def test_a_partial_side_is_named_next_to_the_differences_it_affects(saved):
+    baseline = json.loads(saved["base"].read_text(encoding="utf-8"))
+    capture = json.loads(saved["ignored"].read_text(encoding="utf-8"))
+    reason = "capture/db/mariadb-slow.log: the archive ends inside this member (truncated)"
+    capture["capture"]["partial"], capture["capture"]["partial_reasons"] = True, [reason]
+    document = compare_documents(baseline, capture)
+    jsonschema.validate(document, SCHEMA)
+    from_log = [d for d in document["differences"] if (d["sources"]["capture"] or "").startswith("capture/db/mariadb-slow.log")]
+    from_elsewhere = [d for d in document["differences"] if (d["sources"]["capture"] or "").startswith("capture/app/")]
+    assert from_log and all(d["partial"] == [f"capture is partial: {reason}"] for d in from_log)
+    assert from_elsewhere and all(d["partial"] == [] for d in from_elsewhere)
+    assert document["verdict"]["partial"]["capture"] == [reason] and document["capture"]["partial"]
+    assert f"capture is partial: {reason}" in render_html(document)
+
+
+def test_a_partial_side_exits_3_and_markdown_goes_to_stdout(saved, tmp_path):
+    capture = json.loads(saved["ignored"].read_text(encoding="utf-8"))
+    capture["capture"]["partial"], capture["capture"]["partial_reasons"] = True, ["capture/os/perf-script.txt: member cut short"]
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps(capture), encoding="utf-8")
+    result = CliRunner().invoke(app, ["compare", str(saved["base"]), str(partial), "-f", "md", "-o", "-"])
+    assert result.exit_code == 3
+    assert result.stdout.startswith("## dbdiag compare: ") and "The capture is partial: capture/os/perf-script.txt" in result.stdout
+
+
+def test_every_setting_is_compared_and_run_specific_ones_are_not(saved):
+    baseline = json.loads(saved["base"].read_text(encoding="utf-8"))
+    capture = copy.deepcopy(baseline)
+    settings = {(r["group"], r["name"]): r for r in capture["metrics"]["settings"]}
+    settings[("sysctl", "vm.max_map_count")]["value"] = "262144"
+    settings[("mariadb variable", "sort_buffer_size")]["value"] = "4194304"
+    settings[("sysctl", "kernel.random.uuid")]["value"] = "another-uuid"  # new on every boot
+    settings[("mariadb variable", "pid_file")]["value"] = "/tmp/another/m.pid"  # the run's own file
+    capture["metrics"]["settings"].append({"scope": "host", "group": "process_affinity", "subject": "mariadbd 4242",
+                                           "name": "Cpus_allowed_list", "value": "0-1", "source": "os/status"})
+    baseline["metrics"]["settings"].append({"scope": "host", "group": "process_affinity", "subject": "mariadbd 17",
+                                            "name": "Cpus_allowed_list", "value": "0", "source": "os/status"})
+    keys = {d["key"]: d for d in compare_documents(baseline, capture)["differences"]}
+    assert set(keys) == {"sysctl vm.max_map_count", "mariadb variable sort_buffer_size", "process_affinity mariadbd Cpus_allowed_list"}
+    assert keys["sysctl vm.max_map_count"]["sources"]["capture"] == "capture/os/sysctl.txt"
+    assert (keys["process_affinity mariadbd Cpus_allowed_list"]["baseline"], keys["process_affinity mariadbd Cpus_allowed_list"]["capture"]) == ("0", "0-1")
