@@ -163,3 +163,31 @@ def test_stale_statistics_without_a_change_takes_the_step_at_the_first_misled_st
     assert (finding.impact["calls_before"], finding.impact["calls_after"]) == (300, 300)
     assert "cause" not in finding.impact
     assert f"before the first misled statement ({SOURCE}:{1 + 300 * LINES_PER_ENTRY}, " in finding.impact["description"]
+
+
+def _sharded(slow_table_flips: bool) -> RuleInput:
+    """``SELECT c FROM sbtestN WHERE id = ?`` on sbtest1 and sbtest3 (one fingerprint: sbtest?). sbtest3 always
+    reads its index in 0.1 ms; sbtest1 reads the whole table in 20 ms, having read its index first or not."""
+    rows, nodes = [], []
+
+    def add(table: str, count: int, query_time_s: float, access: str, index: str | None) -> None:
+        for _ in range(count):
+            nodes.append({"stmt_id": len(rows), "node_type": access, "relation": table, "index_name": index, "est_rows": 1.0})
+            rows.extend(run(f"SELECT c FROM {table} WHERE id = 7", query_time_s, engine="mariadb",
+                            plan_signature=f"{table}:{access}" + (f"({index})" if index else "")))
+
+    add("sbtest3", 200, 0.0001, "ref", "k_3")
+    if slow_table_flips:
+        add("sbtest1", 200, 0.0001, "ref", "k_1")
+    add("sbtest1", 200, 0.02, "ALL", None)
+    return _with_changes(sql_input(rows, nodes))
+
+
+def test_a_fingerprint_over_several_tables_compares_plans_of_the_same_table():
+    """sbtest1's full scans against sbtest3's index reads is no plan flip (each table kept its plan); once
+    sbtest1 read its own index first, it is, and the remediation names sbtest1 and its index, not sbtest3's."""
+    assert plan_flip.check(_sharded(slow_table_flips=False)).findings == []
+    (finding,) = plan_flip.check(_sharded(slow_table_flips=True)).findings
+    assert "sbtest1" in finding.remediation and "k_1" in finding.remediation
+    assert "sbtest3" not in finding.remediation and "k_3" not in finding.remediation
+    assert finding.impact["db_time_s"] == pytest.approx(200 * (0.02 - 0.0001), abs=1e-3)
