@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 def seconds(value: float | None) -> str:
     """A duration at a glance; ``—`` when unknown.
@@ -20,14 +22,29 @@ def seconds(value: float | None) -> str:
 
 
 def gib(size_bytes_: float) -> str:
-    """Bytes for a reader: ``1.5 GiB``, ``256 MiB``.
+    """Bytes for a reader: ``1.5 GiB``, ``256 MiB``; below a MiB in KiB (PostgreSQL's 128kB is not "0 MiB").
 
-    >>> gib(268435456), gib(3 * 2**30 // 2)
-    ('256 MiB', '1.5 GiB')
+    >>> gib(268435456), gib(3 * 2**30 // 2), gib(131072), gib(512)
+    ('256 MiB', '1.5 GiB', '128 KiB', '512 B')
     """
     if size_bytes_ >= 2**30:
         return f"{size_bytes_ / 2**30:.1f} GiB"
-    return f"{size_bytes_ / 2**20:.0f} MiB"
+    if size_bytes_ >= 2**20:
+        return f"{size_bytes_ / 2**20:.0f} MiB"
+    if size_bytes_ >= 2**10:
+        return f"{size_bytes_ / 2**10:.0f} KiB"
+    return f"{size_bytes_:.0f} B"
+
+
+def share_text(pct: float) -> str:
+    """A percentage for a reader: one decimal; two significant digits where one decimal would say "0.0%" of a share above 0.
+
+    >>> share_text(12.345), share_text(0.098), share_text(0.0017), share_text(0.000095), share_text(0.0)
+    ('12.3%', '0.1%', '0.0017%', '0.000095%', '0.0%')
+    """
+    if 0 < abs(pct) < 0.05:
+        return f"{pct:.{1 - math.floor(math.log10(abs(pct)))}f}%"  # two significant digits, never an exponent
+    return f"{pct:.1f}%"
 
 
 SAMPLE_CHARS = 2000  # SQL samples in metrics and evidence: blanks collapsed, cut with "…"

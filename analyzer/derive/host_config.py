@@ -29,7 +29,7 @@ from dbdiag.cpulist import cpu_list_or_none
 from dbdiag.host_values import BlockDevice, ProcessAffinity, Value, device_kind
 from dbdiag.patterns import lazy_compile
 from dbdiag.settings import setting, size_bytes
-from dbdiag.units import gib
+from dbdiag.units import gib, share_text
 from dbdiag.vocabulary.kernel import CPU_ISOLATION_PARAMETERS
 from dbdiag.vocabulary.processes import HOST_DATABASE_PROCESSES
 
@@ -468,7 +468,7 @@ def _database_rows(tables: dict[str, pl.DataFrame], nodes: Amount | None) -> lis
             rows.append(_row(name, gib(size), recommended, why + "; RAM unknown", "unknown", source))
         else:
             share = 100.0 * size / (ram.value * 2**20)
-            rows.append(_row(name, f"{gib(size)} ({share:.1f}% of {gib(ram.value * 2**20)} RAM)", recommended, why,
+            rows.append(_row(name, f"{gib(size)} ({share_text(share)} of {gib(ram.value * 2**20)} RAM)", recommended, why,
                              "attention" if share < minimum else "ok", source))
     interleave = db_value(tables, "innodb_numa_interleave")
     if interleave is not None:

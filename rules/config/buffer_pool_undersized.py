@@ -57,7 +57,7 @@ from dbdiag.rules.base import Rule, RuleInput, Skip, Verdict
 from dbdiag.rules.config.values import database_memory_setting
 from dbdiag.rules.host_counts import Count, ram_mb
 from dbdiag.settings import size_bytes
-from dbdiag.units import gib
+from dbdiag.units import gib, share_text
 from dbdiag.versions import at_least
 
 RULE_ID = "buffer-pool-undersized"
@@ -121,7 +121,7 @@ def _judge_innodb(inp: RuleInput, value: Value, ram: Count, ram_bytes: int) -> t
     share = 100.0 * pool / ram_bytes
     misses = _miss_ratio(inp)
     trusted = misses is not None and misses.read_requests >= MIN_READ_REQUESTS
-    line = f"innodb_buffer_pool_size {gib(pool)} = {share:.1f}% of {gib(ram_bytes)} RAM"
+    line = f"innodb_buffer_pool_size {gib(pool)} = {share_text(share)} of {gib(ram_bytes)} RAM"
     if trusted:
         assert misses is not None
         line += f", miss ratio {misses.pct:.2f}% ({misses.reads:,} of {misses.read_requests:,} reads)"
@@ -140,7 +140,7 @@ def _judge_innodb(inp: RuleInput, value: Value, ram: Count, ram_bytes: int) -> t
     rows = [
         ("innodb_buffer_pool_size", gib(pool), f"{pool:,} bytes", value.source),
         ("RAM", gib(ram_bytes), f"{ram.value:,} MB", ram.source),
-        ("pool / RAM", f"{share:.1f}%", "", ""),
+        ("pool / RAM", share_text(share), "", ""),
     ]
     if misses is not None:
         rows += [
@@ -151,7 +151,7 @@ def _judge_innodb(inp: RuleInput, value: Value, ram: Count, ram_bytes: int) -> t
         rule=RULE_ID,
         scope=Scope.DATABASE,
         severity=Severity.WARNING,
-        title=f"InnoDB buffer pool {gib(pool)} is {share:.1f}% of {gib(ram_bytes)} RAM{miss_text}; {threshold}",
+        title=f"InnoDB buffer pool {gib(pool)} is {share_text(share)} of {gib(ram_bytes)} RAM{miss_text}; {threshold}",
         subject="innodb_buffer_pool_size",
         impact={
             "description": "pages missing from the buffer pool are read from disk or the OS cache",
@@ -231,7 +231,7 @@ def _miss_ratio(inp: RuleInput) -> MissRatio | None:
 def _judge_postgres(value: Value, ram: Count, ram_bytes: int) -> tuple[Finding | None, str]:
     shared = _size(value, "shared_buffers")
     share = 100.0 * shared / ram_bytes
-    line = f"shared_buffers {gib(shared)} = {share:.1f}% of {gib(ram_bytes)} RAM; fires below {PG_MIN_SHARE_PCT:.0f}%"
+    line = f"shared_buffers {gib(shared)} = {share_text(share)} of {gib(ram_bytes)} RAM; fires below {PG_MIN_SHARE_PCT:.0f}%"
     if share >= PG_MIN_SHARE_PCT:
         return None, line
     target = _pg_setting_text(ram_bytes * PG_TARGET_SHARE_PCT / 100)
@@ -242,14 +242,14 @@ def _judge_postgres(value: Value, ram: Count, ram_bytes: int) -> tuple[Finding |
     rows = (
         ("shared_buffers", gib(shared) + default, f"{value.value}{' x ' + value.unit if value.unit else ''}", value.source),
         ("RAM", gib(ram_bytes), f"{ram.value:,} MB", ram.source),
-        ("shared_buffers / RAM", f"{share:.1f}%", f"threshold {PG_MIN_SHARE_PCT:.0f}%, advice ~{PG_TARGET_SHARE_PCT:.0f}%", ""),
+        ("shared_buffers / RAM", share_text(share), f"threshold {PG_MIN_SHARE_PCT:.0f}%, advice ~{PG_TARGET_SHARE_PCT:.0f}%", ""),
     )
     finding = Finding(
         rule=RULE_ID,
         scope=Scope.DATABASE,
         severity=Severity.WARNING,
         title=(
-            f"PostgreSQL shared_buffers {gib(shared)}{default} is {share:.1f}% of {gib(ram_bytes)} RAM; "
+            f"PostgreSQL shared_buffers {gib(shared)}{default} is {share_text(share)} of {gib(ram_bytes)} RAM; "
             f"threshold: < {PG_MIN_SHARE_PCT:.0f}% (advice ~{PG_TARGET_SHARE_PCT:.0f}%)"
         ),
         subject="shared_buffers",

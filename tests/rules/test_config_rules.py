@@ -475,3 +475,14 @@ def test_junk_settings_never_error(module):
                   ("status", "Innodb_buffer_pool_reads", "x"), ("status", "Innodb_buffer_pool_read_requests", None))
     outcome = run(module, {t.HOST_SETTING: junk, t.DB_SETTING: settings, t.STATEMENT: STATEMENTS, **nodes(2)})
     assert outcome.status is not Status.ERRORED, outcome.error
+
+
+def test_a_shared_buffers_below_a_mib_is_said_in_kib_with_its_share():
+    """shared_buffers = 16 (x 8kB = 128 KiB) on 128 GiB: the title says 128 KiB and 0.000095%, not "0 MiB is 0.0%"."""
+    settings = db(("variable", "shared_buffers", "16", "8kB"), engine="postgresql")
+    counters = t.conform(t.NUMA_COUNTER, pl.DataFrame({
+        "snapshot": [0], "scope": ["meminfo"], "node": [0], "counter": ["MemTotal"], "value": [131072.0], "unit": ["MB"],
+        "source": "os/numastat-m.txt",
+    }))
+    (finding,) = run(buffer_pool_undersized, {t.DB_SETTING: settings, t.NUMA_COUNTER: counters}).findings
+    assert finding.title.startswith("PostgreSQL shared_buffers 128 KiB is 0.000095% of 128.0 GiB RAM; ")
