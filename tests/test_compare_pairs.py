@@ -53,7 +53,9 @@ def test_index_made_ignored_is_named_first_with_its_effect(reports, order):
     verdict = compared(reports, baseline, capture)["verdict"]
     assert verdict["status"] == "differs" and verdict["slow_side"] == slow_side
     first = verdict["explained"][0]
-    assert first["area"] == "events" and first["key"].startswith("index-ignored")
+    assert first["area"] == "events" and first["key"] == "index-ignored ALTER TABLE sbtest1 ALTER INDEX xid IGNORED (mysql-slowlog)"
+    # the headline names the change itself and where the slow side's log shows it
+    assert f"because of ALTER TABLE sbtest1 ALTER INDEX xid IGNORED at capture/db/mariadb-slow.log:7 (only in {slow_side})" in verdict["headline"]
     assert first[slow_side] == 1 and first["baseline" if slow_side == "capture" else "capture"] is None
     # the chain: the event -> the plan of sbtest1 became a full scan -> that statement's time -> the outcome
     assert "sbtest1:ALL" in first["effect"] and "DB time per second" in first["effect"]

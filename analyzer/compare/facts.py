@@ -11,6 +11,10 @@ saved JSON reports compare the same. A sample of what it reads and what it gives
                            "worst_sample": {"where": "capture/db/mariadb-slow.log:46515"}}
       -> Fact("sql", "select c from sbtest? where id=? | DB time per second", 0.0489, "s/s", "sql-time", ...)
          Fact("plans", "select c from sbtest? where id=?", "sbtest1:ref(xid), sbtest2:ref(xid)", ...)
+    metrics.timeline.events[] {"kind": "index-ignored", "message": "ALTER TABLE sbtest1 ALTER INDEX xid IGNORED",
+                               "source": "capture/db/mariadb-slow.log", "line": 7}
+      -> Fact("events", "index-ignored ALTER TABLE sbtest1 ALTER INDEX xid IGNORED (mysql-slowlog)", 1, ...,
+              "capture/db/mariadb-slow.log:7")   (a start or a crash: counted per kind)
     metrics.settings[] {"scope": "host", "group": "sysctl", "subject": null, "name": "vm.max_map_count",
                         "value": "65530", "source": "capture/os/sysctl.txt"}
       -> Fact("settings", "sysctl vm.max_map_count", "65530", None, "text", "capture/os/sysctl.txt")
@@ -96,14 +100,32 @@ def _mean(points: list[list[Any]]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+# Changes a capture shows one by one (a DDL, a statistics job, a setting changed): each its own fact, named by
+# its statement and placed at its file:line, when a kind has at most NAMED_EVENTS_MAX of them; other kinds
+# (starts, crashes: their lines carry their own time) and more of one kind are counted.
+NAMED_EVENT_KINDS = (
+    "index-ignored", "index-not-ignored", "index-invisible", "index-visible", "drop-index", "create-index", "alter-index",
+    "alter-table", "create-table", "drop-table", "truncate", "rename-table", "analyze", "optimize", "lock-stats", "unlock-stats",
+    "set-global", "alter-system",
+)
+NAMED_EVENTS_MAX = 5
+
+
 def _timeline_facts(timeline: dict[str, Any], kinds: dict[str, str | None]) -> list[Fact]:
     facts = []
     for series in timeline.get("series") or []:
         name, source = series.get("series") or "", series.get("source")
         origin = kinds.get(source) or "?"
         if name.startswith("event["):
+            label = series.get("label") or name
+            named = [e for e in timeline.get("events") or [] if e.get("kind") == label and e.get("source") == source]
+            if label in NAMED_EVENT_KINDS and 0 < len(named) <= NAMED_EVENTS_MAX:
+                for event in named:  # "index-ignored ALTER TABLE sbtest1 ALTER INDEX xid IGNORED (mysql-slowlog)"
+                    where = f"{source}:{event['line']}" if event.get("line") else source
+                    facts.append(Fact("events", f"{label} {event.get('message') or ''} ({origin})".replace("  ", " "), 1, "events", "events", where))
+                continue
             count = int(sum(p[1] or 0 for p in series.get("points") or []))
-            facts.append(Fact("events", f"{series.get('label') or name} events ({origin})", count, "events", "events", source))
+            facts.append(Fact("events", f"{label} events ({origin})", count, "events", "events", source))
             continue
         area = "outcome" if name in OUTCOME_SERIES else "activity" if name in ACTIVITY_SERIES else None
         if area is None or origin in STATEMENT_LOG_KINDS:

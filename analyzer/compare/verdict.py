@@ -276,8 +276,17 @@ def _headline(outcome: dict[str, Any] | None, slow_side: str | None, names: dict
         return f"{sentence}; {len(differences)} other difference(s)"
     if not explained:
         return f"{sentence}; no difference found that explains it ({len(differences)} difference(s) listed)"
-    first = explained[0]
-    return f"{sentence}; most likely because of {first['area']} {first['key']} ({first['change']}), {len(explained)} cause(s) ranked"
+    return f"{sentence}; most likely because of {_cause_text(explained[0])}, {len(explained)} cause(s) ranked"
+
+
+def _cause_text(cause: dict[str, Any]) -> str:
+    """A cause as the headline names it: a change by its statement and place ("ALTER TABLE sbtest1 ALTER INDEX
+    xid IGNORED at capture/db/mariadb-slow.log:7, only in capture"), anything else by area and key."""
+    statement = cause["key"].split(" ", 1)[-1].rsplit(" (", 1)[0]  # "index-ignored <statement> (mysql-slowlog)"
+    if cause["area"] == "events" and cause["change"].startswith("only in ") and statement != "events":  # not a count
+        where = (cause.get("sources") or {}).get(cause["change"].removeprefix("only in "))
+        return f"{statement}{f' at {where}' if where else ''} ({cause['change']})"
+    return f"{cause['area']} {cause['key']} ({cause['change']})"
 
 
 def _new_findings(before: dict[str, Any], after: dict[str, Any]) -> set[str]:
