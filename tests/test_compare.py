@@ -210,4 +210,27 @@ def test_every_setting_is_compared_and_run_specific_ones_are_not(saved):
     keys = {d["key"]: d for d in compare_documents(baseline, capture)["differences"]}
     assert set(keys) == {"sysctl vm.max_map_count", "mariadb variable sort_buffer_size", "process_affinity mariadbd Cpus_allowed_list"}
     assert keys["sysctl vm.max_map_count"]["sources"]["capture"] == "capture/os/sysctl.txt"
-    assert (keys["process_affinity mariadbd Cpus_allowed_list"]["baseline"], keys["process_affinity mariadbd Cpus_allowed_list"]["capture"]) == ("0", "0-1")
+    assert (keys["process_affinity mariadbd Cpus_allowed_list"]["baseline"], keys["process_affinity mariadbd Cpus_allowed_list"]["capture"]) == ("0", "all CPUs")  # 0-1 of 2 CPUs
+
+
+def _report(cpus: int, nodes: dict[int, list[int]], affinity: str) -> dict:
+    """The parts of an analyze report the settings compare reads: the host's CPUs and nodes, one IRQ's affinity."""
+    per_cpu = [{"cpu": cpu, "node": node} for node, members in nodes.items() for cpu in members]
+    return {
+        "schema_version": 1, "capture": {"source": f"host-{cpus}-cpus"}, "inputs": [], "findings": [],
+        "metrics": {
+            "host": {"cpus": cpus}, "cpu": {"per_cpu": per_cpu},
+            "settings": [{"scope": "host", "group": "irq_affinity", "subject": "25", "name": "smp_affinity_list",
+                          "value": affinity, "source": "capture/os/irq_affinity.txt"}],
+        },
+    }
+
+
+def test_an_affinity_to_every_cpu_or_one_node_compares_across_host_sizes():
+    """IRQ 25 allowed on all CPUs of an 8-CPU and of a 4-CPU host is no difference (0-7 and 0-3 say the same);
+    on node 1 of each is none either; all CPUs against node 1 is one."""
+    big, small = {0: [0, 1, 2, 3], 1: [4, 5, 6, 7]}, {0: [0, 1], 1: [2, 3]}
+    keys = lambda a, b: [d["key"] for d in compare_documents(a, b)["differences"] if d["area"] == "settings"]  # noqa: E731
+    assert keys(_report(8, big, "0-7"), _report(4, small, "0-3")) == []
+    assert keys(_report(8, big, "4-7"), _report(4, small, "2-3")) == []
+    assert keys(_report(8, big, "0-7"), _report(4, small, "2-3")) == ["irq_affinity 25 smp_affinity_list"]

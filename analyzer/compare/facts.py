@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from dbdiag.cpulist import cpu_list_or_none
+
 # Timeline series of a load test that are the outcome the users saw. A statement log's own series
 # (per-second p50/p99 of every statement) are left to its summary (``_sql_summary_facts``): a
 # per-second median of a mix of 20 us selects and 1 ms commits jumps between the two.
@@ -76,7 +78,7 @@ def facts_of(document: dict[str, Any]) -> list[Fact]:
     facts += _sql_summary_facts(metrics.get("sql_summary") or {}, metrics.get("idle_gaps") or {}, _span_s(metrics))
     facts += _host_facts(metrics.get("host") or {}, document)
     facts += _setting_facts(metrics.get("host_config") or [], metrics.get("settings") or [])
-    facts += _other_setting_facts(metrics.get("settings") or [], metrics.get("host_config") or [])
+    facts += _other_setting_facts(metrics.get("settings") or [], metrics.get("host_config") or [], _cpu_layout(metrics))
     facts += _cpu_facts(metrics.get("cpu") or {})
     facts += _numa_facts(metrics.get("numa_remote") or [])
     facts += _profile_facts(metrics.get("cpu_profile") or {})
@@ -194,10 +196,11 @@ def _setting_facts(rows: list[dict[str, Any]], raw_rows: list[dict[str, Any]]) -
     return facts
 
 
-def _other_setting_facts(rows: list[dict[str, Any]], known: list[dict[str, Any]]) -> list[Fact]:
+def _other_setting_facts(rows: list[dict[str, Any]], known: list[dict[str, Any]], layout: CpuLayout) -> list[Fact]:
     """``metrics.settings``: every setting the rules do not already name (those come first, from
     host_config), keyed by group, subject and name: "sysctl vm.max_map_count", "block nvme0n1
-    scheduler", "process_affinity mariadbd Cpus_allowed_list", "mariadb variable sort_buffer_size"."""
+    scheduler", "process_affinity mariadbd Cpus_allowed_list", "mariadb variable sort_buffer_size".
+    CPU affinities read as the host's CPUs they name (``_affinity_text``)."""
     names = {str(row.get("setting")) for row in known}
     facts = []
     for row in sorted(rows, key=lambda r: (r["scope"], r["group"], r.get("subject") or "", r["name"])):
@@ -205,8 +208,40 @@ def _other_setting_facts(rows: list[dict[str, Any]], known: list[dict[str, Any]]
             continue
         subject = PROCESS_ID.sub("", row["subject"]) if row.get("subject") else None
         key = " ".join(part for part in (row["group"], subject, row["name"]) if part)
-        facts.append(Fact("settings", key, row.get("value"), None, "text", row.get("source")))
+        value = _affinity_text(row.get("value"), layout) if row["group"] in AFFINITY_GROUPS else row.get("value")
+        facts.append(Fact("settings", key, value, None, "text", row.get("source")))
     return facts
+
+
+AFFINITY_GROUPS = ("irq_affinity", "process_affinity")
+CpuLayout = tuple[int | None, dict[int, frozenset[int]]]  # (the host's CPU count, each node's CPUs)
+
+
+def _cpu_layout(metrics: dict[str, Any]) -> CpuLayout:
+    nodes: dict[int, set[int]] = {}
+    for row in (metrics.get("cpu") or {}).get("per_cpu") or []:
+        if row.get("node") is not None and row.get("cpu") is not None:
+            nodes.setdefault(row["node"], set()).add(row["cpu"])
+    return (metrics.get("host") or {}).get("cpus"), {node: frozenset(cpus) for node, cpus in nodes.items()}
+
+
+def _affinity_text(value: str | None, layout: CpuLayout) -> str | None:
+    """A CPU list as the host's CPUs it names, so that hosts of different sizes compare: "all CPUs" (0-7 on 8
+    CPUs, 0-3 on 4), "node 1" (exactly node 1's CPUs), else the list as written.
+
+    >>> _affinity_text("0-3", (4, {})), _affinity_text("2-3", (4, {0: frozenset({0, 1}), 1: frozenset({2, 3})})), _affinity_text("1", (4, {}))
+    ('all CPUs', 'node 1', '1')
+    """
+    cpus = cpu_list_or_none(value)
+    count, nodes = layout
+    if not cpus:
+        return value
+    if count and sorted(cpus) == list(range(count)):
+        return "all CPUs"
+    covered = [node for node, members in sorted(nodes.items()) if members <= set(cpus)]
+    if covered and set().union(*(nodes[n] for n in covered)) == set(cpus):
+        return ("node " if len(covered) == 1 else "nodes ") + ",".join(str(n) for n in covered)
+    return value
 
 
 def _cpu_facts(cpu: dict[str, Any]) -> list[Fact]:
