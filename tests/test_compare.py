@@ -234,3 +234,29 @@ def test_an_affinity_to_every_cpu_or_one_node_compares_across_host_sizes():
     assert keys(_report(8, big, "0-7"), _report(4, small, "0-3")) == []
     assert keys(_report(8, big, "4-7"), _report(4, small, "2-3")) == []
     assert keys(_report(8, big, "0-7"), _report(4, small, "2-3")) == ["irq_affinity 25 smp_affinity_list"]
+
+
+def _interrupts(cpus: int, nodes: dict[int, list[int]], served: dict[int, int], affinity: str) -> dict:
+    """``_report`` with the NIC's interrupts per node (``served``: node -> count) as derive makes them."""
+    from dbdiag import tables as t
+    from dbdiag.derive.cpu import device_interrupts, interrupts_per_node
+    import polars as pl
+
+    rows = [{"irq": "25", "device": "virtio0-input.0", "cpu": nodes[node][0], "delta": count, "chip": "PCI-MSI", "node": node}
+            for node, count in served.items()]
+    report = _report(cpus, nodes, affinity)
+    report["metrics"]["interrupts"] = interrupts_per_node(device_interrupts(t.conform(t.IRQ_DELTA, pl.DataFrame(rows))))
+    return report
+
+
+def test_the_node_that_serves_a_nics_interrupts_is_compared_and_linked_to_its_affinity():
+    """The NIC's interrupts all served on node 0, then all on node 1 after its IRQ was pinned there: the per-node
+    shares differ and the affinity setting is the cause linked to them."""
+    nodes = {0: [0, 1], 1: [2, 3]}
+    document = compare_documents(_interrupts(4, nodes, {0: 9000}, "0-3"), _interrupts(4, nodes, {1: 9000}, "3"))
+    rows = {d["key"]: d for d in document["differences"] if "interrupts of" in d["key"]}
+    assert set(rows) == {"node 0 interrupts of virtio0 (% of the device's)", "node 1 interrupts of virtio0 (% of the device's)"}
+    assert (rows["node 1 interrupts of virtio0 (% of the device's)"]["baseline"], rows["node 1 interrupts of virtio0 (% of the device's)"]["capture"]) == (0.0, 100.0)
+    (cause,) = [c for c in document["verdict"]["explained"] if c["area"] == "settings"]
+    assert cause["key"] == "irq_affinity 25 smp_affinity_list" and cause["baseline"] == "all CPUs" and cause["capture"] == "3"
+    assert "activity:node 1 interrupts of virtio0 (% of the device's)" in cause["effects"]

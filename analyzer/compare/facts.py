@@ -80,6 +80,7 @@ def facts_of(document: dict[str, Any]) -> list[Fact]:
     facts += _setting_facts(metrics.get("host_config") or [], metrics.get("settings") or [])
     facts += _other_setting_facts(metrics.get("settings") or [], metrics.get("host_config") or [], _cpu_layout(metrics))
     facts += _cpu_facts(metrics.get("cpu") or {})
+    facts += _interrupt_facts(metrics.get("interrupts") or [], metrics.get("cpu") or {})
     facts += _numa_facts(metrics.get("numa_remote") or [])
     facts += _profile_facts(metrics.get("cpu_profile") or {})
     facts += _sql_facts(metrics.get("sql_profile") or [], _span_s(metrics))
@@ -263,6 +264,21 @@ def _cpu_facts(cpu: dict[str, Any]) -> list[Fact]:
         if row.get("net_rx_per_s") is not None:
             facts.append(Fact("activity", f"cpu {row['cpu']} NET_RX softirqs per second", row["net_rx_per_s"], "1/s", "rate", source))
     return facts
+
+
+def _interrupt_facts(rows: list[dict[str, Any]], cpu: dict[str, Any]) -> list[Fact]:
+    """``metrics.interrupts`` of I/O devices (NICs, disks): the share of each device's interrupts each node of
+    the host served (0 on a node that served none: a NIC moved from node 0 to node 1 differs on both)."""
+    source = ", ".join(cpu.get("interrupt_snapshots") or []) or None
+    nodes = sorted({row["node"] for row in cpu.get("per_cpu") or [] if row.get("node") is not None})
+    shares: dict[str, dict[int, float]] = {}
+    for row in rows:
+        if row.get("device_class") == "io" and row.get("share_pct") is not None:
+            shares.setdefault(row["device"], {})[row["node"]] = row["share_pct"]
+    return [
+        Fact("activity", f"node {node} interrupts of {device} (% of the device's)", by_node.get(node, 0.0), "%", "pct", source)
+        for device, by_node in shares.items() for node in sorted(set(nodes) | set(by_node))
+    ]
 
 
 def _numa_facts(rows: list[dict[str, Any]]) -> list[Fact]:

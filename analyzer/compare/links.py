@@ -39,8 +39,8 @@ SETTING_EFFECTS: dict[str, tuple[str, ...]] = {
     "shared_buffers": SQL_TIME_EFFECTS,
     "innodb_numa_interleave": ("remote memory",),
     # metrics.settings rows ("irq_affinity 25 smp_affinity_list", "process_affinity mariadbd Cpus_allowed_list")
-    "irq_affinity": ("soft %", "NET_RX", "category softirq", "cpu_soft"),
-    "nic_channels": ("soft %", "NET_RX", "category softirq", "cpu_soft"),
+    "irq_affinity": ("soft %", "NET_RX", "category softirq", "cpu_soft", "interrupts of"),
+    "nic_channels": ("soft %", "NET_RX", "category softirq", "cpu_soft", "interrupts of"),
     "process_affinity": ("remote memory", "busy %", "category page-faults-numa"),
     "sysctl kernel.numa_balancing": ("remote memory", "category scheduler", "category page-faults-numa"),
 }
@@ -57,8 +57,8 @@ SETTING_RULES: dict[str, tuple[str, ...]] = {
 }
 # rule of a finding fired on one side only -> fragments of the effect keys its problem moves.
 FINDING_EFFECTS: dict[str, tuple[str, ...]] = {
-    "softirq-concentration": ("soft %", "NET_RX", "category softirq", "cpu_soft"),
-    "irq-affinity-skew": ("soft %", "NET_RX", "category softirq", "cpu_soft"),
+    "softirq-concentration": ("soft %", "NET_RX", "category softirq", "cpu_soft", "interrupts of"),
+    "irq-affinity-skew": ("soft %", "NET_RX", "category softirq", "cpu_soft", "interrupts of"),
     "cross-numa-memory": ("remote memory", "category page-faults-numa"),
     "numa-balancing-enabled": ("remote memory", "category page-faults-numa", "category scheduler"),
     "context-switch-overhead": ("category scheduler",),

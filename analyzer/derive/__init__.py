@@ -62,7 +62,7 @@ DERIVATIONS: tuple[Derivation, ...] = (
     # Rules read the per-CPU table's columns: it is there, empty, even when its step fails.
     Derivation("per_cpu", (t.CPU_UTIL, t.SOFTIRQ_RATE, t.SOFTIRQ_COUNT, t.IRQ_COUNT, t.TOPOLOGY), (t.PER_CPU, t.CPU_NODE, t.IRQ_DELTA, t.CPU_METRIC),
                steps.cpu, fallback=steps.cpu_fallback),
-    Derivation("device_interrupts", (t.IRQ_DELTA,), (t.DEVICE_INTERRUPT,), steps.device_interrupts),
+    Derivation("device_interrupts", (t.IRQ_DELTA,), (t.DEVICE_INTERRUPT, t.INTERRUPTS_METRIC), steps.device_interrupts),
     Derivation("host", (t.HOST_FACT,), (t.HOST_METRIC,), steps.host),
     Derivation("host_counts", (t.TOPOLOGY, t.CPU_UTIL, t.NUMA_NODE, t.NUMA_COUNTER, t.HOST_FACT, t.HOST_METRIC), (t.HOST_COUNT,), steps.host_counts),
     Derivation("cpu_profile", (t.PERF_STACK, t.PERF_SYMBOL, t.PERF_CALLCHAIN), (t.CPU_PROFILE_STACK, t.CPU_PROFILE_SYMBOL, t.CPU_PROFILE_METRIC), steps.cpu_profile),

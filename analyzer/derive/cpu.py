@@ -180,3 +180,23 @@ def device_interrupts(irq_delta: pl.DataFrame) -> pl.DataFrame:
         mapped(devices["device"], device_family, pl.String).alias("family"),
         mapped(devices["device"], device_class, pl.String).alias("device_class"),
     )
+
+
+def interrupts_per_node(devices: pl.DataFrame) -> list[dict[str, object]]:
+    """``metrics.interrupts``: each device's interrupts over the capture per NUMA node that served them, and
+    that node's share of the device's, largest device first (from ``device_interrupt``; CPUs of no known node
+    left out)::
+
+        [{"device": "virtio0", "device_class": "io", "node": 1, "interrupts": 182340, "share_pct": 100.0}, ...]
+    """
+    placed = devices.filter(pl.col("node").is_not_null(), pl.col("delta") > 0)
+    if placed.height == 0:
+        return []
+    per_node = placed.group_by("family", "device_class", "node").agg(pl.col("delta").sum().alias("interrupts"))
+    total = pl.col("interrupts").sum().over("family")
+    return (
+        per_node.with_columns((100.0 * pl.col("interrupts") / total).round(2).alias("share_pct"), total.alias("_total"))
+        .sort("_total", "family", "node", descending=[True, False, False])
+        .select(pl.col("family").alias("device"), "device_class", "node", "interrupts", "share_pct")
+        .to_dicts()
+    )

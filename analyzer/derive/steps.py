@@ -50,7 +50,10 @@ def lock_waits(view: View, options: DeriveOptions) -> dict[str, Any]:
 
 def device_interrupts(view: View, options: DeriveOptions) -> dict[str, Any]:
     irq_delta = view.get(t.IRQ_DELTA)
-    return {t.DEVICE_INTERRUPT: cpu_module.device_interrupts(irq_delta) if irq_delta is not None and irq_delta.height else None}
+    if irq_delta is None or irq_delta.height == 0:
+        return {}
+    devices = cpu_module.device_interrupts(irq_delta)
+    return {t.DEVICE_INTERRUPT: devices, t.INTERRUPTS_METRIC: cpu_module.interrupts_per_node(devices) or None}
 
 
 def idle_gaps(view: View, options: DeriveOptions) -> dict[str, Any]:
