@@ -21,8 +21,8 @@ How it is detected:
     by median latency: the slowest plan against the fastest plan that reads the same tables (the
     relations of their plan nodes: a fingerprint writes ``sbtest1`` and ``sbtest3`` alike, and a
     plan of sbtest3 says nothing of sbtest1), the fastest of all when no plan nodes tell the tables.
-    When the slowest plan's median is at least SLOWDOWN_FACTOR = 10 times that plan's, the switch is located: the fingerprint's first run with the slow plan after a
-    run with the fast one. The cause is the last change on a table the statement reads (its plan
+    When the slowest plan's median is at least SLOWDOWN_FACTOR = 10 times that plan's, the switch
+    is located: the fingerprint's first run with the slow plan after a run with the fast one. The cause is the last change on a table the statement reads (its plan
     nodes' relations and its SQL's tables) between those two runs. The time lost is then measured
     from all the fingerprint's runs, with a logged plan or not (auto_explain may sample): calls
     after the change x (median after - median before), each side bounded by the neighbouring
