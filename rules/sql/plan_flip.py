@@ -18,11 +18,12 @@ How it is detected:
     Input: ``statement`` rows with a plan key (Plan_digest, else the plan signature) and a
     duration; the derived ``change`` table (DDL, statistics collection, bulk changes seen in the
     capture). Per fingerprint, every plan with at least MIN_PLAN_CALLS = 1 execution is compared
-    by median latency: the slowest plan against the fastest plan that reads the same tables (the
-    relations of their plan nodes: a fingerprint writes ``sbtest1`` and ``sbtest3`` alike, and a
-    plan of sbtest3 says nothing of sbtest1), the fastest of all when no plan nodes tell the tables.
-    When the slowest plan's median is at least SLOWDOWN_FACTOR = 10 times that plan's, the switch
-    is located: the fingerprint's first run with the slow plan after a run with the fast one. The cause is the last change on a table the statement reads (its plan
+    by median latency, among the plans that read the same tables (the relations of their plan
+    nodes: a fingerprint writes ``sbtest1`` and ``sbtest3`` alike, and a plan of sbtest3 says
+    nothing of sbtest1; plans whose nodes name no table are one set): the slowest and the fastest
+    plan of each such set, the set where they are furthest apart. When the slow plan's median is
+    at least SLOWDOWN_FACTOR = 10 times the fast plan's, the switch is located: the fingerprint's
+    first run with the slow plan after a run with the fast one. The cause is the last change on a table the statement reads (its plan
     nodes' relations and its SQL's tables) between those two runs. The time lost is then measured
     from all the fingerprint's runs, with a logged plan or not (auto_explain may sample): calls
     after the change x (median after - median before), each side bounded by the neighbouring
@@ -109,32 +110,37 @@ def check(inp: RuleInput) -> Verdict:
     measured = []
     timed = everything.lazy().filter(_TIMED_WITH_PLAN)  # lazy: each use reads only its columns and rows
     all_plans = None
+    row_of = {(fp, key): row for row, (fp, key) in enumerate(per_plan.select("fp_id", "plan_key").iter_rows())}
     for index, (fp_id, plans, fast_s, slow_s) in enumerate(per_class.drop("runs").iter_rows()):
         ratio = slow_s / fast_s if fast_s else float("inf")
-        switch = fast = None
-        if ratio >= SLOWDOWN_FACTOR:  # against the fastest plan of all: the plan on the same tables is no faster
+        runs = per_class["runs"][index]
+        switch = pair = None
+        if ratio >= SLOWDOWN_FACTOR:  # against the fastest plan of all: within one table set no pair is further apart
             all_plans = _plans(timed) if all_plans is None else all_plans
             ranked = all_plans.filter(pl.col("fp_id").eq_missing(fp_id)).sort("median_s", "plan_key")
-            fast = _comparable_fast(inp, timed, fp_id, ranked)
-            fast_s = fast["median_s"] if fast is not None else None
-            ratio = (slow_s / fast_s if fast_s else float("inf")) if fast is not None else 0.0
-        lost_s = float((per_class["runs"][index] - fast_s).clip(lower_bound=0).sum()) if fast_s is not None else 0.0
-        if fast is not None and ratio >= SLOWDOWN_FACTOR:
-            switch = _switch(inp, everything, fp_id, fast, ranked.row(-1, named=True))
+            pair = _comparable_pair(inp, timed, fp_id, ranked)
+            if pair is None:
+                fast_s = None
+            else:
+                fast_s, runs = pair[0]["median_s"], per_plan["runs"][row_of[(fp_id, pair[1]["plan_key"])]]
+                ratio = pair[1]["median_s"] / fast_s if fast_s else float("inf")
+        lost_s = float((runs - fast_s).clip(lower_bound=0).sum()) if fast_s is not None else 0.0
+        if pair is not None and ratio >= SLOWDOWN_FACTOR:
+            switch = _switch(inp, everything, fp_id, *pair)
             if switch.step is not None and switch.step.lost_s is not None:
                 lost_s = switch.step.lost_s  # every run counts, logged plan or not
         lost_pct = 100.0 * lost_s / total_s
         if fast_s is None:
             measured.append(f"{fp_id}: {plans} plans, none slower on the same tables (each table ran one plan)")
         else:
-            against = "the fastest on its tables" if fast is not None else "the fastest"
+            against = "the fastest on its tables" if pair is not None else "the fastest"
             measured.append(f"{fp_id}: {plans} plans, slowest {ratio:,.0f}x {against}, {seconds(lost_s)} lost")
         if ratio >= SLOWDOWN_FACTOR and lost_s >= MIN_LOST_S and lost_pct >= MIN_LOST_SHARE_PCT:
-            flipped.append((fp_id, fast, ratio, lost_s, lost_pct, switch))
+            flipped.append((fp_id, pair, ratio, lost_s, lost_pct, switch))
     findings = []
-    for fp_id, fast, ratio, lost_s, lost_pct, switch in flipped:
+    for fp_id, (fast, slow), ratio, lost_s, lost_pct, switch in flipped:
         plans = all_plans.filter(pl.col("fp_id").eq_missing(fp_id)).sort("median_s", "plan_key")
-        findings.append(_finding(inp, timed, fp_id, plans, fast, plans.row(-1, named=True), ratio, lost_s, lost_pct, switch, total_s))
+        findings.append(_finding(inp, timed, fp_id, plans, fast, slow, ratio, lost_s, lost_pct, switch, total_s))
     return Verdict(findings=findings, measured="; ".join(sorted(measured)[:6]))
 
 
@@ -178,21 +184,20 @@ def _switch(inp: RuleInput, everything: pl.DataFrame, fp_id: str, fast: dict, sl
     return Switch(None, cause_module.step(runs, at_first_slow, None, None) if clean else None, mine)
 
 
-def _comparable_fast(inp: RuleInput, timed: pl.LazyFrame, fp_id: str, ranked: pl.DataFrame) -> dict | None:
-    """The fastest plan (a row of ``ranked``, fastest first) that reads the tables the slowest one reads.
+def _comparable_pair(inp: RuleInput, timed: pl.LazyFrame, fp_id: str, ranked: pl.DataFrame) -> tuple[dict, dict] | None:
+    """The (fast, slow) plans of the fingerprint furthest apart among plans that read the same tables (rows of
+    ``ranked``, fastest first); None when no two plans read the same tables (each table kept its plan: no flip).
 
     A fingerprint spans tables whose names differ in digits (``sbtest1`` .. ``sbtest4`` are all ``sbtest?``):
-    a plan of sbtest3 says nothing of what sbtest1's statements lost. Without plan nodes to tell the tables
-    (a TiDB digest alone), the fastest of all; None when no other plan read the slow one's tables (each
-    table kept its own plan: no flip)."""
-    slow = ranked.row(-1, named=True)
-    tables = _plan_tables(inp, timed, fp_id, slow["plan_key"])
-    if not tables:
-        return ranked.row(0, named=True)
-    for row in ranked.head(ranked.height - 1).iter_rows(named=True):
-        if _plan_tables(inp, timed, fp_id, row["plan_key"]) == tables:
-            return row
-    return None
+    a plan of sbtest3 says nothing of what sbtest1's statements lost. Plans whose nodes name no table (a TiDB
+    digest alone) are compared with each other, as one set."""
+    groups: dict[frozenset[str], list[dict]] = {}
+    for row in ranked.iter_rows(named=True):
+        groups.setdefault(_plan_tables(inp, timed, fp_id, row["plan_key"]), []).append(row)
+    pairs = [(rows[0], rows[-1]) for rows in groups.values() if len(rows) >= 2]
+    if not pairs:
+        return None
+    return max(pairs, key=lambda pair: pair[1]["median_s"] / pair[0]["median_s"] if pair[0]["median_s"] else float("inf"))
 
 
 def _plan_tables(inp: RuleInput, timed: pl.LazyFrame, fp_id: str, plan_key: str) -> frozenset[str]:

@@ -165,22 +165,35 @@ def test_stale_statistics_without_a_change_takes_the_step_at_the_first_misled_st
     assert f"before the first misled statement ({SOURCE}:{1 + 300 * LINES_PER_ENTRY}, " in finding.impact["description"]
 
 
-def _sharded(slow_table_flips: bool) -> RuleInput:
-    """``SELECT c FROM sbtestN WHERE id = ?`` on sbtest1 and sbtest3 (one fingerprint: sbtest?). sbtest3 always
-    reads its index in 0.1 ms; sbtest1 reads the whole table in 20 ms, having read its index first or not."""
+def _runs_on_tables(runs: list[tuple[str, int, float, str, str | None]]) -> RuleInput:
+    """``SELECT c FROM <table> WHERE id = 7`` runs, one fingerprint (sbtest?): (table, count, seconds, access, index)
+    in log order, each with its MariaDB plan node and signature."""
     rows, nodes = [], []
-
-    def add(table: str, count: int, query_time_s: float, access: str, index: str | None) -> None:
+    for table, count, query_time_s, access, index in runs:
         for _ in range(count):
             nodes.append({"stmt_id": len(rows), "node_type": access, "relation": table, "index_name": index, "est_rows": 1.0})
             rows.extend(run(f"SELECT c FROM {table} WHERE id = 7", query_time_s, engine="mariadb",
                             plan_signature=f"{table}:{access}" + (f"({index})" if index else "")))
-
-    add("sbtest3", 200, 0.0001, "ref", "k_3")
-    if slow_table_flips:
-        add("sbtest1", 200, 0.0001, "ref", "k_1")
-    add("sbtest1", 200, 0.02, "ALL", None)
     return _with_changes(sql_input(rows, nodes))
+
+
+def test_the_flip_of_one_table_is_found_when_another_table_of_the_fingerprint_is_slower():
+    """sbtest1 always scans (20 ms), sbtest2 goes from its index (0.1 ms) to a scan (5 ms): the flip is sbtest2's,
+    though sbtest1's plan is the slowest of the fingerprint."""
+    inp = _runs_on_tables([
+        ("sbtest3", 200, 0.0001, "ref", "k_3"), ("sbtest1", 200, 0.02, "ALL", None),
+        ("sbtest2", 300, 0.0001, "ref", "k_2"), ("sbtest2", 300, 0.005, "ALL", None),
+    ])
+    (finding,) = plan_flip.check(inp).findings
+    assert "sbtest2" in finding.remediation and "k_2" in finding.remediation and "sbtest1" not in finding.remediation
+    assert finding.impact["db_time_s"] == pytest.approx(300 * (0.005 - 0.0001), abs=1e-3)
+
+
+def _sharded(slow_table_flips: bool) -> RuleInput:
+    """``SELECT c FROM sbtestN WHERE id = ?`` on sbtest1 and sbtest3 (one fingerprint: sbtest?). sbtest3 always
+    reads its index in 0.1 ms; sbtest1 reads the whole table in 20 ms, having read its index first or not."""
+    before = [("sbtest1", 200, 0.0001, "ref", "k_1")] if slow_table_flips else []
+    return _runs_on_tables([("sbtest3", 200, 0.0001, "ref", "k_3"), *before, ("sbtest1", 200, 0.02, "ALL", None)])
 
 
 def test_a_fingerprint_over_several_tables_compares_plans_of_the_same_table():
