@@ -105,7 +105,9 @@ def detached(texts: pl.Series) -> pl.Series:
     """
     if texts.dtype != pl.String:
         return texts
-    return pl.Series(texts.name, texts.to_arrow().cast(pa.large_string()), dtype=pl.String)  # the cast copies the bytes
+    # the oldest Arrow layout is one contiguous buffer (not views): polars writes the bytes anew, and takes
+    # that array back without a copy (through the capsule: pyarrow's cast would import pyarrow.compute)
+    return arrow_series(texts.to_arrow(compat_level=pl.CompatLevel.oldest()), texts.name)
 
 
 class Kernel(NamedTuple):
