@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import dbdiag
 from dbdiag import markdown, pseudonymize, redact_text
+from dbdiag.redact_settings import secret_free
 from dbdiag.report_geometry import tick_text
 from dbdiag.report_view import build_view, duration_text
 from dbdiag.findings import Finding
@@ -132,7 +133,8 @@ def _metrics(analysis: Analysis) -> dict[str, Any]:
 def _settings(analysis: Analysis) -> list[dict[str, Any]]:
     """Every OS and database setting the capture holds (sysctl, kernel command line, THP, schedulers,
     IRQ and process affinity; database variables and config files; not status counters), one row
-    each, for ``dbdiag compare``: {"scope": "host"|"database", "group", "subject", "name", "value", "source"}."""
+    each, for ``dbdiag compare``: {"scope": "host"|"database", "group", "subject", "name", "value", "source"}.
+    Secrets in the values (passwords of config files, connection strings) are replaced unless literals are shown."""
     rows = []
     host = analysis.tables.get("host_setting")
     if host is not None:
@@ -143,7 +145,9 @@ def _settings(analysis: Analysis) -> list[dict[str, Any]]:
         rows += [{"scope": "database", "group": f"{r['engine'] or 'database'} {r['kind']}", "subject": None, "name": r["name"],
                   "value": r["value"] if r["unit"] is None else f"{r['value']} {r['unit']}", "source": r["source"]}
                  for r in database.filter(database["kind"] != "status").iter_rows(named=True)]
-    return rows
+    if analysis.options.show_literals:
+        return rows
+    return [{**row, "value": secret_free(row["name"], row["value"])} for row in rows]
 
 
 def render_json(document: dict[str, Any]) -> str:

@@ -53,6 +53,12 @@ MYSQL_ERROR_LOG = """\
 JTL_HEADER = "timeStamp,elapsed,label,responseCode,responseMessage,threadName,dataType,success,failureMessage,bytes,sentBytes,grpThreads,allThreads,URL,Latency,IdleTime,Connect\n"
 JTL_SQL_LABEL = "SELECT * FROM acct WHERE card = 'S3CRET-JMETER' AND amount > 31337"
 MANIFEST = '{"host": "prod-s3cret-host", "tz": "UTC"}\n'
+# every setting line reaches metrics.settings (for dbdiag compare): the passwords among them must not
+PG_CONF = """\
+shared_buffers = 128MB
+password_encryption = scram-sha-256
+primary_conninfo = 'host=10.0.0.2 port=5432 user=rep password=S3CRET-PG-CONNINFO application_name=r1'
+"""
 
 # token -> reaches an output when literals are shown (the others are redacted or dropped on every path)
 LITERALS = {
@@ -78,7 +84,7 @@ def _jtl() -> str:
 def planted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("planted") / "capture"
     files = {"manifest.json": MANIFEST, "db/tidb.log": TIDB_LOG, "db/postgresql.log": PG_LOG,
-             "db/mysql-error.log": MYSQL_ERROR_LOG, "app/results.jtl": _jtl()}
+             "db/mysql-error.log": MYSQL_ERROR_LOG, "app/results.jtl": _jtl(), "db/postgresql.conf": PG_CONF}
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text, encoding="utf-8")
@@ -125,6 +131,16 @@ def test_the_planted_literals_reach_the_outputs_with_show_literals(outputs):
     missing = {token: found(texts, token) for token, reaches in LITERALS.items() if reaches and len(found(texts, token)) < 2}
     assert missing == {}  # each token in at least two formats: its path to the reader is real
     assert json.loads(texts["json"])["capture"]["privacy"]["literals"] == "shown"
+
+
+def test_a_password_in_a_config_line_is_in_no_output_unless_literals_are_shown(outputs):
+    """postgresql.conf's primary_conninfo reaches the JSON's metrics.settings (for compare) with its password
+    replaced; the settings around it keep their values; --show-literals shows it as written."""
+    assert found(outputs(), "S3CRET-PG-CONNINFO") == []
+    settings = {row["name"]: row["value"] for row in json.loads(outputs()["json"])["metrics"]["settings"]}
+    assert settings["primary_conninfo"] == "host=10.0.0.2 port=5432 user=rep password=[redacted] application_name=r1"
+    assert settings["password_encryption"] == "scram-sha-256"
+    assert found(outputs("--show-literals"), "S3CRET-PG-CONNINFO") == ["json"]
 
 
 def test_redacted_log_lines_and_labels_keep_their_shape(outputs):
