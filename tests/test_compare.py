@@ -260,3 +260,15 @@ def test_the_node_that_serves_a_nics_interrupts_is_compared_and_linked_to_its_af
     (cause,) = [c for c in document["verdict"]["explained"] if c["area"] == "settings"]
     assert cause["key"] == "irq_affinity 25 smp_affinity_list" and cause["baseline"] == "all CPUs" and cause["capture"] == "3"
     assert "activity:node 1 interrupts of virtio0 (% of the device's)" in cause["effects"]
+
+
+def test_a_finding_as_the_cause_is_named_by_its_title_without_its_threshold(tmp_path):
+    """Two real captures of fixtures/lockwait: sleeps only, then a LOCK TABLES sbtest1 that others wait for. The
+    headline names the lock-wait finding by what it says, not by its id."""
+    lockwait = REPO / "fixtures" / "lockwait"
+    out = tmp_path / "cmp.json"
+    result = invoke("compare", str(lockwait / "mariadb-sleep.tar.gz"), str(lockwait / "mariadb-lock-wait-sbtest1.tar.gz"), "-f", "json", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    headline = comparison(out)["verdict"]["headline"]
+    assert "most likely because of Lock wait on sbtest1" in headline and "(only in capture)" in headline
+    assert "lock-wait/table-sbtest1" not in headline and "threshold" not in headline

@@ -281,11 +281,15 @@ def _headline(outcome: dict[str, Any] | None, slow_side: str | None, names: dict
 
 def _cause_text(cause: dict[str, Any]) -> str:
     """A cause as the headline names it: a change by its statement and place ("ALTER TABLE sbtest1 ALTER INDEX
-    xid IGNORED at capture/db/mariadb-slow.log:7, only in capture"), anything else by area and key."""
+    xid IGNORED at capture/db/mariadb-slow.log:7, only in capture"), a finding by its title (without the
+    threshold), anything else by area and key."""
     statement = cause["key"].split(" ", 1)[-1].rsplit(" (", 1)[0]  # "index-ignored <statement> (mysql-slowlog)"
     if cause["area"] == "events" and cause["change"].startswith("only in ") and statement != "events":  # not a count
         where = (cause.get("sources") or {}).get(cause["change"].removeprefix("only in "))
         return f"{statement}{f' at {where}' if where else ''} ({cause['change']})"
+    if cause["area"] == "findings" and cause.get("evidence"):  # "lock-wait/table-accounts: <its title>": the title
+        title = cause["evidence"][0].split(": ", 1)[-1].split("; threshold", 1)[0]
+        return f"{title} ({cause['change']})"
     return f"{cause['area']} {cause['key']} ({cause['change']})"
 
 
