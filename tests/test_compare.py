@@ -272,3 +272,20 @@ def test_a_finding_as_the_cause_is_named_by_its_title_without_its_threshold(tmp_
     headline = comparison(out)["verdict"]["headline"]
     assert "most likely because of Lock wait on sbtest1" in headline and "(only in capture)" in headline
     assert "lock-wait/table-sbtest1" not in headline and "threshold" not in headline
+
+
+def test_runs_that_offered_different_rates_are_judged_on_latency_not_throughput(saved):
+    """The same sysbench workload at --rate 35 on both sides compares TPS; told that the capture's run was
+    unlimited, compare says throughput is not comparable and never heads the verdict with it."""
+    base = json.loads(saved["base"].read_text(encoding="utf-8"))
+    ignored = json.loads(saved["ignored"].read_text(encoding="utf-8"))
+    assert [run["rate_limit_tps"] for run in base["metrics"]["load_runs"]] == [35.0]
+    same = compare_documents(base, ignored)["verdict"]
+    assert not [n for n in same["not_compared"] if n["area"] == "outcome"]
+    unlimited = copy.deepcopy(ignored)
+    for run in unlimited["metrics"]["load_runs"]:
+        run["rate_limit_tps"] = None
+    verdict = compare_documents(base, unlimited)["verdict"]
+    (reason,) = [n["reason"] for n in verdict["not_compared"] if n["area"] == "outcome"]
+    assert "offered different rates (35/s in baseline, unlimited in capture)" in reason
+    assert verdict["outcome"]["label"] not in ("TPS", "QPS", "statements per second")

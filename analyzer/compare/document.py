@@ -57,6 +57,12 @@ def compare_documents(baseline: dict[str, Any], capture: dict[str, Any], names: 
             not_compared.append({"area": "activity", "reason": (
                 f"{what}: the hosts have {sizes[0]} and {sizes[1]} {field.replace('_', ' ')}, so CPU n or node n is not the "
                 "same place on both; compared in total and per area only")})
+    offered = {side: offered_rates(doc) for side, doc in (("baseline", baseline), ("capture", capture))}
+    throughput_comparable = None in offered.values() or offered["baseline"] == offered["capture"]
+    if not throughput_comparable:
+        not_compared.append({"area": "outcome", "reason": (
+            f"throughput: the load tests offered different rates ({offered['baseline']} in baseline, {offered['capture']} in capture), "
+            "so TPS and statements per second measure what was offered, not the servers; the verdict judges latency")})
     differences, rows = compare_facts(left, right, tuple(areas))
     if engines["baseline"] != engines["capture"]:
         # each engine's own settings (innodb_* against shared_buffers) are not a difference of the two
@@ -64,7 +70,7 @@ def compare_documents(baseline: dict[str, Any], capture: dict[str, Any], names: 
     link(differences)
     partial = {side: doc["capture"].get("partial_reasons") or [] for side, doc in (("baseline", baseline), ("capture", capture))}
     outcome_rows = [r for r in rows if r.area == "outcome"]
-    verdict = build_verdict(differences, baseline, capture, names, outcome_rows, not_compared)
+    verdict = build_verdict(differences, baseline, capture, names, outcome_rows, not_compared, throughput_comparable)
     return {
         "schema_version": COMPARE_SCHEMA_VERSION,
         "kind": "dbdiag-compare",
@@ -118,6 +124,15 @@ def noise_bands() -> dict[str, float]:
         "sql_ratio": differ.SQL_NOISE_RATIO, "sql_tail_ratio": differ.SQL_TAIL_NOISE_RATIO,
         "sql_time_floor_s_per_s": differ.SQL_TIME_FLOOR_S_PER_S, "sql_min_calls": SQL_MIN_CALLS,
     }
+
+
+def offered_rates(document: dict[str, Any]) -> str | None:
+    """What a report's load tests were told to offer: "35/s", "unlimited", "35/s, unlimited"; None without a load test."""
+    runs = (document.get("metrics") or {}).get("load_runs") or []
+    if not runs:
+        return None
+    rates = sorted({f"{run['rate_limit_tps']:g}/s" if run.get("rate_limit_tps") else "unlimited" for run in runs})
+    return ", ".join(rates)
 
 
 def side_names(baseline: dict[str, Any], capture: dict[str, Any]) -> dict[str, str]:

@@ -66,9 +66,9 @@ def difference_text(d: Difference) -> str:
 
 
 def build_verdict(differences: list[Difference], baseline: dict[str, Any], capture: dict[str, Any], names: dict[str, str],
-                  outcome_rows: list[Any], not_compared: list[dict[str, str]]) -> dict[str, Any]:
+                  outcome_rows: list[Any], not_compared: list[dict[str, str]], throughput_comparable: bool = True) -> dict[str, Any]:
     by_ref = {d.ref: d for d in differences}
-    outcome, slow_side = _outcome(differences, outcome_rows)
+    outcome, slow_side = _outcome(differences, outcome_rows, throughput_comparable)
     if slow_side is not None:
         _unlink_contrary(differences, slow_side)
     documents = {"baseline": baseline, "capture": capture}
@@ -154,17 +154,19 @@ def _merge_alike(explained: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return merged
 
 
-def _outcome(differences: list[Difference], rows: list[Any]) -> tuple[dict[str, Any] | None, str | None]:
-    """The headline outcome and the slow side (None when the outcome is within noise)."""
+def _outcome(differences: list[Difference], rows: list[Any], throughput_comparable: bool = True) -> tuple[dict[str, Any] | None, str | None]:
+    """The headline outcome and the slow side (None when the outcome is within noise); throughput (the outcomes
+    where more is better) only when both load tests offered the same rate."""
     differing = {d.key: d for d in differences if d.area == "outcome" and d.baseline is not None and d.capture is not None}
     both = [r for r in rows if r.baseline is not None and r.capture is not None]
-    for prefix, more_is_better, label in OUTCOME_PRIORITY:
+    priority = [entry for entry in OUTCOME_PRIORITY if throughput_comparable or not entry[1]]
+    for prefix, more_is_better, label in priority:
         hit = next((d for key, d in differing.items() if key.startswith(prefix)), None)
         if hit is not None:
             capture_better = (hit.capture > hit.baseline) == more_is_better
             return _outcome_json(hit.key, label, hit.baseline, hit.capture, hit.unit, hit.change_text(), hit.sources, True), (
                 "baseline" if capture_better else "capture")
-    for prefix, _, label in OUTCOME_PRIORITY:
+    for prefix, _, label in priority:
         row = next((r for r in both if r.key.startswith(prefix)), None)
         if row is not None:
             return _outcome_json(row.key, label, row.baseline, row.capture, row.unit, "within noise", row.sources, False), None
