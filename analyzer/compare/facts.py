@@ -72,15 +72,16 @@ def facts_of(document: dict[str, Any]) -> list[Fact]:
     """Every fact of one report, in the order areas are shown (known ones first within an area)."""
     metrics = document.get("metrics") or {}
     kinds = {item["path"]: item.get("kind") for item in document.get("inputs") or []}
+    layout = _cpu_layout(metrics)
     facts: list[Fact] = []
     facts += _timeline_facts(metrics.get("timeline") or {}, kinds)
     facts += _time_accounting_facts(metrics.get("time_accounting") or {})
     facts += _sql_summary_facts(metrics.get("sql_summary") or {}, metrics.get("idle_gaps") or {}, _span_s(metrics))
     facts += _host_facts(metrics.get("host") or {}, document)
     facts += _setting_facts(metrics.get("host_config") or [], metrics.get("settings") or [])
-    facts += _other_setting_facts(metrics.get("settings") or [], metrics.get("host_config") or [], _cpu_layout(metrics))
+    facts += _other_setting_facts(metrics.get("settings") or [], metrics.get("host_config") or [], layout)
     facts += _cpu_facts(metrics.get("cpu") or {})
-    facts += _interrupt_facts(metrics.get("interrupts") or [], metrics.get("cpu") or {})
+    facts += _interrupt_facts(metrics.get("interrupts") or [], metrics.get("cpu") or {}, layout)
     facts += _numa_facts(metrics.get("numa_remote") or [])
     facts += _profile_facts(metrics.get("cpu_profile") or {})
     facts += _sql_facts(metrics.get("sql_profile") or [], _span_s(metrics))
@@ -106,11 +107,12 @@ def _mean(points: list[list[Any]]) -> float | None:
 # Changes a capture shows one by one (a DDL, a statistics job, a setting changed): each its own fact, named by
 # its statement and placed at its file:line, when a kind has at most NAMED_EVENTS_MAX of them; other kinds
 # (starts, crashes: their lines carry their own time) and more of one kind are counted.
-NAMED_EVENT_KINDS = (
+# Events that change plans (analyzer/derive/changes.py actions).
+PLAN_EVENTS = (
     "index-ignored", "index-not-ignored", "index-invisible", "index-visible", "drop-index", "create-index", "alter-index",
-    "alter-table", "create-table", "drop-table", "truncate", "rename-table", "analyze", "optimize", "lock-stats", "unlock-stats",
-    "set-global", "alter-system",
+    "analyze", "optimize", "lock-stats", "unlock-stats",
 )
+NAMED_EVENT_KINDS = (*PLAN_EVENTS, "alter-table", "create-table", "drop-table", "truncate", "rename-table", "set-global", "alter-system")
 NAMED_EVENTS_MAX = 5
 
 
@@ -266,11 +268,11 @@ def _cpu_facts(cpu: dict[str, Any]) -> list[Fact]:
     return facts
 
 
-def _interrupt_facts(rows: list[dict[str, Any]], cpu: dict[str, Any]) -> list[Fact]:
+def _interrupt_facts(rows: list[dict[str, Any]], cpu: dict[str, Any], layout: CpuLayout) -> list[Fact]:
     """``metrics.interrupts`` of I/O devices (NICs, disks): the share of each device's interrupts each node of
     the host served (0 on a node that served none: a NIC moved from node 0 to node 1 differs on both)."""
     source = ", ".join(cpu.get("interrupt_snapshots") or []) or None
-    nodes = sorted({row["node"] for row in cpu.get("per_cpu") or [] if row.get("node") is not None})
+    nodes = sorted(layout[1])
     shares: dict[str, dict[int, float]] = {}
     for row in rows:
         if row.get("device_class") == "io" and row.get("share_pct") is not None:

@@ -15,14 +15,10 @@ nothing else: the verdict (``verdict.py``) ranks what is linked.
 from __future__ import annotations
 
 from dbdiag.compare.differ import Difference
+from dbdiag.compare.facts import PLAN_EVENTS
 
 CAUSE_AREAS = ("events", "plans", "settings", "host", "findings")
 EFFECT_AREAS = ("outcome", "activity", "profile", "sql")
-# Events that change plans (analyzer/derive/changes.py actions).
-PLAN_EVENTS = (
-    "index-ignored", "index-not-ignored", "index-invisible", "index-visible", "drop-index", "create-index", "alter-index",
-    "analyze", "optimize", "lock-stats", "unlock-stats",
-)
 # Findings about a table's statistics or an index event: they name the event (file:line) a plan change follows.
 EVENT_FINDING_RULES = ("stale-statistics",)
 # setting (host_config's name, or a prefix of it) -> fragments of the effect keys it moves.
