@@ -33,7 +33,10 @@ ROW_LOCK_ENGINES = ("mariadb",)  # MySQL 8.0.28+ counts row-lock waits in Lock_t
 
 HOLD_OPENERS = lazy_compile(r"^(?:lock tables?\s+(?P<tables>.+)|begin\b.*|start transaction\b.*)$")
 CLOSERS = lazy_compile(r"^(?:unlock tables?|commit\b.*|rollback\b.*|end)$")
-WRITE = lazy_compile(r"^(?:update|delete|insert|replace|select\b.*\b(?:for (?:update|share)|lock in share mode)\b|lock table\b)")
+# A fingerprint that locks rows: a write, or a locking read (SELECT ... FOR UPDATE / FOR SHARE / LOCK IN SHARE MODE).
+ROW_WRITE = r"^(?:update|delete|insert|replace)\b"
+LOCKING_READ = r"\b(?:for (?:update|share)|lock in share mode)\b"
+WRITE = lazy_compile(rf"^(?:update|delete|insert|replace|select\b.*{LOCKING_READ}|lock table\b)")
 DDL = lazy_compile(r"^(?:alter table|optimize table|truncate(?: table)?|rename table|drop table|create (?:unique )?index\b.*\bon)\s+`?(?P<table>[\w.$]+)")
 
 
@@ -51,7 +54,7 @@ def may_hold(table: str) -> pl.Expr:
     text = pl.col("fingerprint").fill_null("")
     control = text.str.contains(r"^(?:begin|start transaction|lock tables?|unlock tables?|commit|rollback|end$|alter table|optimize table|truncate|rename table|drop table|create (?:unique )?index)")
     # a plain SELECT neither opens, closes nor makes a hold: only one that locks rows (WRITE) is walked
-    writes = text.str.contains(r"^(?:update|delete|insert|replace)\b|^select\b.*\b(?:for (?:update|share)|lock in share mode)\b")
+    writes = text.str.contains(rf"{ROW_WRITE}|^select\b.*{LOCKING_READ}")
     return control | (writes & names(table))
 
 
@@ -126,7 +129,7 @@ def inferred_row_lock_waits(everything: pl.DataFrame, table_of: dict[str, str | 
     """The statements of ROW_LOCK_ENGINES that most likely waited for InnoDB row locks (see the module doc), with
     ``lock_time_s`` replaced by the inferred wait and ``table``. ``table_of``: fp_id -> table; ``already``: the
     rows (of ``everything``) counted as waiting from their own lock time, left out here."""
-    writes = pl.col("fingerprint").fill_null("").str.contains(r"^(?:update|delete|insert|replace)\b|\b(?:for (?:update|share)|lock in share mode)\b")
+    writes = pl.col("fingerprint").fill_null("").str.contains(f"{ROW_WRITE}|{LOCKING_READ}")
     # the columns the walk reads, and each run's row: only the runs found are taken whole (a copy of every
     # column of every write would cost more than the rest of the rule)
     candidates = everything.lazy().with_columns(already.alias("_counted")).with_row_index("_row").filter(
