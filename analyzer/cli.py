@@ -17,6 +17,7 @@ import signal
 import sys
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import ExitStack
 from dataclasses import replace
 from datetime import datetime, timezone
 from enum import Enum
@@ -34,7 +35,7 @@ from dbdiag.output import Interrupted, OutputError, check_target, report_paths, 
 from dbdiag.progress import NO_PROGRESS, TerminalProgress, terminal_progress
 
 if TYPE_CHECKING:
-    from dbdiag.pipeline import Analysis
+    from dbdiag.pipeline import Analysis, Options
 
 # The analysis modules (polars, numpy, the parsers and rules: ~0.4 s) are imported in the commands
 # that use them, so that ``analyze`` reads the capture meanwhile and ``--help`` stays quick.
@@ -53,9 +54,11 @@ MAX_ERROR_CHARS = 300
 READ_POLL_S = 0.125  # how often the progress line reads how far reading has got
 
 DEMO_ARCHIVE = "bank-core-demo.tar.gz"
+DEMO_TWIN_ARCHIVE = "bank-core-twin.tar.gz"  # the demo server's good twin (fixtures/make_demo.py, TWIN)
 DEFAULT_REPORT_STEM = "dbdiag-report"
 DEMO_REPORT_STEM = "dbdiag-demo-report"
 COMPARE_REPORT_STEM = "dbdiag-compare"  # never the analyze report's name: compare does not overwrite it
+DEMO_COMPARE_STEM = "dbdiag-demo-compare"
 
 app = typer.Typer(
     add_completion=False,
@@ -396,17 +399,26 @@ def compare(
 ) -> None:
     """Compare two captures (or two saved JSON reports): what differs, and which difference explains the gap."""
     paths = [_capture_path(baseline), _capture_path(capture)]
-    formats = list(dict.fromkeys(format or [Format.html]))
+    options = _compare_options(tz, show_literals, window, pseudonymize, _limits(max_member_size, max_total_size))
+    raise typer.Exit(_run_compare(paths, output, format, fail_on, options, COMPARE_REPORT_STEM))
+
+
+def _compare_options(tz: str | None, show_literals: bool, window: float, pseudonymize: bool, limits: Limits | None = None) -> Options:
     _check_window(window)
-    targets = _check_outputs(output, formats, COMPARE_REPORT_STEM, paths[0])
-    _check_outputs(output, formats, COMPARE_REPORT_STEM, paths[1])
+    from dbdiag.pipeline import Options
+
+    return Options(tz=tz, show_literals=show_literals, window_s=window, pseudonymize=pseudonymize, limits=limits or Limits())
+
+
+def _run_compare(paths: list[Path], output: str | None, format: list[Format], fail_on: FailOn | None, options: Options, stem: str) -> int:
+    """Compare paths[0] (the baseline) with paths[1], write the reports, say the summary; the exit code."""
+    formats = list(dict.fromkeys(format or [Format.html]))
+    targets = _check_outputs(output, formats, stem, paths[0])
+    _check_outputs(output, formats, stem, paths[1])
     from dbdiag.compare.load import CompareInputError
     from dbdiag.compare.render import render
     from dbdiag.compare.run import compare_paths, exit_code, summary_line
-    from dbdiag.pipeline import Options
 
-    options = Options(tz=tz, show_literals=show_literals, window_s=window, limits=_limits(max_member_size, max_total_size),
-                      pseudonymize=pseudonymize)
     try:
         with signals_raise():
             generated_at = datetime.now(timezone.utc).replace(microsecond=0)
@@ -415,11 +427,11 @@ def compare(
     except CompareInputError as error:
         _fail(str(error))
     except KeyboardInterrupt:
-        raise typer.Exit(_interrupted(signal.SIGINT))
+        return _interrupted(signal.SIGINT)
     except Interrupted as stop:
-        raise typer.Exit(_interrupted(stop.signal_number))
+        return _interrupted(stop.signal_number)
     _say(summary_line(comparison))
-    raise typer.Exit(exit_code(comparison, fail_on.value if fail_on else None))
+    return exit_code(comparison, fail_on.value if fail_on else None)
 
 
 @app.command()
@@ -431,13 +443,22 @@ def demo(
     show_literals: LiteralsOption = False,
     window: WindowOption = 10.0,
     pseudonymize: PseudonymizeOption = False,
+    compare_twin: Annotated[
+        bool,
+        typer.Option("--compare", help="Compare the demo server with its good twin (21k TPS against 11k) and write dbdiag-demo-compare.html."),
+    ] = False,
 ) -> None:
     """Analyze the bundled demo capture (a 128-CPU, 16-node bank core server) and write dbdiag-demo-report.html."""
-    archive = resources.files("dbdiag.demo_capture").joinpath(DEMO_ARCHIVE)
-    with resources.as_file(archive) as path:
-        if not path.is_file():
-            _fail(f"{path}: the demo capture is missing from this installation")
-        raise typer.Exit(_run(path, output, format, fail_on, tz, show_literals, window, DEMO_REPORT_STEM, pseudonymize))
+    names = (DEMO_TWIN_ARCHIVE, DEMO_ARCHIVE) if compare_twin else (DEMO_ARCHIVE,)
+    with ExitStack() as stack:
+        paths = [stack.enter_context(resources.as_file(resources.files("dbdiag.demo_capture").joinpath(name))) for name in names]
+        for path in paths:
+            if not path.is_file():
+                _fail(f"{path}: the demo capture is missing from this installation")
+        if compare_twin:  # the twin is the baseline: the verdict explains why the demo server is slower
+            raise typer.Exit(_run_compare(paths, output, format, fail_on, _compare_options(tz, show_literals, window, pseudonymize),
+                                          DEMO_COMPARE_STEM))
+        raise typer.Exit(_run(paths[0], output, format, fail_on, tz, show_literals, window, DEMO_REPORT_STEM, pseudonymize))
 
 
 @app.command("rules")

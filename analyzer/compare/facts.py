@@ -50,7 +50,8 @@ VALUE_NOTE = re.compile(r"\s+\([^()]*\)$")
 # settings, random ids, and the paths of a run's own files (two healthy runs differed in exactly these).
 VOLATILE_SETTING = re.compile(
     r"^(?:fs\.(?:dentry-state|file-nr|inode-nr|inode-state|aio-nr)|kernel\.(?:ns_last_pid|random\..*|pty\.nr)"
-    r"|net\.netfilter\.nf_conntrack_count|datadir|socket|log_error|pid_file|hostname|server_uuid|tmpdir|gtid_.*)$"
+    r"|net\.netfilter\.nf_conntrack_count|datadir|socket|log_error|pid_file|hostname|server_uuid|tmpdir|gtid_.*"
+    r"|(?:non)?voluntary_ctxt_switches)$"
     r"|(?:_file|_dir|_dir_path|_path|_directories|_basename)$"
 )
 PROCESS_ID = re.compile(r"\s+\d+$")  # "mariadbd 1234" -> "mariadbd": the pid changes with every start
@@ -211,7 +212,11 @@ def _other_setting_facts(rows: list[dict[str, Any]], known: list[dict[str, Any]]
             continue
         subject = PROCESS_ID.sub("", row["subject"]) if row.get("subject") else None
         key = " ".join(part for part in (row["group"], subject, row["name"]) if part)
-        value = _affinity_text(row.get("value"), layout) if row["group"] in AFFINITY_GROUPS else row.get("value")
+        value = row.get("value")
+        if row["name"] == "Mems_allowed_list":
+            value = _memory_nodes_text(value, layout)
+        elif row["group"] in AFFINITY_GROUPS:
+            value = _affinity_text(value, layout)
         facts.append(Fact("settings", key, value, None, "text", row.get("source")))
     return facts
 
@@ -245,6 +250,21 @@ def _affinity_text(value: str | None, layout: CpuLayout) -> str | None:
     if covered and set().union(*(nodes[n] for n in covered)) == set(cpus):
         return ("node " if len(covered) == 1 else "nodes ") + ",".join(str(n) for n in covered)
     return value
+
+
+def _memory_nodes_text(value: str | None, layout: CpuLayout) -> str | None:
+    """A process' ``Mems_allowed_list`` (NUMA node numbers, not CPUs): "all nodes" when it names every node
+    of the host, else "node 0" / "nodes 1-15" as written.
+
+    >>> _memory_nodes_text("0-1", (4, {0: frozenset({0, 1}), 1: frozenset({2, 3})})), _memory_nodes_text("1", (4, {}))
+    ('all nodes', 'node 1')
+    """
+    nodes = cpu_list_or_none(value)
+    if not nodes:
+        return value
+    if layout[1] and sorted(nodes) == sorted(layout[1]):
+        return "all nodes"
+    return ("node " if len(nodes) == 1 else "nodes ") + str(value).strip()
 
 
 def _cpu_facts(cpu: dict[str, Any]) -> list[Fact]:

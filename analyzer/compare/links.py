@@ -25,11 +25,12 @@ EVENT_FINDING_RULES = ("stale-statistics",)
 SQL_TIME_EFFECTS = ("| DB time per second", "| median", "| p99", "statement latency", "DB time per second (statement log)",
                     "latency_", "user response time")
 SETTING_EFFECTS: dict[str, tuple[str, ...]] = {
-    "kernel.numa_balancing": ("remote memory", "category scheduler", "kernel (% of busy CPU)", "symbol task_numa"),
+    "kernel.numa_balancing": ("remote memory", "category scheduler", "category page-faults-numa", "kernel (% of busy CPU)", "symbol task_numa"),
     "transparent_hugepage": ("kernel (% of busy CPU)", "category memory", "symbol clear_page", "symbol compact"),
     "vm.zone_reclaim_mode": ("remote memory", "kernel (% of busy CPU)"),
     "vm.swappiness": ("kernel (% of busy CPU)",),
-    "cmdline isolcpus": ("busy %", "soft %", "NET_RX", "category scheduler"),
+    # isolation takes CPUs from the scheduler (and timers/RCU callbacks off them); it moves no device interrupt
+    "cmdline isolcpus": ("busy %", "category scheduler"),
     "kernel.sched_autogroup_enabled": ("category scheduler",),
     "innodb_buffer_pool_size": SQL_TIME_EFFECTS,
     "shared_buffers": SQL_TIME_EFFECTS,
@@ -37,7 +38,8 @@ SETTING_EFFECTS: dict[str, tuple[str, ...]] = {
     # metrics.settings rows ("irq_affinity 25 smp_affinity_list", "process_affinity mariadbd Cpus_allowed_list")
     "irq_affinity": ("soft %", "NET_RX", "category softirq", "cpu_soft", "interrupts of"),
     "nic_channels": ("soft %", "NET_RX", "category softirq", "cpu_soft", "interrupts of"),
-    "process_affinity": ("remote memory", "busy %", "category page-faults-numa"),
+    # a process' binding moves its memory and the busy time of whole nodes, not of one CPU
+    "process_affinity": ("remote memory", "busy % (mean of its CPUs)", "category page-faults-numa"),
     "sysctl kernel.numa_balancing": ("remote memory", "category scheduler", "category page-faults-numa"),
 }
 # setting -> the rules whose findings are about it (their remediation is the setting's).

@@ -76,8 +76,10 @@ def build_verdict(differences: list[Difference], baseline: dict[str, Any], captu
     slow_findings = {f["id"]: f for f in (documents[slow_side] if slow_side else capture).get("findings") or []}
     if slow_side is None:
         slow_findings = {f["id"]: f for f in baseline.get("findings") or []} | slow_findings
-    causes = [d for d in differences if d.area in CAUSE_AREAS and not d.caused_by]
-    linked = sorted((c for c in causes if _reached(c, by_ref)), key=lambda c: _score(c, by_ref), reverse=True)
+    # a finding of the faster side only does not explain why the other is slower: it is listed, not ranked
+    causes = [d for d in differences if d.area in CAUSE_AREAS and not d.caused_by
+              and not (d.area == "findings" and slow_side and getattr(d, slow_side) is None)]
+    linked = sorted((c for c in causes if _reached(c, by_ref)), key=lambda c: _rank(c, by_ref, slow_findings), reverse=True)
     lone_findings = sorted(
         (c for c in causes if c.area == "findings" and not _reached(c, by_ref) and c.key in slow_findings
          and _share(slow_findings[c.key]) > 0),
@@ -90,7 +92,7 @@ def build_verdict(differences: list[Difference], baseline: dict[str, Any], captu
     for cause in lone_findings:
         cause.effect = slow_findings[cause.key]["impact"].get("description")
     shown = {c.ref for c in linked + lone_findings}
-    also = [d.ref for d in causes if d.ref not in shown]
+    also = [d.ref for d in differences if d.area in CAUSE_AREAS and not d.caused_by and d.ref not in shown]
     # the outcome is what the causes explain (their chains end there), not an effect left unexplained
     unexplained = [d.ref for d in differences if d.area in EFFECT_AREAS and d.area != "outcome" and not d.caused_by]
     new_ids = sorted(_new_findings(baseline, capture))
@@ -198,10 +200,24 @@ def _score(cause: Difference, by_ref: dict[str, Difference]) -> tuple[float, int
     return moved_s_per_s, len(reached), max((d.relative_change() for d in reached), default=0.0)
 
 
-def _weight(d: Difference, by_ref: dict[str, Difference]) -> tuple[float, float]:
-    """How much one link of a chain moved: statement time per second reached, then relative change."""
+# How a finding of the slow side about a cause weighs in its rank (after the statement time it moved).
+SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1}
+
+
+def _rank(cause: Difference, by_ref: dict[str, Difference], slow_findings: dict[str, dict[str, Any]]) -> tuple[float, int, int, float]:
+    """Statement time per second moved, then the most severe finding the slow side has about the cause (the
+    rules measured it there), then how many effects it reaches, then their largest relative change."""
+    moved, reached, change = _score(cause, by_ref)
+    severity = max((SEVERITY_RANK.get(slow_findings[i].get("severity"), 0)
+                    for i in _finding_ids(cause, by_ref, slow_findings) if i in slow_findings), default=0)
+    return moved, severity, reached, change
+
+
+def _weight(d: Difference, by_ref: dict[str, Difference]) -> tuple[float, bool, float]:
+    """How much one link of a chain moved: statement time per second reached, then whether it is a cost (a
+    time, a share of CPU: "CPU 0 %soft 94% → 46%" before "CPU 32 NET_RX 0.2/s → 144k/s"), then relative change."""
     moved = abs((d.capture or 0) - (d.baseline or 0)) if d.kind == "sql-time" else _score(d, by_ref)[0]
-    return moved, d.relative_change()
+    return moved, d.kind in WORSE_WHEN_HIGHER, d.relative_change()
 
 
 def _share(finding: dict[str, Any]) -> float:
@@ -223,16 +239,23 @@ def _chain_text(cause: Difference, by_ref: dict[str, Difference], depth: int = 0
     return "; ".join(parts)
 
 
-def _explanation(cause: Difference, by_ref: dict[str, Difference], slow_findings: dict[str, dict[str, Any]],
-                 outcome: dict[str, Any] | None) -> dict[str, Any]:
-    reached = _reached(cause, by_ref)
+def _finding_ids(cause: Difference, by_ref: dict[str, Difference], slow_findings: dict[str, dict[str, Any]]) -> list[str]:
+    """The findings about a cause: its own (a finding), those linked to it and to what it explains, and the slow
+    side's findings of the rules that judge the setting."""
+    if cause.area == "findings":
+        return [cause.key]
     ids = list(cause.related_findings)
     for d in [by_ref[r] for r in cause.explains if r in by_ref]:
         ids.extend(i for i in d.related_findings if i not in ids)
     rules = SETTING_RULES.get(cause.key.split("/")[0], ()) if cause.area == "settings" else ()
     ids.extend(i for i, f in slow_findings.items() if f["rule"] in rules and i not in ids)
-    if cause.area == "findings":
-        ids = [cause.key]
+    return ids
+
+
+def _explanation(cause: Difference, by_ref: dict[str, Difference], slow_findings: dict[str, dict[str, Any]],
+                 outcome: dict[str, Any] | None) -> dict[str, Any]:
+    reached = _reached(cause, by_ref)
+    ids = _finding_ids(cause, by_ref, slow_findings)
     on_slow = [slow_findings[i] for i in ids if i in slow_findings]
     remediation, seen = [], set()
     for finding in on_slow:
