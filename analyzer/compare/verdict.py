@@ -325,16 +325,22 @@ def _new_findings(before: dict[str, Any], after: dict[str, Any]) -> set[str]:
     return {f["id"] for f in after.get("findings") or [] if f["id"] not in old or ranks.get(f["severity"], 0) > old[f["id"]]}
 
 
+# Input kinds that carry the same data in another layout: one on each side is nothing missing.
+SAME_DATA_KINDS = {"mpstat-json": "mpstat", "mpstat-text": "mpstat"}
+
+
 def _only_one_side(baseline: dict[str, Any], capture: dict[str, Any]) -> list[dict[str, Any]]:
-    """Input kinds read on one side only, and what to collect on the other to compare them."""
+    """Input kinds read on one side only (mpstat as text on one, as JSON on the other is both), and what to
+    collect on the other to compare them."""
     kinds = {side: {} for side in ("baseline", "capture")}
     for side, document in (("baseline", baseline), ("capture", capture)):
         for item in document.get("inputs") or []:
             if item.get("kind") and item.get("status") == "read":
                 kinds[side].setdefault(item["kind"], []).append(item["path"])
+    held = {side: {SAME_DATA_KINDS.get(kind, kind) for kind in kinds[side]} for side in kinds}
     result = []
     for side, other in (("baseline", "capture"), ("capture", "baseline")):
-        for kind in sorted(set(kinds[side]) - set(kinds[other])):
+        for kind in sorted(k for k in set(kinds[side]) - set(kinds[other]) if SAME_DATA_KINDS.get(k, k) not in held[other]):
             result.append({"side": side, "kind": kind, "paths": kinds[side][kind],
                            "collect": f"collect {kind} ({', '.join(kinds[side][kind][:2])}) on the {other} side too"})
     return result
