@@ -17,6 +17,8 @@ the same numbers, so a number differs only when its change passes the threshold 
   time and over ``TIME_NOISE_FLOOR_MS`` for the median; its p99 a ratio over ``SQL_TAIL_NOISE_RATIO``
   (4x: a commit's p99 moved 3.2x between two healthy runs, with the fsyncs); latencies only when it
   ran at least ``facts.SQL_MIN_CALLS`` (20) times on each side (a one-off statement has no noise band);
+- the growth of a kernel counter (NUMA hinting faults, pages migrated: ``facts.VMSTAT_COUNTERS``): like
+  calls per second, a ratio over ``SQL_NOISE_RATIO``, or none on one side and some on the other;
 - texts, plan sets, event counts and finding severities: any change;
 - a value on one side only: a difference for an event or a finding (``ONE_SIDED_DIFFERS``), a profile
   share or a fingerprint's DB time (as 0 on the other side, ``ONE_SIDED_AS_ZERO``); anything else was
@@ -136,8 +138,8 @@ def differs(baseline: Fact | None, capture: Fact | None) -> bool:
     if kind in ("pct", "share"):
         return abs(a - b) > PCT_NOISE_POINTS
     low, high = sorted((abs(a), abs(b)))
-    if kind == "sql-rate":
-        return low == 0 or high / low > SQL_NOISE_RATIO
+    if kind in ("sql-rate", "counter"):
+        return high > 0 and (low == 0 or high / low > SQL_NOISE_RATIO)
     if kind == "sql-time":
         return high - low > SQL_TIME_FLOOR_S_PER_S and (low == 0 or high / low > SQL_NOISE_RATIO)
     if kind in ("sql-latency", "sql-tail"):
