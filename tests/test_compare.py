@@ -180,6 +180,17 @@ def test_kernel_counters_differ_by_ratio_and_none_against_some():
     assert differ.differs(fact("counter", 1000, None), fact("counter", int(1000 * ratio * 1.05), None))
 
 
+def test_boot_sized_settings_differ_as_numbers_beyond_their_band():
+    """fs.file-max as two boots of one guest sized it (287315, 287289) is no change; a value someone set is one."""
+    sized = lambda value: Fact("settings", "sysctl fs.file-max", value, None, "boot-sized", None)  # noqa: E731
+    assert not differ.differs(sized("287315"), sized("287289"))
+    edge = differ.BOOT_SIZED_NOISE_REL
+    assert not differ.differs(sized("100000"), sized(str(int(100000 * (1 + edge * 0.9)))))
+    assert differ.differs(sized("100000"), sized(str(int(100000 * (1 + edge * 1.1)))))
+    assert differ.differs(sized("287315"), sized("6815744")) and differ.differs(sized("0"), sized("1"))
+    assert differ.differs(sized("287315"), sized("unlimited")) and not differ.differs(sized("x"), sized("x"))
+
+
 @pytest.mark.parametrize("key, before, after", [("kernel.numa_balancing", "0", "1"), ("cmdline numa_balancing", "disable", "enable")])
 def test_numa_balancing_explains_the_migrations_and_page_faults_it_costs(key, before, after):
     """The sysctl (host_config's row) and the boot parameter (metrics.settings' "cmdline numa_balancing") link the
