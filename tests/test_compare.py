@@ -170,6 +170,43 @@ def test_percent_ratio_and_floor_bands_at_their_edge():
     assert not differ.differs(fact("set", "a:ALL", None), None)  # plans logged on one side only (auto_explain)
 
 
+def test_kernel_counters_differ_by_ratio_and_none_against_some():
+    """/proc/vmstat growth (pages migrated): 0 on both sides is no change, 0 against some is one, and both sides
+    counting differ past the ratio band."""
+    ratio = differ.SQL_NOISE_RATIO
+    assert not differ.differs(fact("counter", 0, None), fact("counter", 0, None))
+    assert differ.differs(fact("counter", 0, None), fact("counter", 153_887, None))
+    assert not differ.differs(fact("counter", 1000, None), fact("counter", int(1000 * ratio * 0.95), None))
+    assert differ.differs(fact("counter", 1000, None), fact("counter", int(1000 * ratio * 1.05), None))
+
+
+def test_boot_sized_settings_differ_as_numbers_beyond_their_band():
+    """fs.file-max as two boots of one guest sized it (287315, 287289) is no change; a value someone set is one."""
+    sized = lambda value: Fact("settings", "sysctl fs.file-max", value, None, "boot-sized", None)  # noqa: E731
+    assert not differ.differs(sized("287315"), sized("287289"))
+    edge = differ.BOOT_SIZED_NOISE_REL
+    assert not differ.differs(sized("100000"), sized(str(int(100000 * (1 + edge * 0.9)))))
+    assert differ.differs(sized("100000"), sized(str(int(100000 * (1 + edge * 1.1)))))
+    assert differ.differs(sized("287315"), sized("6815744")) and differ.differs(sized("0"), sized("1"))
+    assert differ.differs(sized("287315"), sized("unlimited")) and not differ.differs(sized("x"), sized("x"))
+
+
+@pytest.mark.parametrize("key, before, after", [("kernel.numa_balancing", "0", "1"), ("cmdline numa_balancing", "disable", "enable")])
+def test_numa_balancing_explains_the_migrations_and_page_faults_it_costs(key, before, after):
+    """The sysctl (host_config's row) and the boot parameter (metrics.settings' "cmdline numa_balancing") link the
+    same effects: its vmstat counters, the NUMA page-fault category of the profile, remote memory."""
+    from dbdiag.compare.differ import Difference
+    from dbdiag.compare.links import link
+
+    cause = Difference("settings", key, before, after, None, "text", {})
+    effects = [Difference("activity", "vmstat numa_pages_migrated during the capture", 0, 153_887, None, "counter", {}),
+               Difference("profile", "category page-faults-numa (% of busy CPU)", 0.4, 25.0, "%", "share", {}),
+               Difference("activity", "node 1 remote memory %", 1.0, 40.0, "%", "pct", {})]
+    unrelated = Difference("activity", "cpu 3 NET_RX softirqs per second", 577.0, 777.0, "1/s", "rate", {})
+    link([cause, *effects, unrelated])
+    assert cause.explains == [e.ref for e in effects] and unrelated.caused_by == []
+
+
 def test_a_partial_side_is_named_next_to_the_differences_it_affects(saved):
     baseline = json.loads(saved["base"].read_text(encoding="utf-8"))
     capture = json.loads(saved["ignored"].read_text(encoding="utf-8"))

@@ -22,7 +22,8 @@ SCHEMA = json.loads((REPO / "analyzer/schema/compare.schema.json").read_text(enc
 BASE, RERUN, IGNORED = "mariadb-sysbench-base", "mariadb-sysbench-base-rerun", "mariadb-sysbench-index-ignored"
 PG_LARGE, PG_SMALL = "postgres-pgbench-shared-buffers-256MB", "postgres-pgbench-shared-buffers-128kB"
 IRQ_KERNEL, IRQ_PINNED = "numa2-guest-iperf-irq-kernel", "numa2-guest-iperf-irq-pinned-cpu3"
-CAPTURES = (BASE, RERUN, IGNORED, PG_LARGE, PG_SMALL, IRQ_KERNEL, IRQ_PINNED)
+BALANCING_OFF, BALANCING_ON = "numa2-guest-balancing-off", "numa2-guest-balancing-on"
+CAPTURES = (BASE, RERUN, IGNORED, PG_LARGE, PG_SMALL, IRQ_KERNEL, IRQ_PINNED, BALANCING_OFF, BALANCING_ON)
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +105,35 @@ def test_nic_irqs_pinned_to_one_cpu_are_named_first_with_their_effect(reports, o
     assert any(r["finding"] == "softirq-concentration/cpu-3-node-1" for r in first["remediation"])
 
 
+@pytest.mark.parametrize("order", ["good-first", "bad-first"])
+def test_numa_balancing_switched_on_is_named_first_with_its_effect(reports, order):
+    """A 2-node guest where an unbound python3 filled 600 MB from node 0's CPUs, then kept touching it from node 1's:
+    kernel.numa_balancing 0 against 1. No outcome is captured, so no side is called slower; the verdict ranks the
+    sysctl first, by what the balancing did: the pages it migrated and its hinting faults (/proc/vmstat), and the
+    process's memory left on the other node without it (cross-numa-memory on that side only)."""
+    baseline, capture, on_side = slower(BALANCING_OFF, BALANCING_ON, order)
+    off_side = "baseline" if on_side == "capture" else "capture"
+    document = compared(reports, baseline, capture)
+    verdict = document["verdict"]
+    assert verdict["outcome"] is None and verdict["slow_side"] is None
+    # the one known difference is the one cause: the sysctls the kernel sizes from RAM at each boot are not others
+    assert [e["cause"] for e in verdict["explained"]] == ["settings:kernel.numa_balancing"] and verdict["also_differs"] == []
+    first = verdict["explained"][0]
+    assert (first[off_side], first[on_side]) == ("0", "1") and first["sources"][on_side] == "capture/os/sysctl.txt"
+    assert f"settings kernel.numa_balancing ({first['baseline']} → {first['capture']})" in verdict["headline"]
+    migrated, faults = "vmstat numa_pages_migrated during the capture", "vmstat numa_hint_faults during the capture"
+    assert {f"activity:{migrated}", f"activity:{faults}"} <= set(first["effects"])
+    assert first["effect"].startswith(f"activity {migrated}: ")
+    rows = {r["key"]: r for a in document["areas"] if a["area"] == "activity" for r in a["rows"]}
+    assert rows[migrated][off_side] == 0 and rows[migrated][on_side] > 100_000  # most of the 600 MB, in 4 KiB pages
+    assert rows[faults][off_side] == 0 and rows[faults][on_side] > 0
+    # without balancing the process's memory stayed on node 0, away from its CPUs (node 1): a finding of that side only
+    (remote,) = [d for d in document["differences"] if d["key"] == "cross-numa-memory/python3"]
+    assert remote[off_side] == "critical" and remote[on_side] is None and remote["caused_by"] == ["settings:kernel.numa_balancing"]
+    assert {"cross-numa-memory/python3", "numa-balancing-enabled/kernel.numa_balancing"} <= set(first["related_findings"])
+    assert any(r["finding"] == "numa-balancing-enabled/kernel.numa_balancing" for r in first["remediation"])
+
+
 @pytest.mark.parametrize("name", CAPTURES)
 def test_a_capture_compared_with_itself_has_no_difference(reports, name):
     document = compared(reports, name, name)
@@ -143,10 +173,11 @@ def test_the_noise_bands_in_the_docstring_are_the_constants():
 
     text = differ.__doc__
     for name in ("RATE_NOISE_REL", "TIME_NOISE_REL", "TAIL_NOISE_REL", "PCT_NOISE_POINTS", "SQL_NOISE_RATIO",
-                 "SQL_TAIL_NOISE_RATIO", "SQL_TIME_FLOOR_S_PER_S", "TIME_NOISE_FLOOR_MS"):
+                 "SQL_TAIL_NOISE_RATIO", "SQL_TIME_FLOOR_S_PER_S", "TIME_NOISE_FLOOR_MS", "BOOT_SIZED_NOISE_REL"):
         assert f"``{name}``" in text, name
     assert f"({differ.RATE_NOISE_REL:.0%}" in text and f"({differ.TIME_NOISE_REL:.0%})" in text
     assert f"({differ.PCT_NOISE_POINTS:.0f} points" in text and f"({differ.SQL_NOISE_RATIO:.0f}x)" in text
+    assert f"``BOOT_SIZED_NOISE_REL`` ({differ.BOOT_SIZED_NOISE_REL:.0%};" in text
 
 
 def test_difference_refs_point_at_differences(reports):

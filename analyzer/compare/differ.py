@@ -17,6 +17,11 @@ the same numbers, so a number differs only when its change passes the threshold 
   time and over ``TIME_NOISE_FLOOR_MS`` for the median; its p99 a ratio over ``SQL_TAIL_NOISE_RATIO``
   (4x: a commit's p99 moved 3.2x between two healthy runs, with the fsyncs); latencies only when it
   ran at least ``facts.SQL_MIN_CALLS`` (20) times on each side (a one-off statement has no noise band);
+- the growth of a kernel counter (NUMA hinting faults, pages migrated: ``facts.VMSTAT_COUNTERS``): like
+  calls per second, a ratio over ``SQL_NOISE_RATIO``, or none on one side and some on the other;
+- the settings the kernel sizes from the RAM it finds at boot (``facts.BOOT_SIZED_SETTING``: fs.file-max,
+  vm.user_reserve_kbytes, ...): as numbers, a relative change over ``BOOT_SIZED_NOISE_REL`` (1%; two boots
+  of one guest moved them by 0.01% and 0.06%, a value someone set is usually a multiple of the default);
 - texts, plan sets, event counts and finding severities: any change;
 - a value on one side only: a difference for an event or a finding (``ONE_SIDED_DIFFERS``), a profile
   share or a fingerprint's DB time (as 0 on the other side, ``ONE_SIDED_AS_ZERO``); anything else was
@@ -45,6 +50,7 @@ PCT_NOISE_POINTS = 20.0
 SQL_NOISE_RATIO = 2.0
 SQL_TAIL_NOISE_RATIO = 4.0
 SQL_TIME_FLOOR_S_PER_S = 0.01
+BOOT_SIZED_NOISE_REL = 0.01
 # A profile share or a fingerprint's DB time missing on one side is 0 there (a symbol perf did not
 # sample, a statement not run): it differs only when the other side's value passes the threshold.
 ONE_SIDED_AS_ZERO = ("share", "sql-time")
@@ -130,14 +136,16 @@ def differs(baseline: Fact | None, capture: Fact | None) -> bool:
         a, b = baseline.value, capture.value
     if a is None or b is None:
         return a is not b
+    if sample.kind == "boot-sized":
+        return _sized_apart(a, b)
     if not (isinstance(a, (int, float)) and isinstance(b, (int, float))) or sample.kind in ("text", "set", "severity", "events"):
         return a != b
     kind = sample.kind
     if kind in ("pct", "share"):
         return abs(a - b) > PCT_NOISE_POINTS
     low, high = sorted((abs(a), abs(b)))
-    if kind == "sql-rate":
-        return low == 0 or high / low > SQL_NOISE_RATIO
+    if kind in ("sql-rate", "counter"):
+        return high > 0 and (low == 0 or high / low > SQL_NOISE_RATIO)
     if kind == "sql-time":
         return high - low > SQL_TIME_FLOOR_S_PER_S and (low == 0 or high / low > SQL_NOISE_RATIO)
     if kind in ("sql-latency", "sql-tail"):
@@ -148,6 +156,15 @@ def differs(baseline: Fact | None, capture: Fact | None) -> bool:
         relative = TAIL_NOISE_REL if kind == "tail" else TIME_NOISE_REL
         return high - low > floor and (low == 0 or (high - low) / low > relative)
     return low == 0 and high > 0 or low > 0 and (high - low) / low > RATE_NOISE_REL
+
+
+def _sized_apart(a: Any, b: Any) -> bool:
+    """Two values of a boot-sized setting as numbers ("287315", "287289"); texts that are not numbers by equality."""
+    try:
+        low, high = sorted((abs(float(a)), abs(float(b))))
+    except (TypeError, ValueError):
+        return a != b
+    return high > low and (low == 0 or (high - low) / low > BOOT_SIZED_NOISE_REL)
 
 
 def compare_facts(baseline: list[Fact], capture: list[Fact], areas: tuple[str, ...]) -> tuple[list[Difference], list[Row]]:

@@ -54,6 +54,12 @@ VOLATILE_SETTING = re.compile(
     r"|(?:non)?voluntary_ctxt_switches)$"
     r"|(?:_file|_dir|_dir_path|_path|_directories|_basename)$"
 )
+# Settings the kernel sizes from the RAM it finds at boot: two boots of one guest gave fs.file-max 287315 and
+# 287289 (fixtures/compare/numa2-guest-*); judged as numbers (``differ.BOOT_SIZED_NOISE_REL``), not as texts.
+BOOT_SIZED_SETTING = re.compile(
+    r"^(?:fs\.file-max|fs\.epoll\.max_user_watches|fs\.inotify\.max_user_watches|kernel\.threads-max"
+    r"|vm\.(?:min_free|user_reserve|admin_reserve)_kbytes|user\.max_[a-z]+_namespaces)$"
+)
 PROCESS_ID = re.compile(r"\s+\d+$")  # "mariadbd 1234" -> "mariadbd": the pid changes with every start
 
 
@@ -63,7 +69,7 @@ class Fact:
     key: str
     value: Any
     unit: str | None
-    kind: str  # rate | time | tail | pct | share | sql-time | sql-rate | sql-latency | sql-tail | text | set | severity | events
+    kind: str  # rate | time | tail | pct | share | sql-time | sql-rate | sql-latency | sql-tail | counter | boot-sized | text | set | severity | events
     source: str | None
     finding_ids: tuple[str, ...] = ()
     subject: str | None = None  # what findings name it by: "fingerprint-e81d..." (a finding id's second part)
@@ -84,6 +90,7 @@ def facts_of(document: dict[str, Any]) -> list[Fact]:
     facts += _cpu_facts(metrics.get("cpu") or {})
     facts += _interrupt_facts(metrics.get("interrupts") or [], metrics.get("cpu") or {}, layout)
     facts += _numa_facts(metrics.get("numa_remote") or [])
+    facts += _vmstat_facts(metrics.get("vmstat_numa") or {})
     facts += _profile_facts(metrics.get("cpu_profile") or {})
     facts += _sql_facts(metrics.get("sql_profile") or [], _span_s(metrics))
     facts += _finding_facts(document.get("findings") or [])
@@ -217,7 +224,8 @@ def _other_setting_facts(rows: list[dict[str, Any]], known: list[dict[str, Any]]
             value = _memory_nodes_text(value, layout)
         elif row["group"] in AFFINITY_GROUPS:
             value = _affinity_text(value, layout)
-        facts.append(Fact("settings", key, value, None, "text", row.get("source")))
+        kind = "boot-sized" if row["group"] == "sysctl" and BOOT_SIZED_SETTING.search(row["name"]) else "text"
+        facts.append(Fact("settings", key, value, None, kind, row.get("source")))
     return facts
 
 
@@ -308,6 +316,27 @@ def _numa_facts(rows: list[dict[str, Any]]) -> list[Fact]:
         Fact("activity", f"node {row['node']} remote memory %", row["remote_pct"], "%", "pct", row.get("last_source"))
         for row in rows if row.get("remote_pct") is not None
     ]
+
+
+# /proc/vmstat counters of NUMA balancing and page migration (``metrics.vmstat_numa``), in the order a chain
+# shows them: the pages the balancing moved, then the hinting faults that decided it, then the page-table scans.
+VMSTAT_COUNTERS = ("numa_pages_migrated", "numa_hint_faults", "numa_hint_faults_local", "numa_pte_updates",
+                   "numa_huge_pte_updates", "pgmigrate_success", "pgmigrate_fail")
+
+
+def _vmstat_facts(vmstat: dict[str, Any]) -> list[Fact]:
+    """The counters' growth between the first and the last /proc/vmstat snapshot: per second when the snapshots
+    carry their times, else over the capture ("vmstat numa_pages_migrated during the capture", 0 with balancing off).
+
+    >>> [(f.key, f.value) for f in _vmstat_facts({"counters": {"numa_hint_faults": 4454, "numa_pages_migrated": 153887,
+    ...     "thp_fault_alloc": 299}, "seconds": None, "first_source": "os/vmstat.0", "last_source": "os/vmstat.1"})]
+    [('vmstat numa_pages_migrated during the capture', 153887), ('vmstat numa_hint_faults during the capture', 4454)]
+    """
+    counters, seconds = vmstat.get("counters") or {}, vmstat.get("seconds")
+    source = ", ".join(s for s in (vmstat.get("first_source"), vmstat.get("last_source")) if s) or None
+    window, unit = ("per second", "1/s") if seconds else ("during the capture", None)
+    return [Fact("activity", f"vmstat {name} {window}", counters[name] / seconds if seconds else counters[name], unit, "counter", source)
+            for name in VMSTAT_COUNTERS if name in counters]
 
 
 def _profile_facts(profile: dict[str, Any]) -> list[Fact]:

@@ -24,8 +24,13 @@ EVENT_FINDING_RULES = ("stale-statistics",)
 # setting (host_config's name, or a prefix of it) -> fragments of the effect keys it moves.
 SQL_TIME_EFFECTS = ("| DB time per second", "| median", "| p99", "statement latency", "DB time per second (statement log)",
                     "latency_", "user response time")
+# What NUMA balancing moves: the vmstat counters of its scans, hinting faults and migrations
+# (facts.VMSTAT_COUNTERS), the page-fault and scheduler CPU it costs, the remote memory it is there to cut.
+NUMA_BALANCING_EFFECTS = ("vmstat numa_", "vmstat pgmigrate_", "remote memory", "category page-faults-numa",
+                          "category scheduler", "kernel (% of busy CPU)", "symbol task_numa")
 SETTING_EFFECTS: dict[str, tuple[str, ...]] = {
-    "kernel.numa_balancing": ("remote memory", "category scheduler", "category page-faults-numa", "kernel (% of busy CPU)", "symbol task_numa"),
+    "kernel.numa_balancing": NUMA_BALANCING_EFFECTS,
+    "cmdline numa_balancing": NUMA_BALANCING_EFFECTS,  # numa_balancing=disable at boot (metrics.settings)
     "transparent_hugepage": ("kernel (% of busy CPU)", "category memory", "symbol clear_page", "symbol compact"),
     "vm.zone_reclaim_mode": ("remote memory", "kernel (% of busy CPU)"),
     "vm.swappiness": ("kernel (% of busy CPU)",),
@@ -40,11 +45,11 @@ SETTING_EFFECTS: dict[str, tuple[str, ...]] = {
     "nic_channels": ("soft %", "NET_RX", "category softirq", "cpu_soft", "interrupts of"),
     # a process' binding moves its memory and the busy time of whole nodes, not of one CPU
     "process_affinity": ("remote memory", "busy % (mean of its CPUs)", "category page-faults-numa"),
-    "sysctl kernel.numa_balancing": ("remote memory", "category scheduler", "category page-faults-numa"),
 }
 # setting -> the rules whose findings are about it (their remediation is the setting's).
 SETTING_RULES: dict[str, tuple[str, ...]] = {
     "kernel.numa_balancing": ("numa-balancing-enabled", "cross-numa-memory"),
+    "cmdline numa_balancing": ("numa-balancing-enabled", "cross-numa-memory"),
     "transparent_hugepage": ("transparent-hugepages-enabled",),
     "cmdline isolcpus": ("no-cpu-isolation",),
     "innodb_buffer_pool_size": ("buffer-pool-undersized", "buffer-pool-exceeds-numa-node"),
@@ -58,7 +63,7 @@ FINDING_EFFECTS: dict[str, tuple[str, ...]] = {
     "softirq-concentration": ("soft %", "NET_RX", "category softirq", "cpu_soft", "interrupts of"),
     "irq-affinity-skew": ("soft %", "NET_RX", "category softirq", "cpu_soft", "interrupts of"),
     "cross-numa-memory": ("remote memory", "category page-faults-numa"),
-    "numa-balancing-enabled": ("remote memory", "category page-faults-numa", "category scheduler"),
+    "numa-balancing-enabled": NUMA_BALANCING_EFFECTS,
     "context-switch-overhead": ("category scheduler",),
     "transparent-hugepages-enabled": ("category page-faults-numa", "kernel (% of busy CPU)"),
 }

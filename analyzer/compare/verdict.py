@@ -215,9 +215,10 @@ def _rank(cause: Difference, by_ref: dict[str, Difference], slow_findings: dict[
 
 def _weight(d: Difference, by_ref: dict[str, Difference]) -> tuple[float, bool, float]:
     """How much one link of a chain moved: statement time per second reached, then whether it is a cost (a
-    time, a share of CPU: "CPU 0 %soft 94% → 46%" before "CPU 32 NET_RX 0.2/s → 144k/s"), then relative change."""
+    time, a share of CPU: "CPU 0 %soft 94% → 46%" before "CPU 32 NET_RX 0.2/s → 144k/s") or the count of
+    what a setting does (pages migrated), then relative change."""
     moved = abs((d.capture or 0) - (d.baseline or 0)) if d.kind == "sql-time" else _score(d, by_ref)[0]
-    return moved, d.kind in WORSE_WHEN_HIGHER, d.relative_change()
+    return moved, d.kind in WORSE_WHEN_HIGHER or d.kind == "counter", d.relative_change()
 
 
 def _share(finding: dict[str, Any]) -> float:
