@@ -100,6 +100,9 @@ def test_demo_compare_names_the_nic_softirqs_first(compared):
     assert outcome["label"] == "TPS" and outcome["capture"] < outcome["baseline"]
     # the twin does 21k TPS where the demo server does 11k: the generator scales the load test by 21/11
     assert outcome["baseline"] / outcome["capture"] == pytest.approx(21 / 11, rel=0.05)
+    # the JTL holds the rows written from 10:00:15 to 10:00:30 (at each sample's end): its rows / 15 s, not less
+    rows = len(_members(make_demo.ARCHIVE.read_bytes())["capture/app/jmeter-results.jtl"].splitlines()) - 1
+    assert outcome["capture"] == pytest.approx(rows / 15, rel=0.01)
     first = verdict["explained"][0]
     assert first["key"] == "softirq-concentration/cpus-0-7-node-0"
     assert "80% of softirq time on CPUs 0-7 (node 0)" in verdict["headline"]

@@ -46,10 +46,11 @@ def iso(seconds: float) -> str:
 
 def test_jmeter_windows_rates_and_quantile_gating() -> None:
     # window 0-10 s: 1,200 samples (p99 and p999 allowed, not p9999); window 10-20 s: 150 (p99 only);
-    # window 20-30 s: 50 (p50 only). Elapsed 1..n ms so quantiles are known.
-    rows = [(i * 10 / 1200, float(i % 1000 + 1), "buy" if i % 3 else "browse") for i in range(1200)]
-    rows += [(10 + i * 10 / 150, float(i + 1), "buy") for i in range(150)]
-    rows += [(20 + i * 10 / 50, 5.0, "buy") for i in range(50)]
+    # window 20-30 s: 50 (p50 only), by the time each ended. Elapsed 1..n ms so quantiles are known.
+    ends = [(i * 10 / 1200, float(i % 1000 + 1), "buy" if i % 3 else "browse") for i in range(1200)]
+    ends += [(10 + i * 10 / 150, float(i + 1), "buy") for i in range(150)]
+    ends += [(20 + i * 10 / 50, 5.0, "buy") for i in range(50)]
+    rows = [(end - elapsed / 1000, elapsed, label) for end, elapsed, label in ends]
     table, metric = timeline({t.LOAD_SAMPLE: jmeter(rows)}, window_s=10.0, min_windows=1)
     assert metric["window_s"] == 10.0 and metric["from"] == iso(0) and metric["to"] == iso(30)
     assert values(metric, "tps") == {iso(0): 120.0, iso(10): 15.0, iso(20): 5.0}
@@ -67,6 +68,22 @@ def test_jmeter_windows_rates_and_quantile_gating() -> None:
     rows_p999 = table.filter(pl.col("series") == "latency_p999")
     assert rows_p999["samples"].to_list() == [1200] and rows_p999["unit"].to_list() == ["ms"]
     assert table.schema["window_start"] == t.UTC_TIME
+
+
+def test_jmeter_throughput_counts_the_samples_that_ended_in_a_window() -> None:
+    # 10 threads in a closed loop of 500 ms samples (one ends every 50 ms); the file holds the rows written (at
+    # each sample's end) from 10 s to 20 s, as a JTL cut from a longer test: 20 per second in each window. By
+    # start time the first window would also count the samples started before 10 s, the last would miss those
+    # that ended after 20 s.
+    rows = [(start, 500.0, "x") for thread in range(10) for start in (k * 0.5 + thread * 0.05 + 0.01 for k in range(60))
+            if 10.0 <= start + 0.5 < 20.0]
+    _, metric = timeline({t.LOAD_SAMPLE: jmeter(rows)}, window_s=5.0, min_windows=1)
+    assert values(metric, "tps") == {iso(10): 20.0, iso(15): 20.0}
+    # cut at 15 s and 30 s against 10 s windows: the first window holds 5 s of the file, per second of those
+    rows = [(start, 500.0, "x") for thread in range(10) for start in (k * 0.5 + thread * 0.05 + 0.01 for k in range(70))
+            if 15.0 <= start + 0.5 < 30.0]
+    _, metric = timeline({t.LOAD_SAMPLE: jmeter(rows)}, window_s=10.0, min_windows=1)
+    assert values(metric, "tps") == {iso(10): pytest.approx(20.0, rel=0.01), iso(20): 20.0}
 
 
 def test_minimum_samples_per_quantile() -> None:

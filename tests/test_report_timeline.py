@@ -60,7 +60,9 @@ IDLE = {
 
 def timeline_metric() -> dict:
     samples = t.conform(t.LOAD_SAMPLE, pl.DataFrame({
-        "start_ts": [T0 + timedelta(seconds=i * 0.1) for i in range(1200)], "elapsed_ms": [float(i % 100 + 1) for i in range(1200)],
+        # one sample ends every 0.1 s (the timeline places JMeter samples at their end)
+        "start_ts": [T0 + timedelta(seconds=i * 0.1, milliseconds=-(i % 100 + 1)) for i in range(1200)],
+        "elapsed_ms": [float(i % 100 + 1) for i in range(1200)],
         "label": [HOSTILE if i % 2 else "login" for i in range(1200)], "source": "app/results.jtl",
     }))
     cpu = t.conform(t.CPU_UTIL, pl.DataFrame({

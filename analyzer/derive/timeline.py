@@ -6,9 +6,10 @@ multiples of ``window_s`` since the epoch, as ``time_accounting_windows``), ``se
 histogram observations, CPU samples, snapshots; null when not countable). ``series`` is a measure,
 with ``[label]`` when it is one of several (``tps[Login]``, ``connections[fe_mysql]``):
 
-- ``tps`` / ``qps`` (per second): JMeter samples started in the window (transaction-controller
+- ``tps`` / ``qps`` (per second): JMeter samples ended in the window (transaction-controller
   samples when the file has them, else every sample; also per label for the
-  :data:`MAX_LABELS` busiest labels); sysbench/pgbench progress lines (TPS and QPS x the interval,
+  :data:`MAX_LABELS` busiest labels), per second of the window the file covers (its first and
+  last windows are partial: under :data:`PARTIAL_WINDOW_SHARE` of a window, at least :data:`MIN_COVERED_S`); sysbench/pgbench progress lines (TPS and QPS x the interval,
   summed per window); statements started in the window; counter metrics of :data:`RATE_COUNTERS`
   (per series Σ increase / Σ scrape interval of the increases that began in the window, summed over
   series).
@@ -72,6 +73,10 @@ QUANTILES = {"latency_p50": 0.5, "latency_p99": 0.99, "latency_p999": 0.999, "la
 # A quantile q needs 1 / (1 - q) observations before it is more than the window's maximum.
 QUANTILE_MIN_SAMPLES = {name: max(2, math.ceil(round(1.0 / (1.0 - q), 6))) for name, q in QUANTILES.items()}
 MAX_LABELS = 8
+# A load test's rate in a window it covers only in part (its rows span less than PARTIAL_WINDOW_SHARE of it) is
+# per second it covers, at least MIN_COVERED_S (one sample alone spans no time).
+PARTIAL_WINDOW_SHARE = 0.9
+MIN_COVERED_S = 1.0
 MIN_WINDOWS = 10  # a capture shorter than 10 windows gets finer windows (down to FINE_WINDOWS_S)
 FINE_WINDOWS_S = (5.0, 2.0, 1.0)
 MAX_WINDOWS = 2000  # longer captures get coarser windows, so the JSON stays readable
@@ -175,7 +180,10 @@ def _timed_inputs(tables: dict[str, pl.DataFrame], accounting: dict[str, Any] | 
         untimed = samples.filter(pl.col("start_ts").is_null()).height
         if untimed:
             notes.append(f"{untimed:,} JMeter samples without a timeStamp are not on the timeline")
-        add("jmeter-samples", samples.rename({"start_ts": "ts"}))
+        # placed at their end: JMeter writes a row when its sample ends, so a file cut by time (a test's
+        # middle minutes) is whole by end time, and a window counts what completed in it, as JMeter's throughput
+        ended = pl.col("start_ts") + pl.duration(microseconds=(pl.col("elapsed_ms").fill_null(0) * 1000).round().cast(pl.Int64))
+        add("jmeter-samples", samples.with_columns(ended.alias("ts")).drop("start_ts"))
     intervals = tables.get(t.LOAD_INTERVAL)
     if intervals is not None and intervals.height:
         placed = _placed_intervals(intervals, accounting, notes)
@@ -355,12 +363,25 @@ def _by_source(source: str | None) -> tuple[list[str], pl.Expr]:
     return ["window_start"], pl.lit(source, dtype=pl.String).alias("source")
 
 
-def _rate(frame: pl.DataFrame, series: str, window_s: float, label: str | None = None, source: str | None = None) -> pl.DataFrame:
-    """Rows per window and source (``source``: the one source of all rows, then not a column of ``frame``)."""
+def _rate(frame: pl.DataFrame, series: str, window_s: float, label: str | None = None, source: str | None = None,
+          spans: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Rows per window and source (``source``: the one source of all rows, then not a column of ``frame``), per second
+    of the window the source covers when ``spans`` (source, first_ts, last_ts) says: a file's first and last windows
+    are partial (a JTL of 10:00:15-10:00:30 fills half of the window 10:00:10-10:00:20)."""
     keys, source_column = _by_source(source)
-    return frame.group_by(keys).agg(pl.len().alias("samples")).select(
+    counted = frame.group_by(keys).agg(pl.len().alias("samples"))
+    seconds: pl.Expr = pl.lit(window_s)
+    if spans is not None:
+        counted = counted.join(spans, on="source", how="left")
+        window_end = pl.col("window_start") + pl.duration(microseconds=round(window_s * 1e6))
+        overlap_s = (pl.min_horizontal(window_end, pl.col("last_ts")) - pl.max_horizontal(pl.col("window_start"), pl.col("first_ts")))
+        covered_s = overlap_s.dt.total_microseconds().truediv(1e6)
+        # a window the rows span nearly whole is whole: first to last row is one gap short of the file's time
+        seconds = pl.when(covered_s < PARTIAL_WINDOW_SHARE * window_s).then(covered_s.clip(min(window_s, MIN_COVERED_S), window_s)) \
+            .otherwise(pl.lit(window_s))
+    return counted.select(
         "window_start", pl.lit(series if label is None else f"{series}[{label}]").alias("series"),
-        (pl.col("samples") / window_s).alias("value"), pl.lit("1/s").alias("unit"), source_column, "samples",
+        (pl.col("samples") / seconds).alias("value"), pl.lit("1/s").alias("unit"), source_column, "samples",
     )
 
 
@@ -387,11 +408,12 @@ def _jmeter(samples: pl.DataFrame, window: pl.Expr, window_s: float) -> list[pl.
     frame = samples.with_columns(window)
     if frame["is_transaction"].any():
         frame = frame.filter(pl.col("is_transaction").fill_null(False))
-    out = [_rate(frame, "tps", window_s)]
+    spans = frame.group_by("source").agg(pl.col("ts").min().alias("first_ts"), pl.col("ts").max().alias("last_ts"))
+    out = [_rate(frame, "tps", window_s, spans=spans)]
     labels = frame.group_by("label").len().sort(["len", "label"], descending=[True, False]).head(MAX_LABELS)["label"].drop_nulls()
     if labels.len() > 1:
         for label in labels.to_list():
-            out.append(_rate(frame.filter(pl.col("label") == label), "tps", window_s, label))
+            out.append(_rate(frame.filter(pl.col("label") == label), "tps", window_s, label, spans=spans))
     out += _quantiles(frame.select("window_start", "source", pl.col("elapsed_ms").alias("ms")))
     return out
 
