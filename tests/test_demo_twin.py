@@ -64,6 +64,8 @@ def test_the_twin_differs_in_the_planted_settings_only(twin, slow):
         assert "Cpus_allowed_list:\t0-7\nMems_allowed_list:\t0\n" in twin[f"capture/os/{name}-status.txt"]
         assert "Cpus_allowed_list:\t0-127\nMems_allowed_list:\t0-15\n" in slow[f"capture/os/{name}-status.txt"]
     assert "Cpus_allowed_list:\t8-127\nMems_allowed_list:\t1-15\n" in twin["capture/os/tidb-server-status.txt"]
+    assert "/sys/block/nvme0n1/queue/scheduler:[none] mq-deadline kyber bfq\n" in twin["capture/os/block-queue.txt"]
+    assert "/sys/block/nvme0n1/queue/scheduler:[mq-deadline] kyber bfq none\n" in slow["capture/os/block-queue.txt"]
     # the same statements: the SQL side is no difference
     for name in slow:
         if name.startswith("capture/db/tidb-"):
@@ -128,6 +130,12 @@ def test_demo_compare_ranks_every_planted_difference_with_its_effect(compared):
     assert any("numa_balancing" in r["text"] for r in by_key["kernel.numa_balancing"]["remediation"])
     assert by_key["process_affinity haproxy Mems_allowed_list"]["baseline"] == "node 0"
     assert by_key["process_affinity haproxy Mems_allowed_list"]["capture"] == "all nodes"
+    # the scheduler differs and the slow side's rule says so, but no disk latency is captured: no effect to link
+    scheduler = next(d for d in compared["differences"] if d["key"] == "block nvme0n1 scheduler")
+    assert (scheduler["baseline"], scheduler["capture"]) == ("none", "mq-deadline")
+    assert "io-scheduler-not-none/nvme0n1" in scheduler["related_findings"]
+    assert "settings:block nvme0n1 scheduler" in compared["verdict"]["also_differs"]
+    assert not [d for d in compared["differences"] if d["key"] == "nvme0n1 queue/scheduler"]  # compared once
 
 
 def test_demo_compare_does_not_explain_the_slow_side_by_the_twins_own_findings(compared):

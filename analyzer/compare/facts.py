@@ -60,6 +60,7 @@ BOOT_SIZED_SETTING = re.compile(
     r"^(?:fs\.file-max|fs\.epoll\.max_user_watches|fs\.inotify\.max_user_watches|kernel\.threads-max"
     r"|vm\.(?:min_free|user_reserve|admin_reserve)_kbytes|user\.max_[a-z]+_namespaces)$"
 )
+HOST_CONFIG_BLOCK = re.compile(r"^\S+ queue/")  # host_config's name of a disk's setting: "nvme0n1 queue/scheduler"
 PROCESS_ID = re.compile(r"\s+\d+$")  # "mariadbd 1234" -> "mariadbd": the pid changes with every start
 
 
@@ -199,6 +200,8 @@ def _setting_facts(rows: list[dict[str, Any]], raw_rows: list[dict[str, Any]]) -
             raw[row["name"]] = row["value"]
     facts = []
     for row in rows:
+        if HOST_CONFIG_BLOCK.match(str(row.get("setting"))):
+            continue  # a disk's queue file: every one of them is compared from metrics.settings ("block nvme0n1 scheduler")
         value = row.get("value")
         if isinstance(value, str):
             value = VALUE_NOTE.sub("", value)

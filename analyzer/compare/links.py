@@ -57,6 +57,7 @@ SETTING_RULES: dict[str, tuple[str, ...]] = {
     "irq_affinity": ("irq-affinity-skew", "softirq-concentration"),
     "nic_channels": ("irq-affinity-skew", "softirq-concentration"),
     "process_affinity": ("unbound-processes", "cross-numa-memory"),
+    "block": ("io-scheduler-not-none",),  # "block nvme0n1 scheduler"
 }
 # rule of a finding fired on one side only -> fragments of the effect keys its problem moves.
 FINDING_EFFECTS: dict[str, tuple[str, ...]] = {
@@ -84,7 +85,7 @@ def link(differences: list[Difference]) -> None:
         if _event_action(event) in PLAN_EVENTS:
             _join(event, plans)
     for setting in (d for d in differences if d.area == "settings"):
-        fragments = _setting_value(SETTING_EFFECTS, setting.key)
+        fragments = setting_entry(SETTING_EFFECTS, setting.key)
         _join(setting, [e for e in effects if any(f in e.key for f in fragments)])
     for host in (d for d in differences if d.area == "host"):
         fragments = HOST_EFFECTS.get(host.key, ())
@@ -92,7 +93,7 @@ def link(differences: list[Difference]) -> None:
     _attach_findings(differences)
 
 
-def _setting_value(table: dict[str, tuple[str, ...]], setting: str) -> tuple[str, ...]:
+def setting_entry(table: dict[str, tuple[str, ...]], setting: str) -> tuple[str, ...]:
     """The entry of a setting, matched on its name's start ("transparent_hugepage/enabled")."""
     return next((value for name, value in table.items() if setting.startswith(name)), ())
 
@@ -126,7 +127,7 @@ def _attach_findings(differences: list[Difference]) -> None:
         if target is None and rule in EVENT_FINDING_RULES and events:
             target = events[0]
         if target is None:
-            target = next((s for s in settings if rule in _setting_value(SETTING_RULES, s.key)), None)
+            target = next((s for s in settings if rule in setting_entry(SETTING_RULES, s.key)), None)
         if target is not None:
             target.related_findings.extend(i for i in finding.related_findings if i not in target.related_findings)
             finding.caused_by.append(target.ref)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from dbdiag.compare.differ import Difference
-from dbdiag.compare.links import CAUSE_AREAS, EFFECT_AREAS, SETTING_RULES
+from dbdiag.compare.links import CAUSE_AREAS, EFFECT_AREAS, SETTING_RULES, setting_entry
 
 # The outcome the headline states, the first that differs (else the first both sides have):
 # (key prefix, True when more is better, label).
@@ -248,7 +248,7 @@ def _finding_ids(cause: Difference, by_ref: dict[str, Difference], slow_findings
     ids = list(cause.related_findings)
     for d in [by_ref[r] for r in cause.explains if r in by_ref]:
         ids.extend(i for i in d.related_findings if i not in ids)
-    rules = SETTING_RULES.get(cause.key.split("/")[0], ()) if cause.area == "settings" else ()
+    rules = setting_entry(SETTING_RULES, cause.key) if cause.area == "settings" else ()
     ids.extend(i for i, f in slow_findings.items() if f["rule"] in rules and i not in ids)
     return ids
 
