@@ -86,9 +86,9 @@ def test_regenerating_gives_the_committed_bytes(committed):
 
 def test_archive_layout_is_fixed(committed):
     assert committed[:2] == b"\x1f\x8b" and committed[4:8] == b"\0\0\0\0"  # gzip mtime 0
-    # 590 KB: 128 CPUs x 60 s of mpstat text+JSON, four slow logs, a perf profile (480 KB), then issue 5's
+    # 600 KB: 128 CPUs x 60 s of mpstat text+JSON, four slow logs, a perf profile (480 KB), then issue 5's
     # app side (110 KB): 15 min of TiDB histograms per instance, 15 s of JMeter rows, 61 HAProxy snapshots
-    assert len(committed) < 600_000
+    assert len(committed) < 610_000
     with tarfile.open(fileobj=io.BytesIO(committed), mode="r:gz") as tar:
         members = tar.getmembers()
     names = [m.name for m in members]

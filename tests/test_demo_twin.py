@@ -130,6 +130,11 @@ def test_demo_compare_ranks_every_planted_difference_with_its_effect(compared):
     assert any("numa_balancing" in r["text"] for r in by_key["kernel.numa_balancing"]["remediation"])
     assert by_key["process_affinity haproxy Mems_allowed_list"]["baseline"] == "node 0"
     assert by_key["process_affinity haproxy Mems_allowed_list"]["capture"] == "all nodes"
+    # the switches the perf profile shows are counted in /proc/stat too: a third on the twin
+    switches = by_key["context-switch-overhead/tidb-server"]
+    assert "activity:context switches per second (/proc/stat)" in switches["effects"]
+    rate = next(d for d in compared["differences"] if d["key"] == "context switches per second (/proc/stat)")
+    assert rate["baseline"] == pytest.approx(690_000, rel=0.02) and rate["capture"] == pytest.approx(2_050_000, rel=0.02)
     # the scheduler differs and the slow side's rule says so, but no disk latency is captured: no effect to link
     scheduler = next(d for d in compared["differences"] if d["key"] == "block nvme0n1 scheduler")
     assert (scheduler["baseline"], scheduler["capture"]) == ("none", "mq-deadline")

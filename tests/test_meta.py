@@ -41,6 +41,7 @@ HOSTILE_TESTS = {
     "numastat": "tests/parsers/test_numastat.py::test_numastat_hostile_inputs",
     "sysfs-node": "tests/parsers/test_numastat.py::test_sysfs_hostile_inputs",
     "proc-vmstat": "tests/parsers/test_numastat.py::test_vmstat_hostile_inputs",
+    "proc-stat": "tests/parsers/test_proc_stat.py::test_proc_stat_hostile_inputs",
     "postgresql-log": "tests/parsers/test_postgres.py::test_empty_and_garbage_are_refused",
     "postgresql-csvlog": "tests/parsers/test_postgres.py::test_hostile_csvlog_and_jsonlog",
     "postgresql-jsonlog": "tests/parsers/test_postgres.py::test_hostile_csvlog_and_jsonlog",

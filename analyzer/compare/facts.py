@@ -92,6 +92,7 @@ def facts_of(document: dict[str, Any]) -> list[Fact]:
     facts += _interrupt_facts(metrics.get("interrupts") or [], metrics.get("cpu") or {}, layout)
     facts += _numa_facts(metrics.get("numa_remote") or [])
     facts += _vmstat_facts(metrics.get("vmstat_numa") or {})
+    facts += _proc_stat_facts(metrics.get("proc_stat") or {})
     facts += _profile_facts(metrics.get("cpu_profile") or {})
     facts += _sql_facts(metrics.get("sql_profile") or [], _span_s(metrics))
     facts += _finding_facts(document.get("findings") or [])
@@ -340,6 +341,29 @@ def _vmstat_facts(vmstat: dict[str, Any]) -> list[Fact]:
     window, unit = ("per second", "1/s") if seconds else ("during the capture", None)
     return [Fact("activity", f"vmstat {name} {window}", counters[name] / seconds if seconds else counters[name], unit, "counter", source)
             for name in VMSTAT_COUNTERS if name in counters]
+
+
+# /proc/stat's counters (``metrics.proc_stat``) compared, with their names in a key.
+PROC_STAT_FACTS = (("context_switches", "context switches"), ("forks", "forks (new processes and threads)"))
+
+
+def _proc_stat_facts(stat: dict[str, Any]) -> list[Fact]:
+    """Context switches and forks between the first and the last /proc/stat snapshot, per second when both carry
+    their times, else over the capture.
+
+    >>> [(f.key, f.value) for f in _proc_stat_facts({"seconds": 60.0, "context_switches": 126_000_000, "context_switches_per_s": 2_100_000.0,
+    ...     "forks": 9000, "forks_per_s": 150.0, "first_source": "os/stat.before", "last_source": "os/stat.after"})]
+    [('context switches per second (/proc/stat)', 2100000.0), ('forks (new processes and threads) per second (/proc/stat)', 150.0)]
+    """
+    source = ", ".join(s for s in (stat.get("first_source"), stat.get("last_source")) if s) or None
+    per_second = bool(stat.get("seconds"))
+    facts = []
+    for field, label in PROC_STAT_FACTS:
+        value = stat.get(f"{field}_per_s") if per_second else stat.get(field)
+        if value is not None:
+            window, unit = ("per second", "1/s") if per_second else ("during the capture", None)
+            facts.append(Fact("activity", f"{label} {window} (/proc/stat)", value, unit, "counter", source))
+    return facts
 
 
 def _profile_facts(profile: dict[str, Any]) -> list[Fact]:

@@ -36,7 +36,7 @@ SETTING_EFFECTS: dict[str, tuple[str, ...]] = {
     "vm.swappiness": ("kernel (% of busy CPU)",),
     # isolation takes CPUs from the scheduler (and timers/RCU callbacks off them); it moves no device interrupt
     "cmdline isolcpus": ("busy %", "category scheduler"),
-    "kernel.sched_autogroup_enabled": ("category scheduler",),
+    "kernel.sched_": ("category scheduler", "context switches"),  # autogroup, migration cost, granularities
     "innodb_buffer_pool_size": SQL_TIME_EFFECTS,
     "shared_buffers": SQL_TIME_EFFECTS,
     "innodb_numa_interleave": ("remote memory",),
@@ -65,7 +65,7 @@ FINDING_EFFECTS: dict[str, tuple[str, ...]] = {
     "irq-affinity-skew": ("soft %", "NET_RX", "category softirq", "cpu_soft", "interrupts of"),
     "cross-numa-memory": ("remote memory", "category page-faults-numa"),
     "numa-balancing-enabled": NUMA_BALANCING_EFFECTS,
-    "context-switch-overhead": ("category scheduler",),
+    "context-switch-overhead": ("category scheduler", "context switches"),
     "transparent-hugepages-enabled": ("category page-faults-numa", "kernel (% of busy CPU)"),
 }
 HOST_EFFECTS: dict[str, tuple[str, ...]] = {

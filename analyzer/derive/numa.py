@@ -25,7 +25,7 @@ from typing import Any
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive.snapshots import ordered_snapshots
+from dbdiag.derive.snapshots import first_and_last, ordered_snapshots
 
 SYSTEM_COUNTERS = ("numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local_node", "other_node")
 PROCESS_PARTS = ("Huge", "Heap", "Stack", "Private")
@@ -202,16 +202,12 @@ def vmstat_numa_delta(tables: dict[str, pl.DataFrame]) -> dict[str, Any] | None:
     >>> delta["counters"], delta["hint_faults_local_pct"], delta["first_source"]
     ({'numa_hint_faults': 1000, 'numa_hint_faults_local': 400}, 40.0, 'procvmstat')
     """
-    counts = tables.get(t.VMSTAT_COUNT)
-    if counts is None or counts.height == 0:
+    ends = first_and_last(tables.get(t.VMSTAT_COUNT))
+    if ends is None:
         return None
-    seq = ordered_snapshots(counts)
-    first, last = seq["seq"].min(), seq["seq"].max()
-    if first == last:
-        return None
+    start_rows, end_rows, seconds = ends
     wanted = pl.col("counter").is_in(VMSTAT_NUMA_COUNTERS) | pl.col("counter").str.starts_with("thp_")
-    start = seq.filter((pl.col("seq") == first) & wanted).select("counter", pl.col("value").alias("start"))
-    end_rows = seq.filter(pl.col("seq") == last)
+    start = start_rows.filter(wanted).select("counter", pl.col("value").alias("start"))
     end = end_rows.filter(wanted).select("counter", pl.col("value").alias("end"))
     delta = end.join(start, on="counter", how="inner").with_columns(
         (pl.col("end") - pl.col("start")).clip(lower_bound=0).alias("delta")
@@ -219,15 +215,13 @@ def vmstat_numa_delta(tables: dict[str, pl.DataFrame]) -> dict[str, Any] | None:
     order = {name: i for i, name in enumerate(VMSTAT_NUMA_COUNTERS)}
     grown = sorted(delta.select("counter", "delta").rows(), key=lambda r: (order.get(r[0], len(order)), r[0]))
     counters = {name: value for name, value in grown if value is not None}
-    start_rows = seq.filter(pl.col("seq") == first)
-    first_ts, last_ts = start_rows["ts"][0], end_rows["ts"][0]
     hints, local = counters.get("numa_hint_faults"), counters.get("numa_hint_faults_local")
     return {
         "first_source": start_rows["source"][0],
         "last_source": end_rows["source"][0],
         "first_snapshot": int(start_rows["snapshot"][0]),
         "last_snapshot": int(end_rows["snapshot"][0]),
-        "seconds": (last_ts - first_ts).total_seconds() if first_ts is not None and last_ts is not None else None,
+        "seconds": seconds,
         "counters": counters,
         "hint_faults_local_pct": round(local / hints * 100.0, 2) if hints and local is not None else None,
     }

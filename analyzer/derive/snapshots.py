@@ -8,6 +8,7 @@ File names carry the order; alphabetical order would put "after" before "before"
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 import polars as pl
 
@@ -36,6 +37,26 @@ def ordered_snapshots(frame: pl.DataFrame) -> pl.DataFrame:
         schema={"source": pl.String, "snapshot": pl.Int32, "seq": pl.Int32},
     )
     return frame.join(order, on=["source", "snapshot"], how="left")
+
+
+class SnapshotEnds(NamedTuple):
+    first: pl.DataFrame  # the rows of the first snapshot
+    last: pl.DataFrame  # of the last
+    seconds: float | None  # between their time lines (None when one has none)
+
+
+def first_and_last(frame: pl.DataFrame | None) -> SnapshotEnds | None:
+    """The first and the last snapshot of a counter table (``ordered_snapshots``' order), or None with fewer than two."""
+    if frame is None or frame.height == 0:
+        return None
+    seq = ordered_snapshots(frame)
+    first, last = seq["seq"].min(), seq["seq"].max()
+    if first == last:
+        return None
+    start, end = seq.filter(pl.col("seq") == first), seq.filter(pl.col("seq") == last)
+    first_ts, last_ts = start["ts"][0], end["ts"][0]
+    seconds = (last_ts - first_ts).total_seconds() if first_ts is not None and last_ts is not None else None
+    return SnapshotEnds(start, end, seconds)
 
 
 def first_to_last_delta(frame: pl.DataFrame, keys: list[str]) -> tuple[pl.DataFrame, list[str]]:

@@ -23,6 +23,7 @@ MODULES = (
     "numastat",
     "sys_node",
     "proc_vmstat",
+    "proc_stat",
     "pg_stderr",
     "pg_csvlog",
     "pg_jsonlog",

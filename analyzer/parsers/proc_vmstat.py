@@ -32,77 +32,16 @@ from __future__ import annotations
 
 import re
 
-import polars as pl
-
-from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.kit.snapshots import snapshot_result
-from dbdiag.parsers.kit.times import parse_time_line
-from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
+from dbdiag.parsers.base import ParseContext, ParseResult, ParserSpec
+from dbdiag.parsers.kit.counter_lines import read_counter_lines
 from dbdiag.patterns import lazy_compile
-from dbdiag.tables import UTC_TIME, VMSTAT_COUNT
+from dbdiag.tables import VMSTAT_COUNT
 
 _COUNTER_PATTERN = r"^([a-z][a-z0-9_]*) (-?\d+)\r?$"
-_TIME_CANDIDATE_PATTERN = r"^(?:TS\s+)?\d{9,11}(?:[.\s]|\r?$)|^\d{4}-\d{2}-\d{2}[T ]|^[A-Z][a-z]{2}[ ,]"
 
 
 def parse(text: str, ctx: ParseContext) -> ParseResult:
-    lines = pl.DataFrame({"text": text.split("\n")}).with_row_index("line", offset=1)
-    parts = lines.with_columns(
-        pl.col("text").str.extract(_COUNTER_PATTERN, 1).alias("counter"),
-        pl.col("text").str.extract(_COUNTER_PATTERN, 2).alias("raw"),
-    )
-    counters = parts.filter(pl.col("counter").is_not_null())
-    if counters.height == 0:
-        raise ParseError("no /proc/vmstat lines ('name value') found")
-    others = parts.filter(pl.col("counter").is_null() & (pl.col("text").str.strip_chars() != ""))
-    warnings: list[ParseWarning] = []
-    dropped = 0
-    zone_applied = False
-    time_lines: list[tuple[int, object]] = []
-    candidates = others.filter(pl.col("text").str.len_chars() <= 80).filter(
-        pl.col("text").str.contains(_TIME_CANDIDATE_PATTERN)
-    )
-    for number, line in candidates.select("line", "text").iter_rows():
-        when = parse_time_line(line.rstrip("\r"), ctx.tz)
-        if when is not None:
-            time_lines.append((number, when[0]))
-            zone_applied = zone_applied or when[1]
-    time_numbers = {n for n, _ in time_lines}
-    unknown = others.filter(~pl.col("line").is_in(list(time_numbers)))
-    for number, line in unknown.head(MAX_WARNINGS).select("line", "text").iter_rows():
-        warnings.append(ParseWarning(number, f"not a /proc/vmstat line; skipped: {line.strip()[:60]!r}"))
-    dropped = max(unknown.height - MAX_WARNINGS, 0)
-
-    # The kernel prints each counter once per snapshot: the k-th occurrence belongs to snapshot k.
-    counters = counters.with_columns(
-        pl.int_range(pl.len(), dtype=pl.Int32).over("counter").alias("snapshot"),
-        pl.col("raw").cast(pl.Int64, strict=False).alias("value"),
-    )
-    bounds = counters.group_by("snapshot").agg(pl.col("line").min().alias("first"), pl.col("line").max().alias("last"))
-    bounds = bounds.sort("snapshot")
-    stamps: dict[int, object] = {}
-    previous_last = 0
-    for snapshot, first, last in bounds.iter_rows():
-        before = [when for number, when in time_lines if previous_last < number < first]
-        if before:
-            stamps[snapshot] = before[-1]
-        previous_last = last
-    interleaved = bounds.filter(pl.col("first") < pl.col("last").shift(1)).height
-    if interleaved:
-        warnings.append(ParseWarning(None, f"{interleaved} snapshot(s) overlap the one before: a counter is "
-                                           "missing or repeated inside a snapshot; rows were numbered by occurrence"))
-    overflow = counters.filter(pl.col("value").is_null()).height
-    if overflow:
-        warnings.append(ParseWarning(None, f"{overflow} values too large for Int64; left null"))
-    frame = counters.sort("line").select(
-        "snapshot",
-        pl.col("snapshot").replace_strict(stamps, default=None, return_dtype=UTC_TIME).alias("ts"),
-        "counter",
-        "value",
-        pl.lit(ctx.source, dtype=pl.String).alias("source"),
-    )
-    notes = [f"snapshot times have no zone; read as {ctx.tz}"] if zone_applied else []
-    return snapshot_result(VMSTAT_COUNT, frame, set(bounds["snapshot"]), stamps, warnings, dropped, notes)
+    return read_counter_lines(text, ctx, VMSTAT_COUNT, "/proc/vmstat", _COUNTER_PATTERN)
 
 
 _LINE_DETECT_RE = lazy_compile(r"^[a-z][a-z0-9_]* \d+$", re.MULTILINE)

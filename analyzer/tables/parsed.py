@@ -251,6 +251,10 @@ VMSTAT_COUNT_SCHEMA = {
     "source": pl.String,
 }
 
+# /proc/stat snapshots: ctxt, processes, procs_running, procs_blocked, btime, and the intr/softirq totals.
+PROC_STAT_COUNT = "proc_stat_count"
+PROC_STAT_COUNT_SCHEMA = dict(VMSTAT_COUNT_SCHEMA)
+
 # Host configuration read from the OS. ``category``: "sysctl", "cmdline", "thp", "block",
 # "irq_affinity", "nic_channels", "process_affinity"; "unknown" for a choice line nothing identifies.
 HOST_SETTING = "host_setting"
@@ -487,6 +491,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     PERF_CALLCHAIN: PERF_CALLCHAIN_SCHEMA,
     NUMA_COUNTER: NUMA_COUNTER_SCHEMA,
     VMSTAT_COUNT: VMSTAT_COUNT_SCHEMA,
+    PROC_STAT_COUNT: PROC_STAT_COUNT_SCHEMA,
     HOST_SETTING: HOST_SETTING_SCHEMA,
     DB_SETTING: DB_SETTING_SCHEMA,
     LOAD_SAMPLE: LOAD_SAMPLE_SCHEMA,

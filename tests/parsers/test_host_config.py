@@ -42,6 +42,7 @@ FIXTURE_KINDS = {
     "grep-status-two-procs.txt": "process-affinity",
     "taskset-p-cp-1.txt": "process-affinity",
     "taskset-acp-1.txt": "process-affinity",
+    "proc-stat-ts.txt": "proc-stat",
 }
 
 
