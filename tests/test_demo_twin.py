@@ -151,6 +151,8 @@ def test_demo_compare_does_not_explain_the_slow_side_by_the_twins_own_findings(c
     for finding in twin_only:
         assert finding not in explained
         assert f"findings:{finding}" in verdict["also_differs"]
+    # each side names its CPUs' nodes (the per-CPU charts group by them)
+    assert {cpu: node for cpu, node in compared["baseline"]["cpu_nodes"]} == {cpu: cpu // 8 for cpu in range(128)}
     # the twin's mpstat is text, the demo's text and JSON: nothing to collect on either side
     assert verdict["only_one_side"] == []
     # counters since a process started are no settings

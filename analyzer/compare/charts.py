@@ -44,11 +44,13 @@ def overlay(timeline: dict[str, Any]) -> dict[str, Any]:
 
 MIRROR_HEIGHT_PX = 200
 MIRROR_BAR_MAX_PX = 12
+NODE_LABEL_MIN_PX = 44  # "node 12" needs about this much width at the chart's font size
 
 
-def mirrored_per_cpu(rows: list[dict[str, Any]], measure: str = "soft") -> dict[str, Any] | None:
-    """Per-CPU %soft (or %busy) of both hosts as mirrored bars: the baseline up, the capture down,
-    CPU by CPU (node boundaries where the activity rows name them). None without per-CPU rows on both.
+def mirrored_per_cpu(rows: list[dict[str, Any]], measure: str = "soft", cpu_nodes: dict[int, int] | None = None) -> dict[str, Any] | None:
+    """Per-CPU %soft (or %busy) of both hosts as mirrored bars: the baseline up, the capture down, CPU by CPU,
+    grouped by NUMA node when ``cpu_nodes`` (cpu -> node) says (a gap between nodes, each node named under its
+    CPUs). None without per-CPU rows on both.
 
     rows: the activity area's rows, {"key": "cpu 3 soft %", "baseline": 64.0, "capture": 1.2, ...}
     """
@@ -57,19 +59,34 @@ def mirrored_per_cpu(rows: list[dict[str, Any]], measure: str = "soft") -> dict[
         parts = row["key"].split(" ")
         if parts[:1] == ["cpu"] and len(parts) == 4 and parts[1].isdigit() and parts[2:] == [measure, "%"]:
             per_cpu.append((int(parts[1]), row["baseline"], row["capture"]))
-    per_cpu = sorted(p for p in per_cpu if p[1] is not None and p[2] is not None)
+    nodes = cpu_nodes or {}
+    per_cpu = sorted((p for p in per_cpu if p[1] is not None and p[2] is not None), key=lambda p: (nodes.get(p[0], -1), p[0]))
     if not per_cpu:
         return None
+    groups = [nodes.get(cpu) for cpu, _, _ in per_cpu]
+    gaps = sum(1 for a, b in zip(groups, groups[1:]) if a != b) if nodes else 0
     plot_w = WIDTH_PX - LEFT_PX - RIGHT_PX
-    bar_w = min(MIRROR_BAR_MAX_PX, plot_w / len(per_cpu))
+    bar_w = min(MIRROR_BAR_MAX_PX, plot_w / (len(per_cpu) + gaps))
     middle = MIRROR_HEIGHT_PX / 2
     half = middle - TOP_PX - 6
-    bars = []
+    bars, node_labels = [], []
+    x = float(LEFT_PX)
     for i, (cpu, up, down) in enumerate(per_cpu):
-        x = LEFT_PX + i * bar_w
+        if i and nodes and groups[i] != groups[i - 1]:
+            x += bar_w  # a bar's width between two nodes
+        if nodes and (i == 0 or groups[i] != groups[i - 1]) and groups[i] is not None:
+            node_labels.append({"node": groups[i], "x": round(x, 1), "cpus": 0})
+        if node_labels:
+            node_labels[-1]["cpus"] += 1
         bars.append({"cpu": cpu, "x": round(x, 1), "w": round(max(bar_w - 1, 1), 1),
                      "up_y": round(middle - up / 100 * half, 1), "up_h": round(up / 100 * half, 1),
                      "down_y": middle, "down_h": round(down / 100 * half, 1), "baseline": up, "capture": down})
-    return {"title": f"%{measure} per CPU: baseline up, capture down (0-100%)", "width": WIDTH_PX, "height": MIRROR_HEIGHT_PX,
-            "left": LEFT_PX, "right": WIDTH_PX - RIGHT_PX, "middle": middle, "bars": bars,
+        x += bar_w
+    for label in node_labels:  # centred under its CPUs; the node number alone where "node N" does not fit
+        width = label.pop("cpus") * bar_w
+        label["x"] = round(label["x"] + width / 2, 1)
+        label["text"] = f"node {label['node']}" if width >= NODE_LABEL_MIN_PX else str(label["node"])
+    grouped = " by NUMA node" if node_labels else ""
+    return {"title": f"%{measure} per CPU{grouped}: baseline up, capture down (0-100%)", "width": WIDTH_PX, "height": MIRROR_HEIGHT_PX,
+            "left": LEFT_PX, "right": WIDTH_PX - RIGHT_PX, "middle": middle, "bars": bars, "nodes": node_labels,
             "label_every": max(1, len(bars) // 16)}

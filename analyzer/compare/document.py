@@ -167,6 +167,9 @@ def _side(document: dict[str, Any], name: str, engine: str | None) -> dict[str, 
         "headline": verdict.get("headline"),
         "findings": len(document.get("findings") or []),
         "inputs": len(document.get("inputs") or []),
+        # each CPU's NUMA node (the per-CPU charts group by it)
+        "cpu_nodes": [[row["cpu"], row["node"]] for row in ((document.get("metrics") or {}).get("cpu") or {}).get("per_cpu") or []
+                      if row.get("cpu") is not None and row.get("node") is not None],
     }
 
 

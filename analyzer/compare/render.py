@@ -38,7 +38,8 @@ def _view(document: dict[str, Any]) -> dict[str, Any]:
     by_ref = {f"{d['area']}:{d['key']}": d for d in document["differences"]}
     charts = [overlay(t) for t in document.get("timelines") or [] if t["baseline"] and t["capture"]]
     activity = next((a["rows"] for a in document["areas"] if a["area"] == "activity"), [])
-    mirrors = [m for m in (mirrored_per_cpu(activity, "soft"), mirrored_per_cpu(activity, "busy")) if m]
+    cpu_nodes = {cpu: node for cpu, node in document["baseline"].get("cpu_nodes") or document["capture"].get("cpu_nodes") or []}
+    mirrors = [m for m in (mirrored_per_cpu(activity, "soft", cpu_nodes), mirrored_per_cpu(activity, "busy", cpu_nodes)) if m]
     return {"doc": document, "verdict": document["verdict"], "areas": areas, "by_ref": by_ref, "charts": charts,
             "mirrors": mirrors, "flame": flame_diff.geometry(document.get("flame_diff")),
             "flame_points": {"same": flame_diff.SAME_POINTS, "full": flame_diff.FULL_COLOUR_POINTS}}
