@@ -134,25 +134,36 @@ def _unlink_contrary(differences: list[Difference], slow_side: str) -> None:
             d.caused_by = []
 
 
+# Settings keyed "<group> <subject> <name>" whose subject is a process: two processes bound alike are one cause.
+SUBJECT_GROUPS = ("process_affinity",)
+
+
+def _variable_word(words: list[str]) -> int | None:
+    """The word of a setting's key that may differ between alike settings: an IRQ number, a process name."""
+    if len(words) >= 3 and words[0] in SUBJECT_GROUPS:
+        return 1
+    return next((i for i, w in enumerate(words) if w.isdigit()), None)
+
+
 def _merge_alike(explained: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One explanation for settings that differ alike and explain the same effects: the three IRQs of
-    one NIC set to CPU 3 are one cause, "irq_affinity 24, 25, 26 smp_affinity_list", not three."""
+    one NIC set to CPU 3 are one cause, "irq_affinity 24, 25, 26 smp_affinity_list", not three; two
+    processes bound alike, "process_affinity haproxy, pd-server Cpus_allowed_list"."""
     merged: list[dict[str, Any]] = []
     for item in explained:
         words = item["key"].split(" ")
-        pattern = " ".join("*" if w.isdigit() else w for w in words)
-        twin = next((m for m in merged if m["area"] == item["area"] == "settings" and m["pattern"] == pattern
+        at = _variable_word(words) if item["area"] == "settings" else None
+        pattern = " ".join("*" if i == at else w for i, w in enumerate(words))
+        twin = next((m for m in merged if at is not None and m["area"] == item["area"] and m["pattern"] == pattern
                      and (m["baseline"], m["capture"], m["effects"]) == (item["baseline"], item["capture"], item["effects"])), None)
         if twin is None:
-            merged.append({**item, "pattern": pattern, "merged": [item["cause"]], "numbers": [w for w in words if w.isdigit()]})
+            merged.append({**item, "pattern": pattern, "merged": [item["cause"]], "variants": [words[at]] if at is not None else []})
             continue
         twin["merged"].append(item["cause"])
-        twin["numbers"] += [w for w in words if w.isdigit()]
-        number_at = next(i for i, w in enumerate(pattern.split(" ")) if w == "*")
-        head, tail = pattern.split(" ")[:number_at], pattern.split(" ")[number_at + 1:]
-        twin["key"] = " ".join(head + [", ".join(twin["numbers"])] + tail)
+        twin["variants"].append(words[at])
+        twin["key"] = " ".join(", ".join(twin["variants"]) if w == "*" else w for w in pattern.split(" "))
     for item in merged:
-        del item["pattern"], item["numbers"]
+        del item["pattern"], item["variants"]
     return merged
 
 
