@@ -172,12 +172,13 @@ def compare_facts(baseline: list[Fact], capture: list[Fact], areas: tuple[str, .
     left = {(f.area, f.key): f for f in baseline if f.area in areas}
     right = {(f.area, f.key): f for f in capture if f.area in areas}
     order = list(left) + [key for key in right if key not in left]
+    moved = moved_findings(list(left.values()), list(right.values()))
     differences, rows = [], []
     for area, key in order:
         a, b = left.get((area, key)), right.get((area, key))
         sample = a or b
         sources = {"baseline": a.source if a else None, "capture": b.source if b else None}
-        changed = differs(a, b)
+        changed = differs(a, b) and key not in moved
         rows.append(Row(area, key, a.value if a else None, b.value if b else None, sample.unit, changed, sources))
         if changed:
             ids = sorted({i for fact in (a, b) if fact for i in fact.finding_ids})
@@ -185,3 +186,29 @@ def compare_facts(baseline: list[Fact], capture: list[Fact], areas: tuple[str, .
                 Difference(area, key, a.value if a else None, b.value if b else None, sample.unit, sample.kind, sources, ids, sample.subject)
             )
     return differences, rows
+
+
+def moved_findings(baseline: list[Fact], capture: list[Fact]) -> set[str]:
+    """Finding ids that are one problem seen in another place: a rule that fired once on each side, at the same
+    severity, about another subject (softirqs on CPU 3 in one run, CPUs 2-3 in the next, where the kernel put
+    the IRQs at boot). Neither side lacks it, so neither is a difference; a change of severity still is.
+
+    >>> a = [Fact("findings", "softirq-concentration/cpu-3-node-1", "warning", None, "severity", None)]
+    >>> b = [Fact("findings", "softirq-concentration/cpus-2-3-node-1", "warning", None, "severity", None)]
+    >>> sorted(moved_findings(a, b)), moved_findings(a, [Fact("findings", "softirq-concentration/x", "critical", None, "severity", None)])
+    (['softirq-concentration/cpu-3-node-1', 'softirq-concentration/cpus-2-3-node-1'], set())
+    """
+    def by_rule(facts: list[Fact]) -> dict[str, list[Fact]]:
+        rules: dict[str, list[Fact]] = {}
+        for fact in facts:
+            if fact.area == "findings":
+                rules.setdefault(fact.key.partition("/")[0], []).append(fact)
+        return rules
+
+    left, right = by_rule(baseline), by_rule(capture)
+    moved: set[str] = set()
+    for rule, ours in left.items():
+        theirs = right.get(rule, [])
+        if len(ours) == len(theirs) == 1 and ours[0].key != theirs[0].key and ours[0].value == theirs[0].value:
+            moved |= {ours[0].key, theirs[0].key}
+    return moved
