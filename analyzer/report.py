@@ -129,7 +129,8 @@ def _metrics(analysis: Analysis) -> dict[str, Any]:
         metrics["settings"] = settings
     runs = analysis.tables.get("load_run")
     if runs is not None and runs.height:  # what each load test offered (compare: throughput of unlike runs)
-        metrics["load_runs"] = runs.select("tool", "test", "threads", "duration_s", "tps", "rate_limit_tps", "source").to_dicts()
+        metrics["load_runs"] = runs.select("tool", "test", "threads", "duration_s", "tps", "rate_limit_tps", "latency_avg_ms",
+                                           "latency_pct_ms", "latency_pct", "source").to_dicts()
     return metrics
 
 

@@ -29,6 +29,7 @@ from dbdiag.compare.verdict import build_verdict
 COMPARE_SCHEMA_VERSION = 1
 AREAS = (
     ("outcome", "Outcome (what the users got)"),
+    ("load", "Load offered (load-test clients)"),
     ("settings", "Settings (host and database)"),
     ("host", "Host"),
     ("events", "Events (DDL, statistics, restarts)"),
@@ -67,7 +68,7 @@ def compare_documents(baseline: dict[str, Any], capture: dict[str, Any], names: 
     if engines["baseline"] != engines["capture"]:
         # each engine's own settings (innodb_* against shared_buffers) are not a difference of the two
         differences = [d for d in differences if not (d.area == "settings" and d.only_on)]
-    link(differences)
+    link(differences, rows)
     partial = {side: doc["capture"].get("partial_reasons") or [] for side, doc in (("baseline", baseline), ("capture", capture))}
     outcome_rows = [r for r in rows if r.area == "outcome"]
     verdict = build_verdict(differences, baseline, capture, names, outcome_rows, not_compared, throughput_comparable)

@@ -82,9 +82,12 @@ def facts_of(document: dict[str, Any]) -> list[Fact]:
     kinds = {item["path"]: item.get("kind") for item in document.get("inputs") or []}
     layout = _cpu_layout(metrics)
     facts: list[Fact] = []
+    facts += _load_facts(metrics.get("load_runs") or [])
     facts += _timeline_facts(metrics.get("timeline") or {}, kinds)
+    facts += _run_summary_facts(metrics.get("load_runs") or [], {f.source for f in facts if f.area == "outcome"})
     facts += _time_accounting_facts(metrics.get("time_accounting") or {})
-    facts += _sql_summary_facts(metrics.get("sql_summary") or {}, metrics.get("idle_gaps") or {}, _span_s(metrics))
+    facts += _sql_summary_facts(metrics.get("sql_summary") or {}, metrics.get("idle_gaps") or {}, _span_s(metrics),
+                                _whole_statement_log(metrics.get("timeline") or {}))
     facts += _host_facts(metrics.get("host") or {}, document)
     facts += _setting_facts(metrics.get("host_config") or [], metrics.get("settings") or [])
     facts += _other_setting_facts(metrics.get("settings") or [], metrics.get("host_config") or [], layout)
@@ -152,6 +155,41 @@ def _timeline_facts(timeline: dict[str, Any], kinds: dict[str, str | None]) -> l
     return facts
 
 
+def _load_facts(runs: list[dict[str, Any]]) -> list[Fact]:
+    """How many clients each load test ran (``metrics.load_runs``): the load itself, which moves every
+    statement's latency and the throughput of a closed loop, so two runs at other concurrency differ first in it.
+
+    >>> [(f.key, f.value) for f in _load_facts([{"tool": "pgbench", "test": "TPC-B (sort of)", "threads": 32, "source": "app/pgbench.txt"}])]
+    [('pgbench TPC-B (sort of) clients', 32)]
+    """
+    facts = []
+    for run in runs:
+        if run.get("threads") is not None:
+            name = " ".join(str(part) for part in (run.get("tool"), run.get("test")) if part)
+            facts.append(Fact("load", f"{name} clients", int(run["threads"]), None, "text", run.get("source")))
+    return facts
+
+
+def _run_summary_facts(runs: list[dict[str, Any]], on_timeline: set[str | None]) -> list[Fact]:
+    """A load test's own summary (TPS, average latency) for the runs the timeline could not place (pgbench prints
+    progress lines without a clock; placed only against a statement log of every statement).
+
+    >>> [(f.key, f.value) for f in _run_summary_facts([{"tool": "pgbench", "tps": 2331.8, "latency_avg_ms": 13.7,
+    ...     "source": "app/pgbench.txt"}], set())]
+    [('tps (pgbench summary)', 2331.8), ('latency_avg (pgbench summary)', 13.7)]
+    """
+    facts = []
+    for run in runs:
+        if run.get("source") in on_timeline:
+            continue
+        label = f"{run.get('tool')} summary"
+        if run.get("tps") is not None:
+            facts.append(Fact("outcome", f"tps ({label})", run["tps"], "1/s", "rate", run.get("source")))
+        if run.get("latency_avg_ms") is not None:
+            facts.append(Fact("outcome", f"latency_avg ({label})", run["latency_avg_ms"], "ms", "time", run.get("source")))
+    return facts
+
+
 def _time_accounting_facts(accounting: dict[str, Any]) -> list[Fact]:
     if accounting.get("db_time_ratio") is None:
         return []
@@ -165,17 +203,28 @@ def _time_accounting_facts(accounting: dict[str, Any]) -> list[Fact]:
     return facts
 
 
-def _sql_summary_facts(summary: dict[str, Any], gaps: dict[str, Any], span: float | None) -> list[Fact]:
+def _whole_statement_log(timeline: dict[str, Any]) -> bool:
+    """False when the timeline named the statement series ``logged_*``: the log is a slow log with a threshold
+    (derive/time_db_side.log_completeness), so its rates and gaps are of the statements over it only."""
+    return not any(str(s.get("series") or "").startswith("logged_") for s in timeline.get("series") or [])
+
+
+def _sql_summary_facts(summary: dict[str, Any], gaps: dict[str, Any], span: float | None, whole: bool = True) -> list[Fact]:
+    """The statement log's throughput, DB time and latency; a slow log's as "logged ..." (what crossed its threshold:
+    no outcome, and not the headline), and no idle gaps from it (the gaps between logged statements are not idle time)."""
     facts = []
     source = ", ".join(gaps.get("source") or []) or None
+    head, log = ("", "(statement log)") if whole else ("logged ", "(slow log: statements over its threshold)")
     if span and summary.get("statements"):
-        facts.append(Fact("outcome", "statements per second (statement log)", summary["statements"] / span, "1/s", "rate", source))
-        facts.append(Fact("outcome", "DB time per second (statement log)", (summary.get("db_time_s") or 0) / span, "s/s", "time", source))
+        facts.append(Fact("outcome", f"{head}statements per second {log}", summary["statements"] / span, "1/s", "rate", source))
+        facts.append(Fact("outcome", f"{head}DB time per second {log}", (summary.get("db_time_s") or 0) / span, "s/s", "time", source))
     latency = gaps.get("sql_latency") or {}
     for name in ("p50_ms", "p99_ms"):
         if latency.get(name) is not None:
             kind = "tail" if name == "p99_ms" else "time"
-            facts.append(Fact("outcome", f"statement latency {name[:-3]} (statement log)", latency[name], "ms", kind, source))
+            facts.append(Fact("outcome", f"{head}statement latency {name[:-3]} {log}", latency[name], "ms", kind, source))
+    if not whole:
+        return facts
     # idle gaps: the time a connection sat between two statements, inside a transaction or not
     for where, label in (("in_txn", "in a transaction"), ("not_in_txn", "between transactions")):
         for name in ("p50_ms", "p99_ms"):
@@ -398,6 +447,10 @@ def _sql_facts(profile: list[dict[str, Any]], span_s: float | None) -> list[Fact
         plans = sorted(p["plan_key"] for p in row.get("plans") or [] if p.get("plan_key"))
         if plans:
             facts.append(Fact("plans", str(text), ", ".join(plans), None, "set", source, subject=subject))
+        for plan in row.get("plans") or []:  # each plan's own median: did the statement slow down on a plan it kept?
+            if plan.get("plan_key") and plan.get("p50_s") is not None and (plan.get("calls") or 0) >= SQL_MIN_CALLS:
+                facts.append(Fact("sql", f"{text} | plan {plan['plan_key']} | median", plan["p50_s"] * 1000, "ms", "sql-latency",
+                                  source, subject=subject))
     return facts
 
 

@@ -14,15 +14,17 @@ nothing else: the verdict (``verdict.py``) ranks what is linked.
 
 from __future__ import annotations
 
-from dbdiag.compare.differ import Difference
+from typing import Any
+
+from dbdiag.compare.differ import SQL_NOISE_RATIO, Difference, Row
 from dbdiag.compare.facts import PLAN_EVENTS
 
-CAUSE_AREAS = ("events", "plans", "settings", "host", "findings")
+CAUSE_AREAS = ("load", "events", "plans", "settings", "host", "findings")
 EFFECT_AREAS = ("outcome", "activity", "profile", "sql")
 # Findings about a table's statistics or an index event: they name the event (file:line) a plan change follows.
 EVENT_FINDING_RULES = ("stale-statistics",)
 # setting (host_config's name, or a prefix of it) -> fragments of the effect keys it moves.
-SQL_TIME_EFFECTS = ("| DB time per second", "| median", "| p99", "statement latency", "DB time per second (statement log)",
+SQL_TIME_EFFECTS = ("| DB time per second", "| median", "| p99", "statement latency", "DB time per second (",
                     "latency_", "user response time")
 # What NUMA balancing moves: the vmstat counters of its scans, hinting faults and migrations
 # (facts.VMSTAT_COUNTERS), the page-fault and scheduler CPU it costs, the remote memory it is there to cut.
@@ -75,11 +77,18 @@ HOST_EFFECTS: dict[str, tuple[str, ...]] = {
 }
 
 
-def link(differences: list[Difference]) -> None:
-    """Fill each difference's ``explains`` / ``caused_by`` / ``related_findings`` (module docstring)."""
+def link(differences: list[Difference], rows: list[Row] | None = None) -> None:
+    """Fill each difference's ``explains`` / ``caused_by`` / ``related_findings`` (module docstring); ``rows``
+    (every compared row, differing or not) gives each plan's own median on each side."""
     effects = [d for d in differences if d.area in EFFECT_AREAS]
+    for load in (d for d in differences if d.area == "load"):  # more clients move every statement, the host and the outcome
+        _join(load, effects)
     plans = [d for d in differences if d.area == "plans"]
+    medians = {(r.key, side): getattr(r, side) for r in rows or [] if r.area == "sql" and "| plan " in r.key
+               for side in ("baseline", "capture")}
     for plan in plans:  # a plan moves a statement's time, not how often it is called
+        if not _new_plan_slower(plan, medians):
+            continue  # the plans that appeared run as fast as one both sides ran: not why the time moved
         _join(plan, [e for e in effects if e.subject == plan.subject and e.area == "sql" and e.kind != "sql-rate"])
     for event in (d for d in differences if d.area == "events"):
         if _event_action(event) in PLAN_EVENTS:
@@ -91,6 +100,40 @@ def link(differences: list[Difference]) -> None:
         fragments = HOST_EFFECTS.get(host.key, ())
         _join(host, [e for e in effects if any(f in e.key for f in fragments)])
     _attach_findings(differences)
+
+
+def _new_plan_slower(plan: Difference, medians: dict[tuple[str, str], Any]) -> bool:
+    """Whether the plans one side has and the other not can explain the fingerprint's change of time: yes when, on
+    a side that ran both, a plan of its own is over SQL_NOISE_RATIO times slower than the slowest plan both sides
+    ran (sbtest1 on a full scan, its other tables on the index); no when its own plans run no slower than that
+    (PostgreSQL's auto_explain logs only the runs over its threshold: slower runs of the same statement log plans
+    the faster side never logged, though the statement slowed for another reason). Without the medians, yes.
+
+    >>> plan = Difference("plans", "f", "A", "A, B", None, "set", {}, [], "fingerprint-1")
+    >>> _new_plan_slower(plan, {("f | plan A | median", "capture"): 10.2, ("f | plan B | median", "capture"): 12.1})
+    False
+    >>> _new_plan_slower(plan, {("f | plan A | median", "capture"): 0.3, ("f | plan B | median", "capture"): 38.0})
+    True
+    >>> flip = Difference("plans", "f", "A, C", "B, C", None, "set", {}, [], "fingerprint-1")  # A vanished, B appeared
+    >>> _new_plan_slower(flip, {("f | plan A | median", "baseline"): 0.05, ("f | plan C | median", "baseline"): 0.05,
+    ...                         ("f | plan B | median", "capture"): 7.1, ("f | plan C | median", "capture"): 0.05})
+    True
+    """
+    if plan.baseline is None or plan.capture is None:
+        return True
+    sets = {"baseline": set(str(plan.baseline).split(", ")), "capture": set(str(plan.capture).split(", "))}
+    kept = sets["baseline"] & sets["capture"]
+    measured = False
+    for side, plans in sets.items():
+        kept_medians = [m for k in kept if (m := medians.get((f"{plan.key} | plan {k} | median", side))) is not None]
+        for new in plans - kept:
+            median = medians.get((f"{plan.key} | plan {new} | median", side))
+            if median is None or not kept_medians:
+                continue
+            if median > SQL_NOISE_RATIO * max(kept_medians):
+                return True
+            measured = True
+    return not measured
 
 
 def setting_entry(table: dict[str, tuple[str, ...]], setting: str) -> tuple[str, ...]:

@@ -256,6 +256,8 @@ def _finding_ids(cause: Difference, by_ref: dict[str, Difference], slow_findings
     side's findings of the rules that judge the setting."""
     if cause.area == "findings":
         return [cause.key]
+    if cause.area == "load":
+        return []  # the two runs offered another load: no finding of either side is about that, nor its remedy
     ids = list(cause.related_findings)
     for d in [by_ref[r] for r in cause.explains if r in by_ref]:
         ids.extend(i for i in d.related_findings if i not in ids)

@@ -1,0 +1,56 @@
+"""``dbdiag compare`` on two real pgbench runs that differ in their clients only, 4 against 32, made with a copy
+of the shared script (fixtures/compare/README.md, copy F): the load is named first, in both orders; the plans
+that auto_explain logged for the slower runs, which run no slower than the plan both sides ran, are no cause;
+the pgbench summary is the outcome (its progress lines have no clock to place them on a slow log); and the slow
+log's numbers are named as what crossed its threshold, not as the outcome."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from dbdiag.compare.document import compare_documents
+from dbdiag.pipeline import Options, analyze
+from dbdiag.report import build_document
+from tests.conftest import REPO
+
+PAIRS = REPO / "fixtures" / "compare"
+SCHEMA = json.loads((REPO / "analyzer/schema/compare.schema.json").read_text(encoding="utf-8"))
+FEW, MANY = "postgres-pgbench-clients-4", "postgres-pgbench-clients-32"
+
+
+@pytest.fixture(scope="module")
+def reports() -> dict[str, dict]:
+    return {name: build_document(analyze(PAIRS / f"{name}.tar.gz", Options())) for name in (FEW, MANY)}
+
+
+def test_the_pair_is_small() -> None:
+    for name in (FEW, MANY):
+        assert (PAIRS / f"{name}.tar.gz").stat().st_size < 300_000
+
+
+@pytest.mark.parametrize("order", ["few-first", "many-first"])
+def test_the_clients_are_named_first_and_the_logged_plans_are_no_cause(reports, order: str) -> None:
+    baseline, capture = (FEW, MANY) if order == "few-first" else (MANY, FEW)
+    slow_side = "capture" if order == "few-first" else "baseline"
+    document = compare_documents(reports[baseline], reports[capture])
+    jsonschema.validate(document, SCHEMA)
+    verdict = document["verdict"]
+    assert verdict["slow_side"] == slow_side
+    first = verdict["explained"][0]
+    assert (first["area"], first["key"], first[slow_side]) == ("load", "pgbench TPC-B (sort of) clients", 32)
+    assert first["remediation"] == [] and first["related_findings"] == []  # no finding is about the test's set-up
+    assert "load pgbench TPC-B (sort of) clients" in verdict["headline"]
+    assert [e["area"] for e in verdict["explained"]] == ["load"]
+    # the plans auto_explain logged for the slow runs are listed, not ranked
+    plans = [d for d in document["differences"] if d["area"] == "plans"]
+    assert plans and all(f"plans:{d['key']}" in verdict["also_differs"] for d in plans)
+    # the outcome is pgbench's own summary; the slow log's rates are what crossed its threshold
+    outcome = verdict["outcome"]
+    assert outcome["key"] in ("latency_avg (pgbench summary)", "tps (pgbench summary)")
+    keys = {d["key"] for d in document["differences"] if d["area"] == "outcome"}
+    assert "latency_avg (pgbench summary)" in keys
+    assert not [k for k in keys if k.startswith(("statements per second", "DB time per second", "statement latency", "idle gap"))]
+    assert any(k.startswith("logged statements per second (slow log") for k in keys)
