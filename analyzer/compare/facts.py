@@ -52,7 +52,7 @@ VOLATILE_SETTING = re.compile(
     r"^(?:fs\.(?:dentry-state|file-nr|inode-nr|inode-state|aio-nr)|kernel\.(?:ns_last_pid|random\..*|pty\.nr)"
     r"|net\.netfilter\.nf_conntrack_count|datadir|socket|log_error|pid_file|hostname|server_uuid|tmpdir|gtid_.*"
     r"|(?:non)?voluntary_ctxt_switches)$"
-    r"|(?:_file|_dir|_dir_path|_path|_directories|_basename)$"
+    r"|(?:_file|_dir|_dir_path|_path|_directories|_basename|_index)$"
 )
 # Settings the kernel sizes from the RAM it finds at boot: two boots of one guest gave fs.file-max 287315 and
 # 287289 (fixtures/compare/numa2-guest-*); judged as numbers (``differ.BOOT_SIZED_NOISE_REL``), not as texts.

@@ -18,6 +18,10 @@ from typing import Any
 
 from dbdiag.compare.differ import SQL_NOISE_RATIO, Difference, Row
 from dbdiag.compare.facts import PLAN_EVENTS
+from dbdiag.patterns import lazy_compile
+
+# The group in front of a database setting's key in metrics.settings: "mariadb variable ", "postgresql config ".
+DATABASE_SETTING_KEY = lazy_compile(r"^\S+ (?:variable|config|setting) ")
 
 CAUSE_AREAS = ("load", "events", "plans", "settings", "host", "findings")
 EFFECT_AREAS = ("outcome", "activity", "profile", "sql")
@@ -30,6 +34,9 @@ SQL_TIME_EFFECTS = ("| DB time per second", "| median", "| p99", "statement late
 # (facts.VMSTAT_COUNTERS), the page-fault and scheduler CPU it costs, the remote memory it is there to cut.
 NUMA_BALANCING_EFFECTS = ("vmstat numa_", "vmstat pgmigrate_", "remote memory", "category page-faults-numa",
                           "category scheduler", "kernel (% of busy CPU)", "symbol task_numa")
+# What durability settings move: the time of commits (an fsync of the redo log / WAL, of the binary log) and
+# so the statement and user latency; not every statement's time.
+COMMIT_TIME_EFFECTS = ("commit |", "end |", "statement latency", "DB time per second (", "latency_", "user response time")
 SETTING_EFFECTS: dict[str, tuple[str, ...]] = {
     "kernel.numa_balancing": NUMA_BALANCING_EFFECTS,
     "cmdline numa_balancing": NUMA_BALANCING_EFFECTS,  # numa_balancing=disable at boot (metrics.settings)
@@ -42,6 +49,8 @@ SETTING_EFFECTS: dict[str, tuple[str, ...]] = {
     "innodb_buffer_pool_size": SQL_TIME_EFFECTS,
     "shared_buffers": SQL_TIME_EFFECTS,
     "innodb_numa_interleave": ("remote memory",),
+    **dict.fromkeys(("innodb_flush_log_at_trx_commit", "sync_binlog", "log_bin", "innodb_flush_method", "innodb_doublewrite",
+                     "synchronous_commit", "fsync", "wal_sync_method", "commit_delay", "full_page_writes"), COMMIT_TIME_EFFECTS),
     # metrics.settings rows ("irq_affinity 25 smp_affinity_list", "process_affinity mariadbd Cpus_allowed_list")
     "irq_affinity": ("soft %", "NET_RX", "category softirq", "cpu_soft", "interrupts of"),
     "nic_channels": ("soft %", "NET_RX", "category softirq", "cpu_soft", "interrupts of"),
@@ -137,8 +146,14 @@ def _new_plan_slower(plan: Difference, medians: dict[tuple[str, str], Any]) -> b
 
 
 def setting_entry(table: dict[str, tuple[str, ...]], setting: str) -> tuple[str, ...]:
-    """The entry of a setting, matched on its name's start ("transparent_hugepage/enabled")."""
-    return next((value for name, value in table.items() if setting.startswith(name)), ())
+    """The entry of a setting, matched on its name's start ("transparent_hugepage/enabled"); a database's own
+    variable or config line by its name ("mariadb variable sync_binlog" -> "sync_binlog").
+
+    >>> setting_entry({"sync_binlog": ("commit |",)}, "mariadb variable sync_binlog"), setting_entry({"sync_binlog": ("x",)}, "sysctl a")
+    (('commit |',), ())
+    """
+    name = DATABASE_SETTING_KEY.sub("", setting)
+    return next((value for prefix, value in table.items() if setting.startswith(prefix) or name.startswith(prefix)), ())
 
 
 def _event_action(event: Difference) -> str:
