@@ -54,3 +54,22 @@ def test_the_clients_are_named_first_and_the_logged_plans_are_no_cause(reports, 
     assert "latency_avg (pgbench summary)" in keys
     assert not [k for k in keys if k.startswith(("statements per second", "DB time per second", "statement latency", "idle gap"))]
     assert any(k.startswith("logged statements per second (slow log") for k in keys)
+
+
+SYNC_OFF, SYNC_ON = "postgres-pgbench-sync-commit-off", "postgres-pgbench-sync-commit-on"
+
+
+@pytest.mark.parametrize("order", ["off-first", "on-first"])
+def test_a_setting_neither_capture_holds_is_said_to_be_missing(order: str) -> None:
+    """synchronous_commit off against on (copy F plus one line): the shared script collects no PostgreSQL settings,
+    so the cause cannot be seen; the verdict says what to collect instead of naming something else."""
+    names = (SYNC_OFF, SYNC_ON) if order == "off-first" else (SYNC_ON, SYNC_OFF)
+    documents = [build_document(analyze(PAIRS / f"{name}.tar.gz", Options())) for name in names]
+    document = compare_documents(*documents)
+    jsonschema.validate(document, SCHEMA)
+    verdict = document["verdict"]
+    assert verdict["slow_side"] == ("capture" if order == "off-first" else "baseline")
+    assert verdict["outcome"]["key"] == "tps (pgbench summary)"
+    assert verdict["explained"] == []
+    assert verdict["headline"].endswith("neither capture holds the database's settings: collect them on both sides")
+    assert [n["area"] for n in verdict["not_compared"]] == ["settings"] and "SHOW ALL" in verdict["not_compared"][0]["reason"]

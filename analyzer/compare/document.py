@@ -64,6 +64,7 @@ def compare_documents(baseline: dict[str, Any], capture: dict[str, Any], names: 
         not_compared.append({"area": "outcome", "reason": (
             f"throughput: the load tests offered different rates ({offered['baseline']} in baseline, {offered['capture']} in capture), "
             "so TPS and statements per second measure what was offered, not the servers; the verdict judges latency")})
+    not_compared += _settings_not_captured(baseline, capture, engines)
     differences, rows = compare_facts(left, right, tuple(areas))
     if engines["baseline"] != engines["capture"]:
         # each engine's own settings (innodb_* against shared_buffers) are not a difference of the two
@@ -125,6 +126,30 @@ def noise_bands() -> dict[str, float]:
         "sql_ratio": differ.SQL_NOISE_RATIO, "sql_tail_ratio": differ.SQL_TAIL_NOISE_RATIO,
         "sql_time_floor_s_per_s": differ.SQL_TIME_FLOOR_S_PER_S, "sql_min_calls": SQL_MIN_CALLS,
     }
+
+
+# The inputs that hold a database's settings (the variables or the config file).
+DATABASE_SETTING_KINDS = ("mysql-variables", "postgresql-settings", "postgresql-conf", "tidb-config")
+SETTING_SOURCES = {
+    "postgresql": "SHOW ALL (psql -c 'SHOW ALL') or postgresql.conf",
+    "tidb": "SHOW CONFIG / tidb.toml",
+}
+
+
+def _settings_not_captured(baseline: dict[str, Any], capture: dict[str, Any], engines: dict[str, str | None]) -> list[dict[str, str]]:
+    """When neither side holds the database's settings, a setting that differs (synchronous_commit, a buffer size) cannot
+    be seen: say so, with what to collect on both sides."""
+    engine = engines["baseline"] or engines["capture"]
+    if engine is None:
+        return []
+    held = [any(item.get("kind") in DATABASE_SETTING_KINDS and item.get("status") == "read" for item in doc.get("inputs") or [])
+            for doc in (baseline, capture)]
+    if any(held):
+        return []
+    source = SETTING_SOURCES.get(engine, "SHOW GLOBAL VARIABLES (mysql -e 'SHOW GLOBAL VARIABLES')")
+    return [{"area": "settings", "reason": (
+        f"the database's settings: neither capture holds them ({source}), so a setting that differs between the two servers "
+        "cannot be seen; collect them on both sides")}]
 
 
 def offered_rates(document: dict[str, Any]) -> str | None:

@@ -98,7 +98,7 @@ def build_verdict(differences: list[Difference], baseline: dict[str, Any], captu
     new_ids = sorted(_new_findings(baseline, capture))
     return {
         "status": "no-difference" if not differences else ("differs" if slow_side else "outcome-within-noise"),
-        "headline": _headline(outcome, slow_side, names, explained, differences),
+        "headline": _headline(outcome, slow_side, names, explained, differences, not_compared),
         "slow_side": slow_side,
         "outcome": outcome,
         "explained": explained,
@@ -299,7 +299,7 @@ def _explanation(cause: Difference, by_ref: dict[str, Difference], slow_findings
 
 
 def _headline(outcome: dict[str, Any] | None, slow_side: str | None, names: dict[str, str],
-              explained: list[dict[str, Any]], differences: list[Difference]) -> str:
+              explained: list[dict[str, Any]], differences: list[Difference], not_compared: list[dict[str, str]] = ()) -> str:
     if not differences:
         return f"No difference beyond noise between {names['baseline']} and {names['capture']}"
     if outcome is None:
@@ -314,7 +314,9 @@ def _headline(outcome: dict[str, Any] | None, slow_side: str | None, names: dict
     if slow_side is None:
         return f"{sentence}; {len(differences)} other difference(s)"
     if not explained:
-        return f"{sentence}; no difference found that explains it ({len(differences)} difference(s) listed)"
+        unseen = "; neither capture holds the database's settings: collect them on both sides" if any(
+            n["area"] == "settings" for n in not_compared) else ""
+        return f"{sentence}; no difference found that explains it ({len(differences)} difference(s) listed){unseen}"
     return f"{sentence}; most likely because of {_cause_text(explained[0])}, {len(explained)} cause(s) ranked"
 
 
