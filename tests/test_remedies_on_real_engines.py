@@ -42,6 +42,7 @@ REPO_CAPTURES = (
     *sorted((FIXTURES / "real").glob("*.tar.gz")), *sorted((FIXTURES / "causes").glob("*.tar.gz")),
     *sorted((FIXTURES / "lockwait").glob("*.tar.gz")), *sorted((FIXTURES / "pgbench-haproxy-connect").glob("*.tar.gz")),
     *sorted((FIXTURES / "perf").glob("*.tar.xz")), *sorted(path for path in (FIXTURES / "edges").iterdir() if path.is_dir()),
+    *sorted((FIXTURES / "compare").glob("*.tar.gz")),
 )
 CORPUS_CAPTURES = corpus_names("captures")
 SERVER_OF_ENGINE = {"mariadb": "mariadb", "mysql": "mariadb", "percona": "mariadb", "postgresql": "postgres"}
@@ -84,11 +85,19 @@ LOAD_TOOL_TABLES = {
         "create table pgbench_branches(bid int not null,bbalance int,filler char(88)) with (fillfactor=100)",
         "alter table pgbench_branches add primary key (bid)", "alter table pgbench_tellers add primary key (tid)",
         "alter table pgbench_accounts add primary key (aid)")},
-    "sbtest": {"mariadb": (
-        "CREATE TABLE sbtest1(id INTEGER NOT NULL AUTO_INCREMENT, k INTEGER DEFAULT '0' NOT NULL, "
-        "c CHAR(120) DEFAULT '' NOT NULL, pad CHAR(60) DEFAULT '' NOT NULL, PRIMARY KEY (id))",
-        "CREATE INDEX k_1 ON sbtest1(k)")},
 }
+# sysbench's oltp tables (oltp_common.lua): sbtest1..N, id the PRIMARY KEY, or a secondary KEY xid with
+# --secondary=on (the log's plans then name xid)
+SYSBENCH_TABLE = ("CREATE TABLE {t}(id INTEGER NOT NULL AUTO_INCREMENT, k INTEGER DEFAULT '0' NOT NULL, "
+                  "c CHAR(120) DEFAULT '' NOT NULL, pad CHAR(60) DEFAULT '' NOT NULL, {key} (id))")
+
+
+def _sysbench_tables(frame: pl.DataFrame) -> list[str]:
+    """The sbtest tables the log's statements name, made as sysbench prepare makes them."""
+    names = sorted(set(frame["sql"].str.extract_all(r"\bsbtest\d+\b").explode().drop_nulls().to_list()))
+    plans = frame["plan"] if "plan" in frame.columns else pl.Series([], dtype=pl.String)
+    key = "KEY xid" if plans.drop_nulls().str.contains(r"\bxid\b").any() else "PRIMARY KEY"
+    return [ddl for name in names for ddl in (SYSBENCH_TABLE.format(t=name, key=key), f"CREATE INDEX k_{name[6:]} ON {name}(k)")]
 
 
 def _schema(analysis: Analysis, engine: str) -> list[str]:
@@ -103,6 +112,8 @@ def _schema(analysis: Analysis, engine: str) -> list[str]:
         created = any(re.search(rf"(?i)create table (?:if not exists )?{prefix}", sql) for sql in logged)
         if not created and frame["sql"].str.contains(prefix, literal=True).any():
             tools += by_engine.get("postgresql" if engine == "postgresql" else "mariadb", ())
+    if engine != "postgresql" and not any(re.search(r"(?i)create table (?:if not exists )?sbtest", sql) for sql in logged):
+        tools += _sysbench_tables(frame)
     return [*tools, *logged]
 
 

@@ -274,6 +274,7 @@ def _finding(inp: RuleInput, scans: pl.DataFrame, row: dict) -> Finding:
     table = row["table"] or _only_table(worst["sample_sql"], engine)
     suggestion = suggest_index(worst["sample_sql"], engine, table)
     table_text = table or (suggestion.table if suggestion else None)
+    set_aside = _set_aside_index(inp, table_text, row["used_indexes"])
     returned = None if row["rows_sent"] is None and row["rows_affected"] is None else (row["rows_sent"] or 0) + (row["rows_affected"] or 0)
     examined = row["rows_examined"]
     per_returned = round(examined / max(returned or 0, 1), 1) if examined is not None else None
@@ -327,7 +328,7 @@ def _finding(inp: RuleInput, scans: pl.DataFrame, row: dict) -> Finding:
         ),
         remediation=_remediation(engine, suggestion, table_text, plan_check.plan_check(
             engine, inp.metric(t.ENGINE_VERSION_METRIC), worst["sample_sql"], (inp.metric(t.SQL_SUMMARY_METRIC) or {}).get("literals_shown", False)),
-            _set_aside_index(inp, table_text, row["used_indexes"])),
+            set_aside, _undo(inp, engine, set_aside, worst["sample_sql"])),
         sources=tuple(f"{r['source']}:{r['line']}" for r in runs.head(3).iter_rows(named=True)),
     )
 
@@ -398,10 +399,21 @@ def _set_aside_index(inp: RuleInput, table: str | None, used: set[str]) -> dict 
     return last
 
 
+def _undo(inp: RuleInput, engine: str | None, set_aside: dict | None, sample_sql: str | None) -> list[str]:
+    """The statements that undo an index set aside (plan-flip's, so that this remedy stands alone when no flip
+    shows inside the capture: the index was set aside before its first statement)."""
+    if set_aside is None:
+        return []
+    from dbdiag.rules.sql.cause import undo  # cause reads this module's SQL helpers: imported when used
+
+    return undo(engine, set_aside, inp.table(t.CHANGE, keep_empty=True), sample_sql)
+
+
 def _remediation(engine: str | None, suggestion: IndexSuggestion | None, table: str | None, explain: str,
-                 set_aside: dict | None = None) -> str:
+                 set_aside: dict | None = None, undo_lines: list[str] | tuple[str, ...] = ()) -> str:
     """``explain``: the plan check of :func:`plan_check.plan_check` (a statement or prose); ``set_aside``:
-    an index of the table the capture shows set aside (then undoing that is the fix, not a new index)."""
+    an index of the table the capture shows set aside (then undoing that is the fix, not a new index), with
+    ``undo_lines`` the statements that undo it on this engine."""
     table_text = suggestion.table if suggestion else table
     if table_text is None:
         show = "the indexes of the tables the statement reads"
@@ -410,10 +422,12 @@ def _remediation(engine: str | None, suggestion: IndexSuggestion | None, table: 
     lines = [f"1. See which indexes exist: {show}"]
     if set_aside is not None:
         what = {"index-ignored": "made IGNORED", "index-invisible": "made INVISIBLE", "drop-index": "dropped"}[set_aside["action"]]
+        how = ":" if undo_lines else " (recreate it as it was: its definition is not in the capture)."
         lines.append(
             f"2. Index {set_aside['object']} of {set_aside['table']} was {what} during the capture "
-            f"({set_aside['source']}:{set_aside['line']}): undo that (see plan-flip's remedy) rather than add another index."
+            f"({set_aside['source']}:{set_aside['line']}): undo that rather than add another index{how}"
         )
+        lines += [f"   {line}" for line in undo_lines]
     elif suggestion is not None:
         lines.append("2. Add an index on the filtered columns (equality columns first, then the range column):")
         lines.append(f"   {index_ddl(engine, suggestion.table, suggestion.columns)}")

@@ -80,7 +80,7 @@ def _steps(engine: str | None, table: str, columns: list[str], index: str | None
         lines.append("Check with EXPLAIN (ANALYZE) that estimated and actual rows now agree within 10x.")
         return "\n".join(lines)
     if engine == "mariadb":
-        indexes = f" INDEXES ({index})" if index else ""
+        indexes = f" INDEXES ({index})" if index else " INDEXES ()"  # the grammar wants COLUMNS (...) and INDEXES (...) together
         persistent = f"FOR COLUMNS ({', '.join(columns)}){indexes}" if columns else "FOR ALL"
         return "\n".join(
             [

@@ -281,6 +281,15 @@ def test_stale_statistics_mariadb_rows_vs_r_rows():
     assert "histogram_size" in finding.remediation
 
 
+def test_stale_statistics_mariadb_columns_without_an_index_name_the_empty_index_list():
+    """MariaDB's grammar takes ``FOR COLUMNS (...)`` only with ``INDEXES (...)``: a full scan names no index, so the
+    list is empty (``INDEXES ()``), not left out (ERROR 1064; run on the real server by test_remedies_on_real_engines)."""
+    from dbdiag.rules.sql.stale_statistics_remedies import _remediation_steps
+
+    text = _remediation_steps("mariadb", "orders", ["status"], None, set())
+    assert "ANALYZE TABLE orders PERSISTENT FOR COLUMNS (status) INDEXES ();" in text
+
+
 def test_stale_statistics_time_threshold_just_under_and_at():
     def outcome(query_time_s: float):
         rows = run(QUEUE_SQL, query_time_s, 4, stats_info="task_queue:pseudo") + filler(5.0)
