@@ -50,3 +50,21 @@ def test_durability_settings_explain_the_commit_time(reports, order: str) -> Non
     assert not [e for e in first["effects"] if e.startswith("sql:") and not e.startswith("sql:commit |")]
     # the binary log's index file is a path of the run, no setting
     assert not [d for d in document["differences"] if d["key"].endswith("log_bin_index")]
+
+
+def test_a_dropped_index_is_named_first_and_its_remedy_recreates_it() -> None:
+    """Copy I (copy A plus one DDL): sbtest2's index xid dropped after the slow log was switched on. The DDL is the
+    cause, the plans of sbtest2 that became full scans its effect, and the full-table-scan remedy recreates the
+    index itself (no flip shows inside the capture, so there is no plan-flip remedy to point to)."""
+    base = build_document(analyze(PAIRS / "mariadb-sysbench-base.tar.gz", Options()))
+    dropped = build_document(analyze(PAIRS / "mariadb-sysbench-index-dropped.tar.gz", Options()))
+    document = compare_documents(base, dropped)
+    jsonschema.validate(document, SCHEMA)
+    verdict = document["verdict"]
+    assert verdict["slow_side"] == "capture"
+    first = verdict["explained"][0]
+    assert first["area"] == "events" and first["key"].startswith("drop-index ALTER TABLE sbtest2 MODIFY id INT NOT NULL, DROP INDEX xid")
+    assert "at capture/db/mariadb-slow.log:7 (only in capture)" in verdict["headline"]
+    assert "sbtest2:ALL" in first["effect"]
+    remedies = [r["text"] for r in first["remediation"]]
+    assert any("ALTER TABLE sbtest2 ADD INDEX xid (id);" in text for text in remedies), remedies
