@@ -38,3 +38,8 @@ def test_bars_grouped_by_node_with_a_gap_and_a_label_each() -> None:
 def test_no_chart_without_both_sides() -> None:
     assert mirrored_per_cpu([{"key": "cpu 0 soft %", "baseline": 3.0, "capture": None}]) is None
     assert mirrored_per_cpu(_rows({0: (1.0, 2.0)}, "busy"), "soft") is None
+
+
+def test_one_node_keeps_the_cpu_numbers() -> None:
+    chart = mirrored_per_cpu(_rows({0: (1.0, 2.0), 1: (3.0, 4.0)}), "soft", {0: 0, 1: 0})
+    assert chart["nodes"] == [] and chart["title"].startswith("%soft per CPU:")

@@ -37,9 +37,19 @@ def overlay(timeline: dict[str, Any]) -> dict[str, Any]:
         "top": TOP_PX, "bottom": HEIGHT_PX - BOTTOM_PX,
         "baseline": line(timeline["baseline"]), "capture": line(timeline["capture"]),
         "y_ticks": [(round(y(y_max * i / TICKS), 1), f"{y_max * i / TICKS:.3g}") for i in range(TICKS + 1)],
-        "x_ticks": [(round(x(x_max * i / TICKS), 1), f"{x_max * i / TICKS:.0f} s") for i in range(TICKS + 1)],
+        "x_ticks": [(round(x(x_max * i / TICKS), 1), _seconds_tick(x_max * i / TICKS, x_max)) for i in range(TICKS + 1)],
         "sources": timeline["sources"],
     }
+
+
+def _seconds_tick(seconds: float, span: float) -> str:
+    """A tick of a time axis: whole seconds when the axis is long enough that they differ ("0 s" ... "880 s"),
+    else as many digits as tell the ticks apart ("0.75 s", "1.5 s" on a 3 s axis).
+
+    >>> [_seconds_tick(3.0 * i / 4, 3.0) for i in range(5)], _seconds_tick(440.0, 880.0)
+    (['0 s', '0.75 s', '1.5 s', '2.25 s', '3 s'], '440 s')
+    """
+    return f"{seconds:.0f} s" if span >= 10 * TICKS else f"{seconds:.3g} s"
 
 
 MIRROR_HEIGHT_PX = 200
@@ -59,7 +69,7 @@ def mirrored_per_cpu(rows: list[dict[str, Any]], measure: str = "soft", cpu_node
         parts = row["key"].split(" ")
         if parts[:1] == ["cpu"] and len(parts) == 4 and parts[1].isdigit() and parts[2:] == [measure, "%"]:
             per_cpu.append((int(parts[1]), row["baseline"], row["capture"]))
-    nodes = cpu_nodes or {}
+    nodes = cpu_nodes if cpu_nodes and len(set(cpu_nodes.values())) > 1 else {}  # one node: CPU numbers say more
     per_cpu = sorted((p for p in per_cpu if p[1] is not None and p[2] is not None), key=lambda p: (nodes.get(p[0], -1), p[0]))
     if not per_cpu:
         return None
