@@ -70,7 +70,6 @@ from __future__ import annotations
 
 import bisect
 import re
-import shlex
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -411,6 +410,8 @@ def _summary_value(run: _Run, stripped: str) -> bool:
 
 def _test_from_command(arguments: str) -> str | None:
     """The test a sysbench command line runs: ``--test=X`` (0.4/0.5) or the first bare word (1.0)."""
+    import shlex  # compiles a pattern when imported: only for a sysbench command line
+
     try:
         words = shlex.split(arguments)
     except ValueError:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import datetime
 import json
 import re
-import tomllib
 
 import polars as pl
 
@@ -105,6 +104,8 @@ def _flatten(table: dict, prefix: str, rows: list[tuple[str, str]], tables: set[
 
 def _load(text: str) -> tuple[dict, list[ParseWarning]]:
     """The TOML document; when it breaks at line N (a truncated copy), the lines before N, with a warning."""
+    import tomllib  # compiles its patterns when imported: only when a TOML file is read
+
     try:
         return tomllib.loads(text), []
     except (tomllib.TOMLDecodeError, RecursionError) as exc:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import Callable
 
 import polars as pl
 
@@ -125,10 +126,11 @@ def _kinds(texts: pl.DataFrame, name: str) -> pl.DataFrame:
     return pl.DataFrame(kinds, schema=schema).with_columns(pl.col("_opener").cast(pl.Int64))
 
 
-def inferred_row_lock_waits(everything: pl.DataFrame, table_of: dict[str, str | None], already: pl.Series) -> pl.DataFrame:
+def inferred_row_lock_waits(everything: pl.DataFrame, table_of: Callable[[str], str | None], already: pl.Series) -> pl.DataFrame:
     """The statements of ROW_LOCK_ENGINES that most likely waited for InnoDB row locks (see the module doc), with
-    ``lock_time_s`` replaced by the inferred wait and ``table``. ``table_of``: fp_id -> table; ``already``: the
-    rows (of ``everything``) counted as waiting from their own lock time, left out here."""
+    ``lock_time_s`` replaced by the inferred wait and ``table``. ``table_of``: fp_id -> table, called once for
+    each fingerprint of a candidate write only; ``already``: the rows (of ``everything``) counted as waiting
+    from their own lock time, left out here."""
     writes = pl.col("fingerprint").fill_null("").str.contains(f"{ROW_WRITE}|{LOCKING_READ}")
     # the columns the walk reads, and each run's row: only the runs found are taken whole (a copy of every
     # column of every write would cost more than the rest of the rule)
@@ -143,7 +145,7 @@ def inferred_row_lock_waits(everything: pl.DataFrame, table_of: dict[str, str | 
     found = []
     spans_of: dict[str, list[tuple]] = {}  # per table: the fingerprints writing one table share its holds
     for (fp_id,), runs in candidates.group_by("fp_id", maintain_order=True):
-        table = table_of.get(fp_id)
+        table = table_of(fp_id)
         if table is None:
             continue
         if table not in spans_of:

@@ -92,8 +92,9 @@ def check(inp: RuleInput) -> Verdict:
     # the columns of the classes only (lazy): a filter of the whole frame would copy every column of every row
     writes = everything.lazy().filter(pl.col("engine").is_in(ROW_LOCK_ENGINES)).group_by("fp_id").agg(pl.col("sample_sql").first(), pl.col("engine").first()).collect()
     if writes.height:  # MariaDB's Lock_time leaves InnoDB row-lock waits out: inferred from the holds
-        tables = {fp_id: only_table(sql, engine) for fp_id, sql, engine in writes.iter_rows()}
-        rows = inferred_row_lock_waits(everything, tables, counted).filter(pl.col("lock_time_s") >= MIN_WAIT_S)
+        samples = {fp_id: (sql, engine) for fp_id, sql, engine in writes.iter_rows()}
+        # parsed only for the fingerprints the walk asks for (its candidate writes): most logs have none, and sqlglot is costly
+        rows = inferred_row_lock_waits(everything, lambda fp_id: only_table(*samples[fp_id]), counted).filter(pl.col("lock_time_s") >= MIN_WAIT_S)
         waiting = pl.concat([waiting, rows.with_columns(pl.lit(True).alias("inferred"))], how="vertical_relaxed")
     if waiting.height == 0:
         return Verdict(measured=f"no statement waited {MIN_WAIT_S} s or more for locks (most of its time) among {everything.height:,}")
