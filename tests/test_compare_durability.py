@@ -5,38 +5,25 @@ orders, with the commits' time as their effect; before, compare found "no differ
 
 from __future__ import annotations
 
-import json
-
-import jsonschema
 import pytest
 
-from dbdiag.compare.document import compare_documents
-from dbdiag.pipeline import Options, analyze
-from dbdiag.report import build_document
-from tests.conftest import REPO
+from tests.compare_fixtures import compared, reports_of
 
-PAIRS = REPO / "fixtures" / "compare"
-SCHEMA = json.loads((REPO / "analyzer/schema/compare.schema.json").read_text(encoding="utf-8"))
 LAZY, SYNCED = "mariadb-sysbench-flush-0", "mariadb-sysbench-flush-1-binlog"
 DURABILITY = {"mariadb variable innodb_flush_log_at_trx_commit", "mariadb variable sync_binlog", "mariadb variable log_bin"}
 
 
 @pytest.fixture(scope="module")
 def reports() -> dict[str, dict]:
-    return {name: build_document(analyze(PAIRS / f"{name}.tar.gz", Options())) for name in (LAZY, SYNCED)}
+    return reports_of(LAZY, SYNCED)
 
-
-def test_the_pair_is_small() -> None:
-    for name in (LAZY, SYNCED):
-        assert (PAIRS / f"{name}.tar.gz").stat().st_size < 300_000
 
 
 @pytest.mark.parametrize("order", ["lazy-first", "synced-first"])
 def test_durability_settings_explain_the_commit_time(reports, order: str) -> None:
     baseline, capture = (LAZY, SYNCED) if order == "lazy-first" else (SYNCED, LAZY)
     slow_side = "capture" if order == "lazy-first" else "baseline"
-    document = compare_documents(reports[baseline], reports[capture])
-    jsonschema.validate(document, SCHEMA)
+    document = compared(reports[baseline], reports[capture])
     verdict = document["verdict"]
     assert verdict["slow_side"] == slow_side
     assert {e["key"] for e in verdict["explained"]} == DURABILITY
@@ -56,10 +43,8 @@ def test_a_dropped_index_is_named_first_and_its_remedy_recreates_it() -> None:
     """Copy I (copy A plus one DDL): sbtest2's index xid dropped after the slow log was switched on. The DDL is the
     cause, the plans of sbtest2 that became full scans its effect, and the full-table-scan remedy recreates the
     index itself (no flip shows inside the capture, so there is no plan-flip remedy to point to)."""
-    base = build_document(analyze(PAIRS / "mariadb-sysbench-base.tar.gz", Options()))
-    dropped = build_document(analyze(PAIRS / "mariadb-sysbench-index-dropped.tar.gz", Options()))
-    document = compare_documents(base, dropped)
-    jsonschema.validate(document, SCHEMA)
+    documents = reports_of("mariadb-sysbench-base", "mariadb-sysbench-index-dropped")
+    document = compared(documents["mariadb-sysbench-base"], documents["mariadb-sysbench-index-dropped"])
     verdict = document["verdict"]
     assert verdict["slow_side"] == "capture"
     first = verdict["explained"][0]

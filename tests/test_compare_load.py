@@ -6,37 +6,24 @@ log's numbers are named as what crossed its threshold, not as the outcome."""
 
 from __future__ import annotations
 
-import json
-
-import jsonschema
 import pytest
 
-from dbdiag.compare.document import compare_documents
-from dbdiag.pipeline import Options, analyze
-from dbdiag.report import build_document
-from tests.conftest import REPO
+from tests.compare_fixtures import compared, reports_of
 
-PAIRS = REPO / "fixtures" / "compare"
-SCHEMA = json.loads((REPO / "analyzer/schema/compare.schema.json").read_text(encoding="utf-8"))
 FEW, MANY = "postgres-pgbench-clients-4", "postgres-pgbench-clients-32"
 
 
 @pytest.fixture(scope="module")
 def reports() -> dict[str, dict]:
-    return {name: build_document(analyze(PAIRS / f"{name}.tar.gz", Options())) for name in (FEW, MANY)}
+    return reports_of(FEW, MANY)
 
-
-def test_the_pair_is_small() -> None:
-    for name in (FEW, MANY):
-        assert (PAIRS / f"{name}.tar.gz").stat().st_size < 300_000
 
 
 @pytest.mark.parametrize("order", ["few-first", "many-first"])
 def test_the_clients_are_named_first_and_the_logged_plans_are_no_cause(reports, order: str) -> None:
     baseline, capture = (FEW, MANY) if order == "few-first" else (MANY, FEW)
     slow_side = "capture" if order == "few-first" else "baseline"
-    document = compare_documents(reports[baseline], reports[capture])
-    jsonschema.validate(document, SCHEMA)
+    document = compared(reports[baseline], reports[capture])
     verdict = document["verdict"]
     assert verdict["slow_side"] == slow_side
     first = verdict["explained"][0]
@@ -64,9 +51,8 @@ def test_a_setting_neither_capture_holds_is_said_to_be_missing(order: str) -> No
     """synchronous_commit off against on (copy F plus one line): the shared script collects no PostgreSQL settings,
     so the cause cannot be seen; the verdict says what to collect instead of naming something else."""
     names = (SYNC_OFF, SYNC_ON) if order == "off-first" else (SYNC_ON, SYNC_OFF)
-    documents = [build_document(analyze(PAIRS / f"{name}.tar.gz", Options())) for name in names]
-    document = compare_documents(*documents)
-    jsonschema.validate(document, SCHEMA)
+    documents = reports_of(*names)
+    document = compared(documents[names[0]], documents[names[1]])
     verdict = document["verdict"]
     assert verdict["slow_side"] == ("capture" if order == "off-first" else "baseline")
     assert verdict["outcome"]["key"] == "tps (pgbench summary)"

@@ -5,37 +5,24 @@ CPUs 2-3 in the other, are one problem seen in two places, not two causes."""
 
 from __future__ import annotations
 
-import json
-
-import jsonschema
 import pytest
 
-from dbdiag.compare.document import compare_documents
-from dbdiag.pipeline import Options, analyze
-from dbdiag.report import build_document
-from tests.conftest import REPO
+from tests.compare_fixtures import compared, reports_of
 
-PAIRS = REPO / "fixtures" / "compare"
-SCHEMA = json.loads((REPO / "analyzer/schema/compare.schema.json").read_text(encoding="utf-8"))
 OFF, ON = "numa2-guest-membind-off", "numa2-guest-membind-on"
 
 
 @pytest.fixture(scope="module")
 def reports() -> dict[str, dict]:
-    return {name: build_document(analyze(PAIRS / f"{name}.tar.gz", Options())) for name in (OFF, ON)}
+    return reports_of(OFF, ON)
 
-
-def test_the_pair_is_small() -> None:
-    for name in (OFF, ON):
-        assert (PAIRS / f"{name}.tar.gz").stat().st_size < 300_000
 
 
 @pytest.mark.parametrize("order", ["off-first", "on-first"])
 def test_cross_node_memory_is_named_first_and_moved_softirqs_are_no_cause(reports, order: str) -> None:
     baseline, capture = (OFF, ON) if order == "off-first" else (ON, OFF)
     on_side = "capture" if order == "off-first" else "baseline"
-    document = compare_documents(reports[baseline], reports[capture])
-    jsonschema.validate(document, SCHEMA)
+    document = compared(reports[baseline], reports[capture])
     verdict = document["verdict"]
     assert verdict["slow_side"] is None  # iperf3 and the memory hogs are driven from outside: no outcome
     first = verdict["explained"][0]

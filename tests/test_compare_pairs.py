@@ -6,7 +6,6 @@ nothing that matters."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
