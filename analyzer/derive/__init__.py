@@ -57,7 +57,7 @@ DERIVATIONS: tuple[Derivation, ...] = (
     Derivation("sql", (t.STATEMENT, t.LOCK_WAIT), (t.FINGERPRINTED_STATEMENT, t.SQL_PROFILE_METRIC, t.SQL_SUMMARY_METRIC, t.SQL_TIMELINE_METRIC), steps.sql),
     Derivation("plan_nodes", (t.PLAN_NODE,), (t.PUBLIC_PLAN_NODE,), steps.plan_nodes),
     Derivation("lock_waits", (t.LOCK_WAIT,), (t.PUBLIC_LOCK_WAIT,), steps.lock_waits),
-    Derivation("idle_gaps", (t.STATEMENT, t.METRIC_SAMPLE), (t.IDLE_GAPS_METRIC,), steps.idle_gaps),
+    Derivation("idle_gaps", (t.STATEMENT, t.METRIC_SAMPLE, t.LOAD_RUN, t.LOAD_STATEMENT_LATENCY), (t.IDLE_GAPS_METRIC,), steps.idle_gaps),
     Derivation("changes", (t.STATEMENT, t.EVENT), (t.CHANGE,), steps.changes),
     # Rules read the per-CPU table's columns: it is there, empty, even when its step fails.
     Derivation("per_cpu", (t.CPU_UTIL, t.SOFTIRQ_RATE, t.SOFTIRQ_COUNT, t.IRQ_COUNT, t.TOPOLOGY), (t.PER_CPU, t.CPU_NODE, t.IRQ_DELTA, t.CPU_METRIC),
