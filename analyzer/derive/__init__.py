@@ -69,6 +69,7 @@ DERIVATIONS: tuple[Derivation, ...] = (
     Derivation("numa_remote", (t.NUMA_COUNTER,), (t.NUMA_REMOTE,), steps.numa_remote),
     Derivation("numa_process_memory", (t.NUMA_COUNTER,), (t.NUMA_PROCESS_MEMORY,), steps.numa_process_memory),
     Derivation("vmstat_numa", (t.VMSTAT_COUNT,), (t.VMSTAT_NUMA_METRIC,), steps.vmstat_numa),
+    Derivation("pg_stat_database", (t.PG_STAT_DATABASE,), (t.PG_STAT_DATABASE_METRIC,), steps.pg_stat_database),
     Derivation("host_config", (t.HOST_FACT, t.HOST_SETTING, t.DB_SETTING, t.NUMA_NODE, t.NUMA_COUNTER, t.STATEMENT), (t.HOST_CONFIG_METRIC,), steps.host_config),
     Derivation("host_config_values", (t.HOST_SETTING, t.STATEMENT, t.DB_SETTING, t.PERF_STACK, t.PERF_SYMBOL),
                (t.HOST_CONFIG_VALUE, t.DATABASE_EVIDENCE, t.BLOCK_DEVICE, t.DATABASE_AFFINITY),
