@@ -173,7 +173,8 @@ def test_the_noise_bands_in_the_docstring_are_the_constants():
 
     text = differ.__doc__
     for name in ("RATE_NOISE_REL", "TIME_NOISE_REL", "TAIL_NOISE_REL", "PCT_NOISE_POINTS", "SQL_NOISE_RATIO",
-                 "SQL_TAIL_NOISE_RATIO", "SQL_TIME_FLOOR_S_PER_S", "TIME_NOISE_FLOOR_MS", "BOOT_SIZED_NOISE_REL"):
+                 "SQL_TAIL_NOISE_RATIO", "SQL_TIME_FLOOR_S_PER_S", "TIME_NOISE_FLOOR_MS", "BOOT_SIZED_NOISE_REL",
+                 "HIT_PCT_FLOOR_POINTS"):
         assert f"``{name}``" in text, name
     assert f"({differ.RATE_NOISE_REL:.0%}" in text and f"({differ.TIME_NOISE_REL:.0%})" in text
     assert f"({differ.PCT_NOISE_POINTS:.0f} points" in text and f"({differ.SQL_NOISE_RATIO:.0f}x)" in text
