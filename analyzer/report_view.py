@@ -118,6 +118,14 @@ def _numa_view(rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
     return {"rows": rows, "since_boot": since_boot, "chart": hbar_geometry(title, "%", bars, top=100.0) if bars else None}
 
 
+def _buffer_cache_view(stats: dict[str, Any] | None) -> dict[str, Any] | None:
+    """metrics.pg_stat_database for the report: the databases that asked for blocks or committed in the window."""
+    if not stats:
+        return None
+    rows = [d for d in stats.get("databases") or [] if (d.get("blks_hit") or 0) + (d.get("blks_read") or 0) or d.get("xact_commit")]
+    return {**stats, "rows": rows} if rows else None
+
+
 def build_view(document: dict[str, Any]) -> dict[str, Any]:
     """What the templates see: the document plus chart geometry and grouped rule outcomes."""
     findings = [{**f, "chart_views": [chart_geometry(c) for c in f["charts"]]} for f in document["findings"]]
@@ -140,6 +148,7 @@ def build_view(document: dict[str, Any]) -> dict[str, Any]:
         "sql_charts": _sql_charts(document),
         "cpu_profile": _cpu_profile_view(document["metrics"].get("cpu_profile")),
         "numa": _numa_view(document["metrics"].get("numa_remote")),
+        "buffer_cache": _buffer_cache_view(document["metrics"].get("pg_stat_database")),
         "where_time_went": where_time_went(document["metrics"].get("time_accounting"), document["metrics"].get("sql_summary")),
         "idle_gaps": _idle_gaps_view(document["metrics"].get("idle_gaps")),
         "timeline": timeline_view(document["metrics"].get("timeline")),

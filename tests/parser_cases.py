@@ -8,8 +8,9 @@ One line per case: where the input is, then options. Sample of ``mysql-error-log
 
 Inputs: ``corpus:<folder>/<file>`` (``../shared/corpus``; ``.gz``/``.bz2`` read decompressed),
 ``capture:<capture>/<member>`` (a member of ``../shared/corpus/captures/<capture>.tar.gz``, read in
-memory), ``fixture:<path>`` (``fixtures/<path>`` in the repo), ``text:<module>.<NAME>`` (a string
-constant of a test module). Options: ``source=`` (the ``ParseContext.source``; default the corpus
+memory), ``fixture:<path>`` (``fixtures/<path>`` in the repo), ``pair:<capture>/<member>`` (a member of
+``fixtures/compare/<capture>.tar.gz``, the real captures ``dbdiag compare`` is tested on), ``text:<module>.<NAME>``
+(a string constant of a test module). Options: ``source=`` (the ``ParseContext.source``; default the corpus
 path, the member path, ``fixtures/<path>`` or ``test``), ``tz=`` (default UTC), ``head=N`` (the
 golden keeps the first N rows of each table; counts stay whole), and the explicit exceptions to the
 detection matrix (``tests/test_parser_cases.py``), each with the reason in a comment on the line
@@ -40,7 +41,7 @@ FROM_CORPUS = ("corpus", "capture")
 @dataclass(frozen=True)
 class Case:
     kind: str
-    input: str  # "corpus:oom/x.txt", "capture:<capture>/<member>", "fixture:<path>", "text:<module>.<NAME>"
+    input: str  # "corpus:oom/x.txt", "capture:<capture>/<member>", "fixture:<path>", "pair:<capture>/<member>", "text:<module>.<NAME>"
     source: str
     tz: str = "UTC"
     head_rows: int | None = None
@@ -65,7 +66,7 @@ class Case:
 def _default_source(where: str, ref: str) -> str:
     if where == "corpus":
         return ref
-    if where == "capture":
+    if where in ("capture", "pair"):
         return ref.split("/", 1)[1]
     if where == "fixture":
         return f"fixtures/{ref}"
@@ -75,7 +76,7 @@ def _default_source(where: str, ref: str) -> str:
 def _case(kind: str, line: str, path: Path, number: int) -> Case:
     ref, *words = line.split()
     where, _, rest = ref.partition(":")
-    if where not in ("corpus", "capture", "fixture", "text") or not rest:
+    if where not in ("corpus", "capture", "fixture", "pair", "text") or not rest:
         raise ValueError(f"{path.name}:{number}: unknown input {ref!r}")
     options = dict(word.split("=", 1) for word in words)
     if unknown := set(options) - set(OPTIONS):
@@ -128,9 +129,10 @@ def case_bytes(case_input: str) -> bytes:
     where, ref = case_input.split(":", 1)
     if where == "corpus":
         return _decompressed(ref, (CORPUS / ref).read_bytes())
-    if where == "capture":
+    if where in ("capture", "pair"):
         capture, member = ref.split("/", 1)
-        with tarfile.open(CORPUS / "captures" / f"{capture}.tar.gz", "r:gz") as tar:
+        folder = CORPUS / "captures" if where == "capture" else REPO / "fixtures" / "compare"
+        with tarfile.open(folder / f"{capture}.tar.gz", "r:gz") as tar:
             return _decompressed(member, tar.extractfile(tar.getmember(member)).read())
     if where == "fixture":
         return _decompressed(ref, (REPO / "fixtures" / ref).read_bytes())

@@ -180,6 +180,42 @@ def test_kernel_counters_differ_by_ratio_and_none_against_some():
     assert differ.differs(fact("counter", 1000, None), fact("counter", int(1000 * ratio * 1.05), None))
 
 
+def test_hit_ratios_differ_by_the_share_they_miss():
+    """99.9% against 99.98% is five times the reads but under a point: no change; 99% against 97% triples them;
+    98.8% against 81% (TPC-B with 256MB and 128kB of shared buffers) is far inside the 20 points CPU shares get."""
+    hit = lambda value: fact("hit-pct", value, "%")  # noqa: E731
+    floor, ratio = differ.HIT_PCT_FLOOR_POINTS, differ.SQL_NOISE_RATIO
+    assert not differ.differs(hit(99.9), hit(99.98)) and not differ.differs(hit(50.0), hit(50.0 + floor * 0.9))
+    assert differ.differs(hit(99.0), hit(97.0)) and differ.differs(hit(98.8), hit(81.0)) and differ.differs(hit(100.0), hit(98.0))
+    missed = 10.0  # misses 10% against just under and just over twice that
+    assert not differ.differs(hit(100 - missed), hit(100 - missed * ratio * 0.95))
+    assert differ.differs(hit(100 - missed), hit(100 - missed * ratio * 1.05))
+    assert differ.Difference("activity", "k", 99.98, 50.85, "%", "hit-pct", {}).change_text() == "-49.1 points"
+
+
+def test_shared_buffers_explain_the_hit_ratio_and_through_it_latency_and_throughput():
+    """With a hit ratio that differs, the chain reads in causal order (setting -> hit ratio -> statement latency,
+    TPS); without one (a capture with no pg_stat_database), the setting explains those effects itself."""
+    from dbdiag.compare.differ import Difference
+    from dbdiag.compare.links import link
+
+    def differences(with_ratio: bool) -> list[Difference]:
+        ratio = [Difference("activity", "buffer hit ratio bench (pg_stat_database)", 99.98, 50.85, "%", "hit-pct", {})]
+        return [Difference("settings", "shared_buffers", "256MB", "128kB", None, "text", {}), *(ratio if with_ratio else []),
+                Difference("outcome", "statement latency p50 (statement log)", 0.036, 1.692, "ms", "time", {}),
+                Difference("outcome", "tps (pgbench), mean of the timeline", 20802.0, 1963.0, "1/s", "rate", {}),
+                Difference("outcome", "commits per second bench (pg_stat_database)", 20220.8, 1988.1, "1/s", "rate", {}),
+                Difference("activity", "cpu 3 NET_RX softirqs per second", 577.0, 777.0, "1/s", "rate", {})]
+
+    setting, ratio, *effects, unrelated = differences(True)
+    link([setting, ratio, *effects, unrelated])
+    assert setting.explains == [ratio.ref] and ratio.explains == [e.ref for e in effects]
+    assert all(e.caused_by == [ratio.ref] for e in effects) and unrelated.caused_by == []
+    setting, *effects, unrelated = differences(False)
+    link([setting, *effects, unrelated])
+    assert setting.explains == [e.ref for e in effects] and unrelated.caused_by == []
+
+
 def test_boot_sized_settings_differ_as_numbers_beyond_their_band():
     """fs.file-max as two boots of one guest sized it (287315, 287289) is no change; a value someone set is one."""
     sized = lambda value: Fact("settings", "sysctl fs.file-max", value, None, "boot-sized", None)  # noqa: E731

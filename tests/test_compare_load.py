@@ -1,5 +1,5 @@
 """``dbdiag compare`` on two real pgbench runs that differ in their clients only, 4 against 32, made with a copy
-of the shared script (fixtures/compare/README.md, copy F): the load is named first, in both orders; the plans
+of the shared script (fixtures/compare/README.md, copy K): the load is named first, in both orders; the plans
 that auto_explain logged for the slower runs, which run no slower than the plan both sides ran, are no cause;
 the pgbench summary is the outcome (its progress lines have no clock to place them on a slow log); and the slow
 log's numbers are named as what crossed its threshold, not as the outcome."""
@@ -48,7 +48,7 @@ SYNC_OFF, SYNC_ON = "postgres-pgbench-sync-commit-off", "postgres-pgbench-sync-c
 
 @pytest.mark.parametrize("order", ["off-first", "on-first"])
 def test_a_setting_neither_capture_holds_is_said_to_be_missing(order: str) -> None:
-    """synchronous_commit off against on (copy F plus one line): the shared script collects no PostgreSQL settings,
+    """synchronous_commit off against on (copy K plus one line): the shared script collects no PostgreSQL settings,
     so the cause cannot be seen; the verdict says what to collect instead of naming something else."""
     names = (SYNC_OFF, SYNC_ON) if order == "off-first" else (SYNC_ON, SYNC_OFF)
     documents = reports_of(*names)

@@ -71,17 +71,39 @@ def test_index_made_ignored_is_named_first_with_its_effect(reports, order):
 
 @pytest.mark.parametrize("order", ["good-first", "bad-first"])
 def test_small_shared_buffers_is_named_first_with_its_effect(reports, order):
+    """pgbench as fast as it goes on the same data, the kernel's page cache kept from holding it (copy F): 128kB of
+    shared buffers against 256MB. The verdict names shared_buffers first and only, and its chain in causal order:
+    the buffer hit ratio of bench (pg_stat_database), then the statement latency, then the TPS the headline states."""
     baseline, capture, slow_side = slower(PG_LARGE, PG_SMALL, order)
+    fast_side = "baseline" if slow_side == "capture" else "capture"
     document = compared(reports, baseline, capture)
     verdict = document["verdict"]
-    assert verdict["slow_side"] == slow_side
+    assert verdict["status"] == "differs" and verdict["slow_side"] == slow_side
+    assert [e["cause"] for e in verdict["explained"]] == ["settings:shared_buffers"] and verdict["also_differs"] == []
     first = verdict["explained"][0]
-    assert (first["area"], first["key"]) == ("settings", "shared_buffers")
-    assert first[slow_side] == "128kB" and first["baseline" if slow_side == "capture" else "capture"] == "256MB"  # as written
-    assert first["effects"] and "→ outcome" in first["effect"]
+    assert first[slow_side] == "128kB" and first[fast_side] == "256MB"  # as written in postgresql.conf
+    assert first["sources"][slow_side] == "capture/db/postgresql.conf"
+    # the headline: the TPS gap, and the setting
     outcome = verdict["outcome"]
-    slow, fast = outcome[slow_side], outcome["baseline" if slow_side == "capture" else "capture"]
-    assert outcome["differs"] and slow > fast  # every outcome the headline may state here is a time
+    assert outcome["label"] == "TPS" and outcome["key"] == "tps (pgbench), mean of the timeline" and outcome["differs"]
+    assert outcome[fast_side] > 5 * outcome[slow_side]
+    assert verdict["headline"].startswith(f"{document['capture']['name']}: TPS ")
+    assert "most likely because of settings shared_buffers (differs)" in verdict["headline"]
+    # the chain: the setting -> the hit ratio -> statement latency ... -> the outcome
+    ratio = "buffer hit ratio bench (pg_stat_database)"
+    assert first["effect"].startswith(f"activity {ratio}: ") and first["effect"].endswith(f"({outcome['change']})")
+    assert "statement latency p50 (statement log)" in first["effect"] and "→ outcome TPS " in first["effect"]
+    assert {f"activity:{ratio}", "outcome:statement latency p50 (statement log)", "outcome:statement latency p99 (statement log)",
+            "outcome:tps (pgbench), mean of the timeline", "outcome:latency_avg (pgbench), mean of the timeline",
+            "outcome:commits per second bench (pg_stat_database)"} <= set(first["effects"])
+    rows = {(a["area"], r["key"]): r for a in document["areas"] for r in a["rows"]}
+    hit, latency = rows[("activity", ratio)], rows[("outcome", "statement latency p50 (statement log)")]
+    assert hit["differs"] and hit[fast_side] > 99.9 and 45 < hit[slow_side] < 55
+    assert latency["differs"] and latency[slow_side] > 10 * latency[fast_side]
+    (ratio_difference,) = [d for d in document["differences"] if d["key"] == ratio]
+    assert ratio_difference["caused_by"] == ["settings:shared_buffers"] and ratio_difference["change"].endswith(" points")
+    # nothing the sampled statement log cannot tell is compared: no idle gaps between sampled statements
+    assert not [d for d in document["differences"] if d["key"].startswith("idle gap")]
     assert [r["finding"] for r in first["remediation"]] == ["buffer-pool-undersized/shared_buffers"]
 
 
@@ -172,7 +194,8 @@ def test_the_noise_bands_in_the_docstring_are_the_constants():
 
     text = differ.__doc__
     for name in ("RATE_NOISE_REL", "TIME_NOISE_REL", "TAIL_NOISE_REL", "PCT_NOISE_POINTS", "SQL_NOISE_RATIO",
-                 "SQL_TAIL_NOISE_RATIO", "SQL_TIME_FLOOR_S_PER_S", "TIME_NOISE_FLOOR_MS", "BOOT_SIZED_NOISE_REL"):
+                 "SQL_TAIL_NOISE_RATIO", "SQL_TIME_FLOOR_S_PER_S", "TIME_NOISE_FLOOR_MS", "BOOT_SIZED_NOISE_REL",
+                 "HIT_PCT_FLOOR_POINTS"):
         assert f"``{name}``" in text, name
     assert f"({differ.RATE_NOISE_REL:.0%}" in text and f"({differ.TIME_NOISE_REL:.0%})" in text
     assert f"({differ.PCT_NOISE_POINTS:.0f} points" in text and f"({differ.SQL_NOISE_RATIO:.0f}x)" in text

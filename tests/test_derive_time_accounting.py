@@ -251,6 +251,24 @@ def test_pgbench_progress_timestamps_give_a_timed_user_side() -> None:
     assert windows["user_response_time_s"].to_list() == [pytest.approx(2.0), pytest.approx(1.5)]
 
 
+def test_a_sampled_log_is_no_db_time_beside_timestamped_progress_lines() -> None:
+    """The run counts what it sent even when its progress lines carry their times: 30 statements logged of the
+    2,000 sent (log_statement_sample_rate = 0.015) are not the DB side, though all are sub-millisecond (issue 15's
+    pair: a 1% sample made the database work "0.3% of the time users waited")."""
+    intervals = t.conform(t.LOAD_INTERVAL, pl.DataFrame({
+        "run": 0, "tool": "pgbench", "ts": [T0 + timedelta(seconds=s) for s in (5, 10)],
+        "tps": [200.0, 200.0], "latency_ms": 2.0, "source": "app/pgbench.txt",
+    }))
+    run = t.conform(t.LOAD_RUN, pl.DataFrame([{"run": 0, "tool": "pgbench", "threads": 1, "duration_s": 10.0,
+                                               "transactions": 2000, "latency_avg_ms": 2.0, "source": "app/pgbench.txt"}]))
+    script = t.conform(t.LOAD_STATEMENT_LATENCY, pl.DataFrame({"run": [0], "script": ["lookup.sql"], "statement": ["SELECT 1;"],
+                                                               "latency_ms": [2.0], "source": ["app/pgbench.txt"]}))
+    rows = [("1", i * 0.33, 0.0005) for i in range(30)]
+    metric, _ = time_accounting({t.LOAD_INTERVAL: intervals, t.LOAD_RUN: run, t.LOAD_STATEMENT_LATENCY: script, t.STATEMENT: statements(rows)})
+    assert metric["db_time_ratio"] is None and metric["sources"][0]["kind"] == "load-test-intervals"
+    assert "holds 30 statements where the load test sent 2,000: the log is sampled or filtered" in metric["unavailable_reason"]
+
+
 # ------------------------------------------------------------ connection set-up
 
 

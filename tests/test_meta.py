@@ -57,6 +57,7 @@ HOSTILE_TESTS = {
     "process-affinity": "tests/parsers/test_host_config.py::test_process_status_mixed_and_hostile",
     "mysql-variables": "tests/parsers/test_db_settings.py::test_hostile_input",
     "postgresql-settings": "tests/parsers/test_db_settings.py::test_hostile_input",
+    "postgresql-stat-database": "tests/parsers/test_pg_stat_database.py::test_pg_stat_database_hostile_inputs",
     "postgresql-conf": "tests/parsers/test_db_settings.py::test_hostile_input",
     "tidb-config": "tests/parsers/test_db_settings.py::test_hostile_input",
     "perf-script": "tests/parsers/test_perf_script.py::test_binary_junk_is_refused",

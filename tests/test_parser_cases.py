@@ -55,7 +55,7 @@ CLAIMED_WITHOUT_A_CASE = {
 
 
 def _input_params() -> list:
-    refs = all_inputs() + tuple(dict.fromkeys(case.input for case in CASES if case.where == "text"))
+    refs = all_inputs() + tuple(dict.fromkeys(case.input for case in CASES if case.where in ("text", "pair")))
     params = [pytest.param(ref, id=ref) for ref in refs]
     if not any(ref.startswith(FROM_CORPUS) for ref in refs):
         params.append(pytest.param(None, id=ABSENT_NAME))

@@ -12,6 +12,11 @@ the same numbers, so a number differs only when its change passes the threshold 
   transactions is nearly their maximum, and moved 33% between two healthy runs;
 - percentages (CPU busy, softirq, remote memory, profile shares, the DB time ratio): over
   ``PCT_NOISE_POINTS`` (20 points; two healthy runs were 13-15 points apart in CPU busy);
+- a buffer hit ratio (``pg_stat_database``): by the share of block requests it misses, a ratio over
+  ``SQL_NOISE_RATIO`` and a change over ``HIT_PCT_FLOOR_POINTS`` (1 point): 99% against 98% is twice the reads
+  (runs of one workload here: the 256MB runs of fixtures/compare's pgbench workload missed 0.01-0.03%, its 128kB
+  runs 49.1-49.2%; pgbench's TPC-B missed 1.0-1.5% with 256MB and 18.3-20.2% with 128kB), where the 20 points
+  of a CPU's busy share would hide a cache that misses a fifth of the blocks;
 - one fingerprint's DB time per second, calls per second and median: a ratio over ``SQL_NOISE_RATIO``
   (2x), with a change over ``SQL_TIME_FLOOR_S_PER_S`` (0.01 s of statement time per second) for DB
   time and over ``TIME_NOISE_FLOOR_MS`` for the median; its p99 a ratio over ``SQL_TAIL_NOISE_RATIO``
@@ -51,6 +56,8 @@ SQL_NOISE_RATIO = 2.0
 SQL_TAIL_NOISE_RATIO = 4.0
 SQL_TIME_FLOOR_S_PER_S = 0.01
 BOOT_SIZED_NOISE_REL = 0.01
+HIT_PCT_FLOOR_POINTS = 1.0
+POINTS_KINDS = ("pct", "hit-pct", "share")  # changes said in points ("+30.2 points")
 # A profile share or a fingerprint's DB time missing on one side is 0 there (a symbol perf did not
 # sample, a statement not run): it differs only when the other side's value passes the threshold.
 ONE_SIDED_AS_ZERO = ("share", "sql-time")
@@ -93,7 +100,7 @@ class Difference:
         if self.only_on:
             return f"only in {self.only_on}"
         if isinstance(self.baseline, (int, float)) and isinstance(self.capture, (int, float)):
-            if self.kind in ("pct", "share"):
+            if self.kind in POINTS_KINDS:
                 return f"{self.capture - self.baseline:+.1f} points"
             if self.baseline:
                 return f"{(self.capture - self.baseline) / abs(self.baseline) * 100:+.0f}%"
@@ -103,7 +110,7 @@ class Difference:
         """How far apart the two values are, for ranking (1.0 = doubled or halved; a side missing: 1.0)."""
         if self.only_on or not isinstance(self.baseline, (int, float)) or not isinstance(self.capture, (int, float)):
             return 1.0
-        if self.kind in ("pct", "share"):
+        if self.kind in POINTS_KINDS:
             return abs(self.capture - self.baseline) / 100
         low, high = sorted((abs(self.baseline), abs(self.capture)))
         return (high - low) / low if low else 1.0
@@ -141,6 +148,9 @@ def differs(baseline: Fact | None, capture: Fact | None) -> bool:
     if not (isinstance(a, (int, float)) and isinstance(b, (int, float))) or sample.kind in ("text", "set", "severity", "events"):
         return a != b
     kind = sample.kind
+    if kind == "hit-pct":
+        low_miss, high_miss = sorted((100.0 - a, 100.0 - b))
+        return abs(a - b) > HIT_PCT_FLOOR_POINTS and (low_miss <= 0 or high_miss / low_miss > SQL_NOISE_RATIO)
     if kind in ("pct", "share"):
         return abs(a - b) > PCT_NOISE_POINTS
     low, high = sorted((abs(a), abs(b)))

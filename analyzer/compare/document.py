@@ -125,6 +125,7 @@ def noise_bands() -> dict[str, float]:
         "time_floor_ms": differ.TIME_NOISE_FLOOR_MS, "pct_points": differ.PCT_NOISE_POINTS,
         "sql_ratio": differ.SQL_NOISE_RATIO, "sql_tail_ratio": differ.SQL_TAIL_NOISE_RATIO,
         "sql_time_floor_s_per_s": differ.SQL_TIME_FLOOR_S_PER_S, "sql_min_calls": SQL_MIN_CALLS,
+        "hit_pct_floor_points": differ.HIT_PCT_FLOOR_POINTS,
     }
 
 

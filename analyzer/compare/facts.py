@@ -70,7 +70,7 @@ class Fact:
     key: str
     value: Any
     unit: str | None
-    kind: str  # rate | time | tail | pct | share | sql-time | sql-rate | sql-latency | sql-tail | counter | boot-sized | text | set | severity | events
+    kind: str  # rate | time | tail | pct | hit-pct | share | sql-time | sql-rate | sql-latency | sql-tail | counter | boot-sized | text | set | severity | events
     source: str | None
     finding_ids: tuple[str, ...] = ()
     subject: str | None = None  # what findings name it by: "fingerprint-e81d..." (a finding id's second part)
@@ -96,6 +96,7 @@ def facts_of(document: dict[str, Any]) -> list[Fact]:
     facts += _numa_facts(metrics.get("numa_remote") or [])
     facts += _vmstat_facts(metrics.get("vmstat_numa") or {})
     facts += _proc_stat_facts(metrics.get("proc_stat") or {})
+    facts += _pg_stat_database_facts(metrics.get("pg_stat_database") or {})
     facts += _profile_facts(metrics.get("cpu_profile") or {})
     facts += _sql_facts(metrics.get("sql_profile") or [], _span_s(metrics))
     facts += _finding_facts(document.get("findings") or [])
@@ -412,6 +413,35 @@ def _proc_stat_facts(stat: dict[str, Any]) -> list[Fact]:
         if value is not None:
             window, unit = ("per second", "1/s") if per_second else ("during the capture", None)
             facts.append(Fact("activity", f"{label} {window} (/proc/stat)", value, unit, "counter", source))
+    return facts
+
+
+# A database is compared when shared buffers saw this many block requests in the window: a psql session's catalog
+# reads are a few hundred (231 in the postgres database of fixtures/compare/postgres-*), and a ratio of those says
+# who connected, not how the cache did.
+BUSY_DATABASE_MIN_BLOCKS = 10_000
+
+
+def _pg_stat_database_facts(stats: dict[str, Any]) -> list[Fact]:
+    """``metrics.pg_stat_database``: each busy database's buffer hit ratio (judged by the share it misses,
+    ``differ``'s "hit-pct") and its commits per second when the snapshots carry their times.
+
+    >>> [(f.area, f.key, f.value) for f in _pg_stat_database_facts({"first_source": "db/a", "last_source": "db/b",
+    ...     "databases": [{"datname": "bench", "window": "between snapshots", "blks_hit": 318497, "blks_read": 307369,
+    ...                    "hit_ratio_pct": 50.89, "commits_per_s": 1545.39},
+    ...                   {"datname": "postgres", "blks_hit": 125, "blks_read": 106, "hit_ratio_pct": 54.11}]})]
+    [('activity', 'buffer hit ratio bench (pg_stat_database)', 50.89), ('outcome', 'commits per second bench (pg_stat_database)', 1545.39)]
+    """
+    source = ", ".join(s for s in (stats.get("first_source"), stats.get("last_source")) if s) or None
+    facts = []
+    for database in stats.get("databases") or []:
+        if (database.get("blks_hit") or 0) + (database.get("blks_read") or 0) < BUSY_DATABASE_MIN_BLOCKS:
+            continue
+        name = database["datname"]
+        if database.get("hit_ratio_pct") is not None:
+            facts.append(Fact("activity", f"buffer hit ratio {name} (pg_stat_database)", database["hit_ratio_pct"], "%", "hit-pct", source))
+        if database.get("commits_per_s") is not None and database.get("window") == "between snapshots":
+            facts.append(Fact("outcome", f"commits per second {name} (pg_stat_database)", database["commits_per_s"], "1/s", "rate", source))
     return facts
 
 

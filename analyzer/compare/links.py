@@ -3,7 +3,8 @@ to the observed differences it explains (the outcome, what the host did, SQL tim
 
     plan of F changed                -> F's DB time, calls, median, p99 (same fingerprint)
     event index-ignored in one side  -> every plan change (an index set aside changes plans)
-    setting S differs                -> the effects ``SETTING_EFFECTS[S]`` names, where they differ
+    setting S differs                -> the effects ``SETTING_EFFECTS[S]`` names, where they differ (through
+                                        ``SETTING_MECHANISMS[S]`` when it differs: S -> hit ratio -> latency)
     finding fired on one side only   -> joins the plan/SQL difference of its subject (plan-flip of F
                                         joins F's plan change), else stands as a cause of its own,
                                         linked to the effects ``FINDING_EFFECTS[its rule]`` names
@@ -37,6 +38,10 @@ NUMA_BALANCING_EFFECTS = ("vmstat numa_", "vmstat pgmigrate_", "remote memory", 
 # What durability settings move: the time of commits (an fsync of the redo log / WAL, of the binary log) and
 # so the statement and user latency; not every statement's time.
 COMMIT_TIME_EFFECTS = ("commit |", "end |", "statement latency", "DB time per second (", "latency_", "user response time")
+# What shared buffers do: serve block requests (the hit ratio pg_stat_database counts) and, through them,
+# statement time, the throughput it allows and the kernel's share of the CPU (a block not in them is a read call).
+BUFFER_CACHE_EFFECTS = ("buffer hit ratio", *SQL_TIME_EFFECTS, "tps (", "commits per second", "statements per second",
+                        "| calls per second", "kernel (% of busy CPU)")
 SETTING_EFFECTS: dict[str, tuple[str, ...]] = {
     "kernel.numa_balancing": NUMA_BALANCING_EFFECTS,
     "cmdline numa_balancing": NUMA_BALANCING_EFFECTS,  # numa_balancing=disable at boot (metrics.settings)
@@ -47,7 +52,7 @@ SETTING_EFFECTS: dict[str, tuple[str, ...]] = {
     "cmdline isolcpus": ("busy %", "category scheduler"),
     "kernel.sched_": ("category scheduler", "context switches"),  # autogroup, migration cost, granularities
     "innodb_buffer_pool_size": SQL_TIME_EFFECTS,
-    "shared_buffers": SQL_TIME_EFFECTS,
+    "shared_buffers": BUFFER_CACHE_EFFECTS,
     "innodb_numa_interleave": ("remote memory",),
     **dict.fromkeys(("innodb_flush_log_at_trx_commit", "sync_binlog", "log_bin", "innodb_flush_method", "innodb_doublewrite",
                      "synchronous_commit", "fsync", "wal_sync_method", "commit_delay", "full_page_writes"), COMMIT_TIME_EFFECTS),
@@ -57,6 +62,9 @@ SETTING_EFFECTS: dict[str, tuple[str, ...]] = {
     # a process' binding moves its memory and the busy time of whole nodes, not of one CPU
     "process_affinity": ("remote memory", "busy % (mean of its CPUs)", "category page-faults-numa"),
 }
+# setting -> the fragment of the effect it acts through, when the capture measures it: the setting explains that
+# difference and it explains the setting's other effects (shared_buffers -> buffer hit ratio -> statement latency, TPS).
+SETTING_MECHANISMS: dict[str, tuple[str, ...]] = {"shared_buffers": ("buffer hit ratio",)}
 # setting -> the rules whose findings are about it (their remediation is the setting's).
 SETTING_RULES: dict[str, tuple[str, ...]] = {
     "kernel.numa_balancing": ("numa-balancing-enabled", "cross-numa-memory"),
@@ -104,7 +112,7 @@ def link(differences: list[Difference], rows: list[Row] | None = None) -> None:
             _join(event, plans)
     for setting in (d for d in differences if d.area == "settings"):
         fragments = setting_entry(SETTING_EFFECTS, setting.key)
-        _join(setting, [e for e in effects if any(f in e.key for f in fragments)])
+        _join_through(setting, [e for e in effects if any(f in e.key for f in fragments)], setting_entry(SETTING_MECHANISMS, setting.key))
     for host in (d for d in differences if d.area == "host"):
         fragments = HOST_EFFECTS.get(host.key, ())
         _join(host, [e for e in effects if any(f in e.key for f in fragments)])
@@ -159,6 +167,17 @@ def setting_entry(table: dict[str, tuple[str, ...]], setting: str) -> tuple[str,
 def _event_action(event: Difference) -> str:
     """'index-ignored events (mysql-slowlog)' -> 'index-ignored'."""
     return event.key.split(" ", 1)[0]
+
+
+def _join_through(cause: Difference, effects: list[Difference], mechanism: tuple[str, ...]) -> None:
+    """``cause`` explains ``effects``, through those of its mechanism when some of them differ."""
+    through = [e for e in effects if any(f in e.key for f in mechanism)]
+    if not through:
+        _join(cause, effects)
+        return
+    _join(cause, through)
+    for step in through:
+        _join(step, [e for e in effects if e not in through])
 
 
 def _join(cause: Difference, effects: list[Difference]) -> None:

@@ -57,7 +57,7 @@ DERIVATIONS: tuple[Derivation, ...] = (
     Derivation("sql", (t.STATEMENT, t.LOCK_WAIT), (t.FINGERPRINTED_STATEMENT, t.SQL_PROFILE_METRIC, t.SQL_SUMMARY_METRIC, t.SQL_TIMELINE_METRIC), steps.sql),
     Derivation("plan_nodes", (t.PLAN_NODE,), (t.PUBLIC_PLAN_NODE,), steps.plan_nodes),
     Derivation("lock_waits", (t.LOCK_WAIT,), (t.PUBLIC_LOCK_WAIT,), steps.lock_waits),
-    Derivation("idle_gaps", (t.STATEMENT, t.METRIC_SAMPLE), (t.IDLE_GAPS_METRIC,), steps.idle_gaps),
+    Derivation("idle_gaps", (t.STATEMENT, t.METRIC_SAMPLE, t.LOAD_RUN, t.LOAD_STATEMENT_LATENCY), (t.IDLE_GAPS_METRIC,), steps.idle_gaps),
     Derivation("changes", (t.STATEMENT, t.EVENT), (t.CHANGE,), steps.changes),
     # Rules read the per-CPU table's columns: it is there, empty, even when its step fails.
     Derivation("per_cpu", (t.CPU_UTIL, t.SOFTIRQ_RATE, t.SOFTIRQ_COUNT, t.IRQ_COUNT, t.TOPOLOGY), (t.PER_CPU, t.CPU_NODE, t.IRQ_DELTA, t.CPU_METRIC),
@@ -70,6 +70,7 @@ DERIVATIONS: tuple[Derivation, ...] = (
     Derivation("numa_process_memory", (t.NUMA_COUNTER,), (t.NUMA_PROCESS_MEMORY,), steps.numa_process_memory),
     Derivation("vmstat_numa", (t.VMSTAT_COUNT,), (t.VMSTAT_NUMA_METRIC,), steps.vmstat_numa),
     Derivation("proc_stat", (t.PROC_STAT_COUNT,), (t.PROC_STAT_METRIC,), steps.proc_stat),
+    Derivation("pg_stat_database", (t.PG_STAT_DATABASE,), (t.PG_STAT_DATABASE_METRIC,), steps.pg_stat_database),
     Derivation("host_config", (t.HOST_FACT, t.HOST_SETTING, t.DB_SETTING, t.NUMA_NODE, t.NUMA_COUNTER, t.STATEMENT), (t.HOST_CONFIG_METRIC,), steps.host_config),
     Derivation("host_config_values", (t.HOST_SETTING, t.STATEMENT, t.DB_SETTING, t.PERF_STACK, t.PERF_SYMBOL),
                (t.HOST_CONFIG_VALUE, t.DATABASE_EVIDENCE, t.BLOCK_DEVICE, t.DATABASE_AFFINITY),

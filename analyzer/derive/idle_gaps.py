@@ -22,7 +22,8 @@ SAVEPOINT``, not ``AND CHAIN``) close it, a nested ``BEGIN`` changes nothing (th
 not, not a depth), and after ``SET autocommit=0`` every statement but a COMMIT/ROLLBACK leaves one
 open until ``SET autocommit=1``. The state is a forward fill per connection (no Python loop).
 Statements the log did not hold (a slow log with a threshold) would make gaps up: only a log of
-every statement is used (:func:`~dbdiag.derive.time_db_side.log_completeness`).
+every statement is used (:func:`~dbdiag.derive.time_db_side.log_completeness`; with the count a load test
+sent, when it tells, so that a sampled log is not taken for a whole one).
 
 **Resolution.** The gap resolution is the coarsest of ``start_ts`` and ``end_ts`` (one of them is
 often derived from the other and a duration, which gives it digits it does not have): 1 s when all
@@ -51,6 +52,7 @@ from dbdiag import tables as t
 from dbdiag.derive.histogram import counter_deltas, histogram_quantile, label_value
 from dbdiag.derive.sql import is_sleep
 from dbdiag.derive.time_db_side import log_completeness
+from dbdiag.derive.time_user_side import statements_sent
 from dbdiag.vocabulary.metrics import FAMILIES, INTERNAL_SQL_LABELS_RE
 
 QUANTILES = {"p50_ms": 0.50, "p80_ms": 0.80, "p99_ms": 0.99}
@@ -233,7 +235,7 @@ def _from_statements(statements: pl.DataFrame | None, tables: dict[str, pl.DataF
         "method_detail": "", "unavailable_reason": None, "notes": [],
     }
     timed = frame.filter(pl.col("query_time_s").is_not_null())
-    complete, why = log_completeness(timed) if timed.height else (False, "no statement durations")
+    complete, why = log_completeness(timed, expected=statements_sent(tables)) if timed.height else (False, "no statement durations")
     if not complete:
         metric["unavailable_reason"] = why
         metric["method_detail"] = "statements per connection; the log does not hold every statement"

@@ -20,6 +20,7 @@ from dbdiag.derive import histogram_windows as histogram_windows_module
 from dbdiag.derive import full_scans as full_scans_module, host as host_module, host_config as host_config_module, idle_gaps as idle_gaps_module
 from dbdiag.derive import host_counts as host_counts_module
 from dbdiag.derive import numa, proc_stat as proc_stat_module, public_text as public_text_module, sql as sql_module, sql_statements
+from dbdiag.derive import pg_stat_database as pg_stat_database_module
 from dbdiag.derive import time_accounting as time_accounting_module
 from dbdiag.derive import timeline as timeline_module
 
@@ -118,6 +119,10 @@ def vmstat_numa(view: View, options: DeriveOptions) -> dict[str, Any]:
 
 def proc_stat(view: View, options: DeriveOptions) -> dict[str, Any]:
     return {t.PROC_STAT_METRIC: proc_stat_module.proc_stat_rates(dict(view))}
+
+
+def pg_stat_database(view: View, options: DeriveOptions) -> dict[str, Any]:
+    return {t.PG_STAT_DATABASE_METRIC: pg_stat_database_module.pg_stat_database_delta(dict(view))}
 
 
 def host_config(view: View, options: DeriveOptions) -> dict[str, Any]:

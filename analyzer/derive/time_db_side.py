@@ -10,6 +10,7 @@ from dbdiag import tables as t
 from dbdiag.derive.histogram import counter_deltas
 from dbdiag.derive.sql import is_sleep
 from dbdiag.derive.time_sides import COMPLETE_LOG_MAX_MIN_S, COMPLETE_LOG_MIN_SHARE, DB_TIME_COUNTERS, QPS_ONLY_COUNTERS, THRESHOLD_SETTINGS, Side
+from dbdiag.derive.time_user_side import statements_sent
 
 def db_side(tables: dict[str, pl.DataFrame], notes: list[str]) -> tuple[Side | None, str]:
     reasons: list[str] = []
@@ -17,7 +18,7 @@ def db_side(tables: dict[str, pl.DataFrame], notes: list[str]) -> tuple[Side | N
     if statements is not None:
         timed = db_statements(statements)
         if timed.height:
-            complete, why = log_completeness(timed, threshold_settings(tables))
+            complete, why = log_completeness(timed, threshold_settings(tables), statements_sent(tables))
             if complete:
                 return _from_statements(timed), ""
             reasons.append(why)

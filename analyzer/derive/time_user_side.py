@@ -135,6 +135,16 @@ def load_runs(tables: dict[str, pl.DataFrame]) -> pl.DataFrame | None:
     return runs.with_columns(pl.Series("expected_queries", expected, dtype=pl.Int64), pl.Series("expected_text", told, dtype=pl.String))
 
 
+def statements_sent(tables: dict[str, pl.DataFrame]) -> int | None:
+    """The statements the capture's load tests sent, when they tell (sysbench counts them, pgbench -r lists its
+    script): a statement log holding fewer is sampled or filtered, even with sub-millisecond statements in it
+    (``log_statement_sample_rate``)."""
+    runs = load_runs(tables)
+    if runs is None or runs["expected_queries"].null_count() == runs.height:
+        return None
+    return int(runs["expected_queries"].sum())
+
+
 def _expected_queries(runs: pl.DataFrame, statements: pl.DataFrame | None) -> tuple[list[int | None], list[str | None]]:
     """Queries the run sent, and how that is known: sysbench counts them; pgbench -r lists its script."""
     expected = runs["queries"].to_list()

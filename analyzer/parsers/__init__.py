@@ -40,6 +40,7 @@ MODULES = (
     "mysql_variables",
     "pg_settings",
     "pg_conf",
+    "pg_stat_database",
     "tidb_config",
     "perf_script",
     "perf_report",

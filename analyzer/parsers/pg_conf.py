@@ -50,6 +50,7 @@ _KNOWN = (
 # [ \t], not \s: \s crosses lines, and over 2,000 blank lines the three \s* made this cubic (100 s)
 _KNOWN_LINE_RE = lazy_compile(r"^[ \t]*(?:#[ \t]*)?(" + "|".join(_KNOWN) + r")[ \t]*=", re.MULTILINE | re.IGNORECASE)
 _SECTION_LINE_RE = lazy_compile(r"^[ \t]*\[[^\]\n]*\][ \t]*$", re.MULTILINE)
+_FENCE_LINE_RE = lazy_compile(r"^[ \t]*```", re.MULTILINE)  # Markdown quoting settings (a README's diff), not a postgresql.conf
 
 
 def _quoted(text: str, start: int) -> tuple[str, int] | None:
@@ -136,6 +137,8 @@ def detect(head: str, name: str) -> float:
         return 0.0  # a script writing a postgresql.conf (a heredoc) is not one
     if _SECTION_LINE_RE.search(head):
         return 0.0  # sections: an INI/TOML file (my.cnf, tikv.toml), never a postgresql.conf
+    if _FENCE_LINE_RE.search(head):
+        return 0.0
     if any(head.lstrip().startswith(s) or f"\n{s}" in head[:400] for s in _SIGNATURES):
         return 0.95
     known = {m.lower() for m in _KNOWN_LINE_RE.findall(head)}

@@ -32,15 +32,14 @@ import io
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
+from dbdiag.parsers.kit.psql_tables import FOOTER_RE, RULE_RE, column_spans
 from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
 from dbdiag.patterns import lazy_compile
 from dbdiag.tables import DB_SETTING, conform
 
 _ALIGNED_HEADER_RE = lazy_compile(r"^\s*name\s*\|\s*setting\s*(?:\|.*)?$")
-_RULE_RE = lazy_compile(r"^-+(?:\+-+)*$")
 _UNALIGNED_HEADER_RE = lazy_compile(r"^name\|setting(?:\|[a-z_]+)*$")
 _CSV_HEADER_RE = lazy_compile(r"^name,setting(?:,[a-z_]+)*$")
-_FOOTER_RE = lazy_compile(r"^\((\d+) rows?\)$")
 _NAME_RE = lazy_compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 _UNIT_RE = lazy_compile(r"^(?:\d*(?:B|kB|MB|GB|TB)|us|ms|s|min|h|d)?$")
 _KNOWN_PREFIXES = (
@@ -61,19 +60,14 @@ def _row(name: str, value: str, unit: str | None) -> tuple[str, str, str | None]
 def _aligned(lines: list[str], start: int, warnings: list[ParseWarning]) -> tuple[list, int | None]:
     """Rows of an aligned/wrapped table whose header is ``lines[start]`` and rule ``lines[start + 1]``."""
     header, rule = lines[start], lines[start + 1]
-    spans, begin = [], 0
-    for i, ch in enumerate(rule):
-        if ch == "+":
-            spans.append((begin, i))
-            begin = i + 1
-    spans.append((begin, None))
+    spans = column_spans(rule)
     names = [header[s:e].strip() for s, e in spans]
     unit_at = names.index("unit") if "unit" in names else None
     rows: list[list] = []  # [values, right-edge markers, line]
     footer = None
     for number in range(start + 2, len(lines)):
         line = lines[number]
-        m = _FOOTER_RE.match(line.strip())
+        m = FOOTER_RE.match(line.strip())
         if m:
             footer = int(m.group(1))
             break
@@ -118,7 +112,7 @@ def _unaligned(lines: list[str], header: list[str] | None, warnings: list[ParseW
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        m = _FOOTER_RE.match(line.strip())
+        m = FOOTER_RE.match(line.strip())
         if m:
             footer = int(m.group(1))
             continue
@@ -167,7 +161,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
             rows = _csv("\n".join(lines[first:]), warnings)
         except csv.Error as exc:
             raise ParseError(f"pg_settings CSV cannot be read: {exc}") from exc
-    elif _ALIGNED_HEADER_RE.match(lines[first]) and first + 1 < len(lines) and _RULE_RE.match(lines[first + 1]):
+    elif _ALIGNED_HEADER_RE.match(lines[first]) and first + 1 < len(lines) and RULE_RE.match(lines[first + 1]):
         layout = "aligned"
         rows, footer = _aligned(lines, first, warnings)
     elif _UNALIGNED_HEADER_RE.match(lines[first]):
@@ -196,7 +190,7 @@ def detect(head: str, name: str) -> float:
         return 0.95
     if _ALIGNED_HEADER_RE.match(first):
         following = lines[lines.index(first) + 1] if lines.index(first) + 1 < len(lines) else ""
-        return 0.95 if _RULE_RE.match(following) else 0.3
+        return 0.95 if RULE_RE.match(following) else 0.3
     body = [line for line in lines[:-1] if line.strip()]
     if len(body) < 5:
         return 0.0

@@ -173,6 +173,7 @@ SHOWN_AS = {FINGERPRINTED_STATEMENT: STATEMENT, WORKING_STATEMENT: STATEMENT, PU
 METRICS = (
     HOST_METRIC := "host", CPU_METRIC := "cpu", INTERRUPTS_METRIC := "interrupts", CPU_PROFILE_METRIC := "cpu_profile", VMSTAT_NUMA_METRIC := "vmstat_numa",
     PROC_STAT_METRIC := "proc_stat",
+    PG_STAT_DATABASE_METRIC := "pg_stat_database",
     HOST_CONFIG_METRIC := "host_config", TIME_ACCOUNTING_METRIC := "time_accounting", IDLE_GAPS_METRIC := "idle_gaps",
     TIMELINE_METRIC := "timeline", SQL_PROFILE_METRIC := "sql_profile", SQL_SUMMARY_METRIC := "sql_summary",
     SQL_TIMELINE_METRIC := "sql_timeline", ENGINE_VERSION_METRIC := "engine_version", DERIVE_ERRORS_METRIC := "derive_errors",

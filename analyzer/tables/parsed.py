@@ -254,6 +254,43 @@ VMSTAT_COUNT_SCHEMA = {
 # /proc/stat snapshots: ctxt, processes, procs_running, procs_blocked, btime, and the intr/softirq totals.
 PROC_STAT_COUNT = "proc_stat_count"
 PROC_STAT_COUNT_SCHEMA = dict(VMSTAT_COUNT_SCHEMA)
+# PostgreSQL's pg_stat_database as psql prints it (parsers/pg_stat_database.py): one row per snapshot and database,
+# counters cumulative since ``stats_reset`` (null: never reset). Columns a server version lacks are null.
+PG_STAT_DATABASE = "pg_stat_database"
+PG_STAT_DATABASE_SCHEMA = {
+    "snapshot": pl.Int32,  # 0, 1, ... in the order the tables appear in the member
+    "ts": UTC_TIME,  # the snapshot's time column (now(), snapshot_time, ...) or the time line before it; else null
+    "datid": pl.Int64,
+    "datname": pl.String,  # null for the row of shared objects (datid 0)
+    "numbackends": pl.Int32,
+    "xact_commit": pl.Int64,
+    "xact_rollback": pl.Int64,
+    "blks_read": pl.Int64,  # blocks read from outside shared buffers (the OS page cache or the disk)
+    "blks_hit": pl.Int64,  # blocks found in shared buffers
+    "tup_returned": pl.Int64,
+    "tup_fetched": pl.Int64,
+    "tup_inserted": pl.Int64,
+    "tup_updated": pl.Int64,
+    "tup_deleted": pl.Int64,
+    "conflicts": pl.Int64,
+    "temp_files": pl.Int64,
+    "temp_bytes": pl.Int64,
+    "deadlocks": pl.Int64,
+    "checksum_failures": pl.Int64,  # PostgreSQL 12+
+    "checksum_last_failure": UTC_TIME,
+    "blk_read_time_ms": pl.Float64,  # blk_read_time (track_io_timing)
+    "blk_write_time_ms": pl.Float64,
+    "session_time_ms": pl.Float64,  # PostgreSQL 14+
+    "active_time_ms": pl.Float64,
+    "idle_in_transaction_time_ms": pl.Float64,
+    "sessions": pl.Int64,
+    "sessions_abandoned": pl.Int64,
+    "sessions_fatal": pl.Int64,
+    "sessions_killed": pl.Int64,
+    "stats_reset": UTC_TIME,
+    "source": pl.String,
+    "line": pl.Int64,
+}
 
 # Host configuration read from the OS. ``category``: "sysctl", "cmdline", "thp", "block",
 # "irq_affinity", "nic_channels", "process_affinity"; "unknown" for a choice line nothing identifies.
@@ -492,6 +529,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     NUMA_COUNTER: NUMA_COUNTER_SCHEMA,
     VMSTAT_COUNT: VMSTAT_COUNT_SCHEMA,
     PROC_STAT_COUNT: PROC_STAT_COUNT_SCHEMA,
+    PG_STAT_DATABASE: PG_STAT_DATABASE_SCHEMA,
     HOST_SETTING: HOST_SETTING_SCHEMA,
     DB_SETTING: DB_SETTING_SCHEMA,
     LOAD_SAMPLE: LOAD_SAMPLE_SCHEMA,

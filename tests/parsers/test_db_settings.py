@@ -394,6 +394,14 @@ def test_hostile_input(spec, index: int) -> None:
     assert result.records == result.tables["db_setting"].height
 
 
+def test_a_readme_quoting_settings_in_a_code_fence_is_no_postgresql_conf() -> None:
+    """fixtures/compare/README.md shows a copy of the capture script as a diff: its context lines
+    (" listen_addresses = ''", " log_line_prefix = ...") are setting lines, the fence around them is not."""
+    quoted = "Copy F:\n\n```diff\n+shared_buffers = 256MB\n listen_addresses = ''\n log_line_prefix = '%m'\n```\n"
+    assert pg_conf.SPEC.detect(quoted, "README.md") == 0.0
+    assert pg_conf.SPEC.detect(quoted.replace("```diff\n", "").replace("```\n", ""), "README.md") > 0.5
+
+
 def test_truncated_toml_keeps_the_lines_before_the_error() -> None:
     text = _read(FIXTURES / "tikv.toml")
     cut = text[: text.index('rate-bytes-per-sec = "10GB"') + len('rate-bytes-per-sec = "10')]

@@ -9,6 +9,7 @@
   and ``is_script`` for detectors.
 - ``json_text``: JSON loaded with one bound on its nesting.
 - ``numeric``: IEEE division of polars columns.
+- ``psql_tables``: result tables as psql prints them (aligned, ``-A``, ``--csv``): PostgreSQL views saved by hand.
 
 The kit imports nothing from ``dbdiag.parsers`` but ``base`` and itself. A helper shared by the
 parsers of one family only lives with that family instead: a module with a leading underscore
