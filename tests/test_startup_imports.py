@@ -30,6 +30,7 @@ PROBE = (
 COMPILE_PROBE = (
     "import importlib.util, re, traceback\n"
     "import polars, typer  # patterns of their own, compiled when they load\n"
+    "import tarfile, zipfile  # the stdlib's archive readers (Debian's 3.11.2 tarfile compiles its pax-length pattern)\n"
     "ours = tuple(importlib.util.find_spec(name).submodule_search_locations[0] for name in ('dbdiag', 'dbdiag.rules'))\n"
     "plain = re._compile\n"
     "def watched(pattern, flags):\n"
