@@ -39,13 +39,19 @@ MAX_EFFECTS_SHOWN = 2  # per link of a chain, the largest changes; the rest coun
 
 
 def value_text(value: Any, unit: str | None) -> str:
-    """50.97, '1/s' -> '51.0/s'; 0.000361 s -> shown by unit; None -> 'absent'."""
+    """50.97, '1/s' -> '51.0/s'; 0.000361 s -> shown by unit; None -> 'absent'.
+
+    >>> value_text(99.98, "%"), value_text(50.85, "%"), value_text(100.0, "%")
+    ('99.98%', '50.9%', '100%')
+    """
     if value is None:
         return "absent"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
     if isinstance(value, int):
         number = f"{value:,}"
+    elif unit == "%" and 99 < value < 100:  # a hit ratio of 99.98% is not 100.0%: the misses are the news
+        number = f"{value:.2f}"
     elif abs(value) >= 100:
         number = f"{value:,.0f}"
     elif abs(value) >= 1:
