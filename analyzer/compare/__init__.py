@@ -3,7 +3,9 @@
 One job per module, in the order the data flows::
 
     load.py      a path -> its analyze report document (a saved JSON report, or a capture analyzed)
+    fact.py      one compared value (area, key, value, unit, how it is judged, source)
     facts.py     a report document -> facts per (area, key), with units and sources
+    host_facts.py  the host side of those facts: CPUs and nodes, interrupts, NUMA, vmstat, /proc/stat, perf
     differ.py    two sides' facts -> differences beyond noise (the noise thresholds live here)
     links.py     which differences cause which (settings, events, plans, findings -> effects)
     verdict.py   the slow side, the outcome gap, the causes ranked with their remediation

@@ -28,11 +28,14 @@ percentage or a share of the profile by points, a text, a set or a severity by e
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from dbdiag.cpulist import cpu_list_or_none
+from dbdiag.compare.fact import Fact
+from dbdiag.compare.host_facts import (
+    AFFINITY_GROUPS, CpuLayout, affinity_text, cpu_facts, cpu_layout, host_facts, interrupt_facts, memory_nodes_text, numa_facts,
+    proc_stat_facts, profile_facts, vmstat_facts,
+)
 
 # Timeline series of a load test that are the outcome the users saw. A statement log's own series
 # (per-second p50/p99 of every statement) are left to its summary (``_sql_summary_facts``): a
@@ -40,7 +43,6 @@ from dbdiag.cpulist import cpu_list_or_none
 OUTCOME_SERIES = ("tps", "qps", "latency_avg", "latency_p95_reported", "latency_p99_reported", "errors")
 STATEMENT_LOG_KINDS = ("mysql-slowlog", "postgresql-log", "postgresql-csvlog", "postgresql-jsonlog", "tidb-slowlog")
 ACTIVITY_SERIES = ("cpu_busy_mean", "cpu_busy_max", "cpu_soft_mean", "cpu_soft_max")
-HOST_FIELDS = ("cpu_model", "cpus", "sockets", "numa_nodes", "threads_per_core", "kernel", "arch", "hypervisor")
 # A fingerprint's median and p99 are compared only when it ran this often (a one-off DDL has no noise band).
 SQL_MIN_CALLS = 20
 # A setting's value as host_config writes it may end in a note on this host's RAM ("256 MiB (3.7% of
@@ -64,23 +66,11 @@ HOST_CONFIG_BLOCK = re.compile(r"^\S+ queue/")  # host_config's name of a disk's
 PROCESS_ID = re.compile(r"\s+\d+$")  # "mariadbd 1234" -> "mariadbd": the pid changes with every start
 
 
-@dataclass(frozen=True)
-class Fact:
-    area: str
-    key: str
-    value: Any
-    unit: str | None
-    kind: str  # rate | time | tail | pct | hit-pct | share | sql-time | sql-rate | sql-latency | sql-tail | counter | boot-sized | text | set | severity | events
-    source: str | None
-    finding_ids: tuple[str, ...] = ()
-    subject: str | None = None  # what findings name it by: "fingerprint-e81d..." (a finding id's second part)
-
-
 def facts_of(document: dict[str, Any]) -> list[Fact]:
     """Every fact of one report, in the order areas are shown (known ones first within an area)."""
     metrics = document.get("metrics") or {}
     kinds = {item["path"]: item.get("kind") for item in document.get("inputs") or []}
-    layout = _cpu_layout(metrics)
+    layout = cpu_layout(metrics)
     facts: list[Fact] = []
     facts += _load_facts(metrics.get("load_runs") or [])
     facts += _timeline_facts(metrics.get("timeline") or {}, kinds)
@@ -88,16 +78,16 @@ def facts_of(document: dict[str, Any]) -> list[Fact]:
     facts += _time_accounting_facts(metrics.get("time_accounting") or {})
     facts += _sql_summary_facts(metrics.get("sql_summary") or {}, metrics.get("idle_gaps") or {}, _span_s(metrics),
                                 _whole_statement_log(metrics.get("timeline") or {}))
-    facts += _host_facts(metrics.get("host") or {}, document)
+    facts += host_facts(metrics.get("host") or {}, document)
     facts += _setting_facts(metrics.get("host_config") or [], metrics.get("settings") or [])
     facts += _other_setting_facts(metrics.get("settings") or [], metrics.get("host_config") or [], layout)
-    facts += _cpu_facts(metrics.get("cpu") or {})
-    facts += _interrupt_facts(metrics.get("interrupts") or [], metrics.get("cpu") or {}, layout)
-    facts += _numa_facts(metrics.get("numa_remote") or [])
-    facts += _vmstat_facts(metrics.get("vmstat_numa") or {})
-    facts += _proc_stat_facts(metrics.get("proc_stat") or {})
+    facts += cpu_facts(metrics.get("cpu") or {})
+    facts += interrupt_facts(metrics.get("interrupts") or [], metrics.get("cpu") or {}, layout)
+    facts += numa_facts(metrics.get("numa_remote") or [])
+    facts += vmstat_facts(metrics.get("vmstat_numa") or {})
+    facts += proc_stat_facts(metrics.get("proc_stat") or {})
     facts += _pg_stat_database_facts(metrics.get("pg_stat_database") or {})
-    facts += _profile_facts(metrics.get("cpu_profile") or {})
+    facts += profile_facts(metrics.get("cpu_profile") or {})
     facts += _sql_facts(metrics.get("sql_profile") or [], _span_s(metrics))
     facts += _finding_facts(document.get("findings") or [])
     return facts
@@ -236,11 +226,6 @@ def _sql_summary_facts(summary: dict[str, Any], gaps: dict[str, Any], span: floa
     return facts
 
 
-def _host_facts(host: dict[str, Any], document: dict[str, Any]) -> list[Fact]:
-    source = next((i["path"] for i in document.get("inputs") or [] if i.get("kind") == "lscpu"), None)
-    return [Fact("host", field, host[field], None, "text", source) for field in HOST_FIELDS if host.get(field) is not None]
-
-
 def _setting_facts(rows: list[dict[str, Any]], raw_rows: list[dict[str, Any]]) -> list[Fact]:
     """The settings the rules know, with the value as the capture wrote it when ``metrics.settings``
     has it (``128kB``, where host_config rounds to ``0 MiB``; the last line of a config file wins, as
@@ -265,7 +250,7 @@ def _other_setting_facts(rows: list[dict[str, Any]], known: list[dict[str, Any]]
     """``metrics.settings``: every setting the rules do not already name (those come first, from
     host_config), keyed by group, subject and name: "sysctl vm.max_map_count", "block nvme0n1
     scheduler", "process_affinity mariadbd Cpus_allowed_list", "mariadb variable sort_buffer_size".
-    CPU affinities read as the host's CPUs they name (``_affinity_text``)."""
+    CPU affinities read as the host's CPUs they name (``affinity_text``)."""
     names = {str(row.get("setting")) for row in known}
     facts = []
     for row in sorted(rows, key=lambda r: (r["scope"], r["group"], r.get("subject") or "", r["name"])):
@@ -275,144 +260,11 @@ def _other_setting_facts(rows: list[dict[str, Any]], known: list[dict[str, Any]]
         key = " ".join(part for part in (row["group"], subject, row["name"]) if part)
         value = row.get("value")
         if row["name"] == "Mems_allowed_list":
-            value = _memory_nodes_text(value, layout)
+            value = memory_nodes_text(value, layout)
         elif row["group"] in AFFINITY_GROUPS:
-            value = _affinity_text(value, layout)
+            value = affinity_text(value, layout)
         kind = "boot-sized" if row["group"] == "sysctl" and BOOT_SIZED_SETTING.search(row["name"]) else "text"
         facts.append(Fact("settings", key, value, None, kind, row.get("source")))
-    return facts
-
-
-AFFINITY_GROUPS = ("irq_affinity", "process_affinity")
-CpuLayout = tuple[int | None, dict[int, frozenset[int]]]  # (the host's CPU count, each node's CPUs)
-
-
-def _cpu_layout(metrics: dict[str, Any]) -> CpuLayout:
-    nodes: dict[int, set[int]] = {}
-    for row in (metrics.get("cpu") or {}).get("per_cpu") or []:
-        if row.get("node") is not None and row.get("cpu") is not None:
-            nodes.setdefault(row["node"], set()).add(row["cpu"])
-    return (metrics.get("host") or {}).get("cpus"), {node: frozenset(cpus) for node, cpus in nodes.items()}
-
-
-def _affinity_text(value: str | None, layout: CpuLayout) -> str | None:
-    """A CPU list as the host's CPUs it names, so that hosts of different sizes compare: "all CPUs" (0-7 on 8
-    CPUs, 0-3 on 4), "node 1" (exactly node 1's CPUs), else the list as written.
-
-    >>> _affinity_text("0-3", (4, {})), _affinity_text("2-3", (4, {0: frozenset({0, 1}), 1: frozenset({2, 3})})), _affinity_text("1", (4, {}))
-    ('all CPUs', 'node 1', '1')
-    """
-    cpus = cpu_list_or_none(value)
-    count, nodes = layout
-    if not cpus:
-        return value
-    if count and sorted(cpus) == list(range(count)):
-        return "all CPUs"
-    covered = [node for node, members in sorted(nodes.items()) if members <= set(cpus)]
-    if covered and set().union(*(nodes[n] for n in covered)) == set(cpus):
-        return ("node " if len(covered) == 1 else "nodes ") + ",".join(str(n) for n in covered)
-    return value
-
-
-def _memory_nodes_text(value: str | None, layout: CpuLayout) -> str | None:
-    """A process' ``Mems_allowed_list`` (NUMA node numbers, not CPUs): "all nodes" when it names every node
-    of the host, else "node 0" / "nodes 1-15" as written.
-
-    >>> _memory_nodes_text("0-1", (4, {0: frozenset({0, 1}), 1: frozenset({2, 3})})), _memory_nodes_text("1", (4, {}))
-    ('all nodes', 'node 1')
-    """
-    nodes = cpu_list_or_none(value)
-    if not nodes:
-        return value
-    if layout[1] and sorted(nodes) == sorted(layout[1]):
-        return "all nodes"
-    return ("node " if len(nodes) == 1 else "nodes ") + str(value).strip()
-
-
-def _cpu_facts(cpu: dict[str, Any]) -> list[Fact]:
-    """Per node, then per CPU: busy and softirq %, NET_RX softirqs per second."""
-    per_cpu = cpu.get("per_cpu") or []
-    source = ", ".join(cpu.get("softirq_snapshots") or []) or None
-    facts = []
-    nodes = sorted({row.get("node") for row in per_cpu if row.get("node") is not None})
-    for node in nodes:
-        rows = [row for row in per_cpu if row.get("node") == node]
-        for field in ("busy_pct", "soft_pct"):
-            values = [row[field] for row in rows if row.get(field) is not None]
-            if values:
-                facts.append(Fact("activity", f"node {node} {field[:-4]} % (mean of its CPUs)", sum(values) / len(values), "%", "pct", source))
-    for row in per_cpu:
-        for field in ("busy_pct", "soft_pct"):
-            if row.get(field) is not None:
-                facts.append(Fact("activity", f"cpu {row['cpu']} {field[:-4]} %", row[field], "%", "pct", source))
-        if row.get("net_rx_per_s") is not None:
-            facts.append(Fact("activity", f"cpu {row['cpu']} NET_RX softirqs per second", row["net_rx_per_s"], "1/s", "rate", source))
-    return facts
-
-
-def _interrupt_facts(rows: list[dict[str, Any]], cpu: dict[str, Any], layout: CpuLayout) -> list[Fact]:
-    """``metrics.interrupts`` of I/O devices (NICs, disks): the share of each device's interrupts each node of
-    the host served (0 on a node that served none: a NIC moved from node 0 to node 1 differs on both)."""
-    source = ", ".join(cpu.get("interrupt_snapshots") or []) or None
-    nodes = sorted(layout[1])
-    shares: dict[str, dict[int, float]] = {}
-    for row in rows:
-        if row.get("device_class") == "io" and row.get("share_pct") is not None:
-            shares.setdefault(row["device"], {})[row["node"]] = row["share_pct"]
-    return [
-        Fact("activity", f"node {node} interrupts of {device} (% of the device's)", by_node.get(node, 0.0), "%", "pct", source)
-        for device, by_node in shares.items() for node in sorted(set(nodes) | set(by_node))
-    ]
-
-
-def _numa_facts(rows: list[dict[str, Any]]) -> list[Fact]:
-    return [
-        Fact("activity", f"node {row['node']} remote memory %", row["remote_pct"], "%", "pct", row.get("last_source"))
-        for row in rows if row.get("remote_pct") is not None
-    ]
-
-
-# /proc/vmstat counters of NUMA balancing and page migration (``metrics.vmstat_numa``), in the order a chain
-# shows them: the pages the balancing moved, then the hinting faults that decided it, then the page-table scans.
-VMSTAT_COUNTERS = ("numa_pages_migrated", "numa_hint_faults", "numa_hint_faults_local", "numa_pte_updates",
-                   "numa_huge_pte_updates", "pgmigrate_success", "pgmigrate_fail")
-
-
-def _vmstat_facts(vmstat: dict[str, Any]) -> list[Fact]:
-    """The counters' growth between the first and the last /proc/vmstat snapshot: per second when the snapshots
-    carry their times, else over the capture ("vmstat numa_pages_migrated during the capture", 0 with balancing off).
-
-    >>> [(f.key, f.value) for f in _vmstat_facts({"counters": {"numa_hint_faults": 4454, "numa_pages_migrated": 153887,
-    ...     "thp_fault_alloc": 299}, "seconds": None, "first_source": "os/vmstat.0", "last_source": "os/vmstat.1"})]
-    [('vmstat numa_pages_migrated during the capture', 153887), ('vmstat numa_hint_faults during the capture', 4454)]
-    """
-    counters, seconds = vmstat.get("counters") or {}, vmstat.get("seconds")
-    source = ", ".join(s for s in (vmstat.get("first_source"), vmstat.get("last_source")) if s) or None
-    window, unit = ("per second", "1/s") if seconds else ("during the capture", None)
-    return [Fact("activity", f"vmstat {name} {window}", counters[name] / seconds if seconds else counters[name], unit, "counter", source)
-            for name in VMSTAT_COUNTERS if name in counters]
-
-
-# /proc/stat's counters (``metrics.proc_stat``) compared, with their names in a key.
-PROC_STAT_FACTS = (("context_switches", "context switches"), ("forks", "forks (new processes and threads)"))
-
-
-def _proc_stat_facts(stat: dict[str, Any]) -> list[Fact]:
-    """Context switches and forks between the first and the last /proc/stat snapshot, per second when both carry
-    their times, else over the capture.
-
-    >>> [(f.key, f.value) for f in _proc_stat_facts({"seconds": 60.0, "context_switches": 126_000_000, "context_switches_per_s": 2_100_000.0,
-    ...     "forks": 9000, "forks_per_s": 150.0, "first_source": "os/stat.before", "last_source": "os/stat.after"})]
-    [('context switches per second (/proc/stat)', 2100000.0), ('forks (new processes and threads) per second (/proc/stat)', 150.0)]
-    """
-    source = ", ".join(s for s in (stat.get("first_source"), stat.get("last_source")) if s) or None
-    per_second = bool(stat.get("seconds"))
-    facts = []
-    for field, label in PROC_STAT_FACTS:
-        value = stat.get(f"{field}_per_s") if per_second else stat.get(field)
-        if value is not None:
-            window, unit = ("per second", "1/s") if per_second else ("during the capture", None)
-            facts.append(Fact("activity", f"{label} {window} (/proc/stat)", value, unit, "counter", source))
     return facts
 
 
@@ -442,22 +294,6 @@ def _pg_stat_database_facts(stats: dict[str, Any]) -> list[Fact]:
             facts.append(Fact("activity", f"buffer hit ratio {name} (pg_stat_database)", database["hit_ratio_pct"], "%", "hit-pct", source))
         if database.get("commits_per_s") is not None and database.get("window") == "between snapshots":
             facts.append(Fact("outcome", f"commits per second {name} (pg_stat_database)", database["commits_per_s"], "1/s", "rate", source))
-    return facts
-
-
-def _profile_facts(profile: dict[str, Any]) -> list[Fact]:
-    source = ", ".join(profile.get("sources") or []) or None
-    facts = []
-    for category in profile.get("categories") or []:
-        if category.get("category") == "idle" or category.get("busy_share_pct") is None:
-            continue
-        facts.append(Fact("profile", f"category {category['category']} (% of busy CPU)", category["busy_share_pct"], "%", "share", source))
-        for symbol in category.get("top_symbols") or []:
-            if symbol.get("busy_share_pct") is not None:
-                facts.append(Fact("profile", f"symbol {symbol['symbol']} (% of busy CPU)", symbol["busy_share_pct"], "%", "share", source))
-    kernel = profile.get("kernel") or {}
-    if kernel.get("busy_share_pct") is not None:
-        facts.append(Fact("profile", "kernel (% of busy CPU)", kernel["busy_share_pct"], "%", "share", source))
     return facts
 
 
