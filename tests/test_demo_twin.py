@@ -130,6 +130,7 @@ def test_demo_compare_ranks_every_planted_difference_with_its_effect(compared):
     binding = by_key["process_affinity haproxy, pd-server Cpus_allowed_list"]
     assert any("numactl --cpunodebind" in r["text"] for r in binding["remediation"])
     assert binding["merged"] == ["settings:process_affinity haproxy Cpus_allowed_list", "settings:process_affinity pd-server Cpus_allowed_list"]
+    assert binding["sources"]["capture"] == "capture/os/haproxy-status.txt, capture/os/pd-server-status.txt"
     assert any("numa_balancing" in r["text"] for r in by_key["kernel.numa_balancing"]["remediation"])
     memory = by_key["process_affinity haproxy, pd-server Mems_allowed_list"]
     assert (memory["baseline"], memory["capture"]) == ("node 0", "all nodes")

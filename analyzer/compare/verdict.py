@@ -163,10 +163,15 @@ def _merge_alike(explained: list[dict[str, Any]]) -> list[dict[str, Any]]:
         twin = next((m for m in merged if at is not None and m["area"] == item["area"] and m["pattern"] == pattern
                      and (m["baseline"], m["capture"], m["effects"]) == (item["baseline"], item["capture"], item["effects"])), None)
         if twin is None:
-            merged.append({**item, "pattern": pattern, "merged": [item["cause"]], "variants": [words[at]] if at is not None else []})
+            merged.append({**item, "sources": dict(item["sources"]), "pattern": pattern, "merged": [item["cause"]],
+                           "variants": [words[at]] if at is not None else []})
             continue
         twin["merged"].append(item["cause"])
         twin["variants"].append(words[at])
+        for side, source in item["sources"].items():  # each side's files, every one merged (haproxy's and pd-server's status)
+            known = (twin["sources"].get(side) or "").split(", ")
+            if source and source not in known:
+                twin["sources"][side] = ", ".join(part for part in (*known, source) if part)
         twin["key"] = " ".join(", ".join(twin["variants"]) if w == "*" else w for w in pattern.split(" "))
     for item in merged:
         del item["pattern"], item["variants"]
