@@ -29,7 +29,7 @@ from typing import Any
 import polars as pl
 
 from dbdiag import tables as t
-from dbdiag.derive.snapshots import ordered_snapshots
+from dbdiag.derive.snapshots import first_and_last
 
 COUNTERS = ("blks_hit", "blks_read", "xact_commit", "xact_rollback")
 BETWEEN, SINCE_RESET = "between snapshots", "since stats_reset"
@@ -47,17 +47,16 @@ def pg_stat_database_delta(tables: dict[str, pl.DataFrame]) -> dict[str, Any] | 
     'the snapshots carry no time: counts over the capture, no rates'
     """
     frame = tables.get(t.PG_STAT_DATABASE)
-    if frame is None or frame.filter(pl.col("datname").is_not_null()).is_empty():
+    named = frame.filter(pl.col("datname").is_not_null()) if frame is not None else None
+    if named is None or named.is_empty():
         return None
-    seq = ordered_snapshots(frame.filter(pl.col("datname").is_not_null()))
-    first, last = seq["seq"].min(), seq["seq"].max()
-    start = seq.filter(pl.col("seq") == first)
-    end = seq.filter(pl.col("seq") == last)
+    ends = first_and_last(named)
+    one_snapshot = ends is None
+    start, end, window_s = (named, named, None) if ends is None else ends
     start_ts, end_ts = start["ts"][0], end["ts"][0]
-    window_s = (end_ts - start_ts).total_seconds() if first != last and start_ts is not None and end_ts is not None else None
     before = start.select("datname", *(pl.col(c).alias(f"{c}_0") for c in (*COUNTERS, "datid", "stats_reset")))
     joined = end.unique("datname", keep="first", maintain_order=True).join(before.unique("datname", keep="first"), on="datname", how="left")
-    if first == last:
+    if one_snapshot:
         joined = joined.with_columns(pl.lit(None, dtype=pl.Int64).alias(f"{c}_0") for c in COUNTERS)
     went_back = pl.any_horizontal(pl.col(c) < pl.col(f"{c}_0") for c in COUNTERS).fill_null(False)
     restarted = (pl.col("blks_hit_0").is_null() | went_back | (pl.col("datid") != pl.col("datid_0")).fill_null(False)
@@ -80,14 +79,14 @@ def pg_stat_database_delta(tables: dict[str, pl.DataFrame]) -> dict[str, Any] | 
     databases = rows.select("datname", "window", "seconds", *COUNTERS, "hit_ratio_pct", "commits_per_s", "blks_read_per_s",
                             "stats_reset").to_dicts()
     return {
-        "window": BETWEEN if first != last else SINCE_RESET,
-        "snapshots": int(last - first + 1),
+        "window": SINCE_RESET if one_snapshot else BETWEEN,
+        "snapshots": named.select("source", "snapshot").unique().height,
         "first_source": start["source"][0],
         "last_source": end["source"][0],
-        "from": start_ts if first != last else None,
+        "from": None if one_snapshot else start_ts,
         "to": end_ts,
         "seconds": round(window_s, 3) if window_s is not None else None,
-        "note": _note(first == last, start_ts is not None and end_ts is not None),
+        "note": _note(one_snapshot, start_ts is not None and end_ts is not None),
         "databases": databases,
     }
 
