@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import dbdiag
 from dbdiag import markdown, pseudonymize, redact_text
+from dbdiag.proxy_settings import proxy_limit_rows
 from dbdiag.redact_settings import secret_free
 from dbdiag.report_geometry import tick_text
 from dbdiag.report_view import build_view, duration_text
@@ -135,9 +136,10 @@ def _metrics(analysis: Analysis) -> dict[str, Any]:
 
 
 def _settings(analysis: Analysis) -> list[dict[str, Any]]:
-    """Every OS and database setting the capture holds (sysctl, kernel command line, THP, schedulers,
-    IRQ and process affinity; database variables and config files; not status counters), one row
-    each, for ``dbdiag compare``: {"scope": "host"|"database", "group", "subject", "name", "value", "source"}.
+    """Every OS, database and proxy setting the capture holds (sysctl, kernel command line, THP, schedulers,
+    IRQ and process affinity; database variables and config files, not status counters; the proxies' session
+    limits), one row each, for ``dbdiag compare``: {"scope": "host"|"database"|"proxy", "group", "subject", "name",
+    "value", "source"}.
     Secrets in the values (passwords of config files, connection strings) are replaced unless literals are shown."""
     rows = []
     host = analysis.tables.get("host_setting")
@@ -149,6 +151,7 @@ def _settings(analysis: Analysis) -> list[dict[str, Any]]:
         rows += [{"scope": "database", "group": f"{r['engine'] or 'database'} {r['kind']}", "subject": None, "name": r["name"],
                   "value": r["value"] if r["unit"] is None else f"{r['value']} {r['unit']}", "source": r["source"]}
                  for r in database.filter(database["kind"] != "status").iter_rows(named=True)]
+    rows += proxy_limit_rows(analysis.tables.get("proxy_stat"), analysis.tables.get("proxy_config"))
     if analysis.options.show_literals:
         return rows
     return [{**row, "value": secret_free(row["name"], row["value"])} for row in rows]

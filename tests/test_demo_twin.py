@@ -66,6 +66,13 @@ def test_the_twin_differs_in_the_planted_settings_only(twin, slow):
     assert "Cpus_allowed_list:\t8-127\nMems_allowed_list:\t1-15\n" in twin["capture/os/tidb-server-status.txt"]
     assert "/sys/block/nvme0n1/queue/scheduler:[none] mq-deadline kyber bfq\n" in twin["capture/os/block-queue.txt"]
     assert "/sys/block/nvme0n1/queue/scheduler:[mq-deadline] kyber bfq none\n" in slow["capture/os/block-queue.txt"]
+    # a pool of 128 sessions per TiDB against 480: HAProxy's server maxconn, every server at it
+    def server_limits(text: str) -> set[tuple[str, str]]:
+        rows = [line.split(",") for line in text.splitlines() if line.startswith("tidb_back,tidb-")]
+        return {(row[4], row[6]) for row in rows}  # (scur, slim)
+
+    assert server_limits(twin["capture/proxy/haproxy-stat.txt"]) == {("128", "128")}
+    assert ("480", "480") in server_limits(slow["capture/proxy/haproxy-stat.txt"])
     # the same statements: the SQL side is no difference
     for name in slow:
         if name.startswith("capture/db/tidb-"):
@@ -112,11 +119,14 @@ def test_demo_compare_names_the_nic_softirqs_first(compared):
     assert "ethtool" in first["remediation"][0]["text"]
 
 
+POOL = "proxy_limit haproxy tidb_back servers maxconn (show stat slim)"
+
+
 def test_demo_compare_ranks_every_planted_difference_with_its_effect(compared):
     explained = compared["verdict"]["explained"]
     keys = [e["key"] for e in explained]
     planted = ("softirq-concentration/cpus-0-7-node-0", "kernel.numa_balancing", "transparent_hugepage/enabled",
-               "cmdline isolcpus / nohz_full / rcu_nocbs / irqaffinity", "context-switch-overhead/tidb-server",
+               "cmdline isolcpus / nohz_full / rcu_nocbs / irqaffinity", POOL,
                # the two processes bound alike are one cause each for their CPUs and their memory
                "process_affinity haproxy, pd-server Cpus_allowed_list", "process_affinity haproxy, pd-server Mems_allowed_list")
     for key in planted:
@@ -134,9 +144,18 @@ def test_demo_compare_ranks_every_planted_difference_with_its_effect(compared):
     assert any("numa_balancing" in r["text"] for r in by_key["kernel.numa_balancing"]["remediation"])
     memory = by_key["process_affinity haproxy, pd-server Mems_allowed_list"]
     assert (memory["baseline"], memory["capture"]) == ("node 0", "all nodes")
-    # the switches the perf profile shows are counted in /proc/stat too: a third on the twin
-    switches = by_key["context-switch-overhead/tidb-server"]
-    assert "activity:context switches per second (/proc/stat)" in switches["effects"]
+    # the switches the perf profile shows are counted in /proc/stat too: a third on the twin, whose proxy lets
+    # 128 sessions reach each TiDB where the slow side's lets 480 (then 1000)
+    pool = by_key[POOL]
+    assert (pool["baseline"], pool["capture"]) == ("128", "480, 1000 from 2024-05-14T02:04:00Z")
+    assert pool["sources"] == {"baseline": "capture/proxy/haproxy-stat.txt:4", "capture": "capture/proxy/haproxy-stat.txt:4"}
+    assert set(pool["effects"]) == {"activity:connections[tidb_server_connections] (prometheus-json), mean of the timeline",
+                                    "activity:context switches per second (/proc/stat)",
+                                    "activity:connections[tidb_front] (haproxy-stat), mean of the timeline"}
+    assert "524 sessions → 2,177 sessions" in pool["effect"]
+    assert [r["finding"] for r in pool["remediation"]] == ["context-switch-overhead/tidb-server"]
+    assert "context-switch-overhead/tidb-server" not in keys  # it joined the limit whose sessions it switches between
+    assert keys.index(POOL) < keys.index("kernel.numa_balancing")
     rate = next(d for d in compared["differences"] if d["key"] == "context switches per second (/proc/stat)")
     assert rate["baseline"] == pytest.approx(690_000, rel=0.02) and rate["capture"] == pytest.approx(2_050_000, rel=0.02)
     # the scheduler differs and the slow side's rule says so, but no disk latency is captured: no effect to link

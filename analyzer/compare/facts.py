@@ -43,6 +43,9 @@ from dbdiag.compare.host_facts import (
 OUTCOME_SERIES = ("tps", "qps", "latency_avg", "latency_p95_reported", "latency_p99_reported", "errors")
 STATEMENT_LOG_KINDS = ("mysql-slowlog", "postgresql-log", "postgresql-csvlog", "postgresql-jsonlog", "tidb-slowlog")
 ACTIVITY_SERIES = ("cpu_busy_mean", "cpu_busy_max", "cpu_soft_mean", "cpu_soft_max")
+# Sessions open at the proxy or the database ("connections[tidb_front]", "connections[tidb_server_connections]"):
+# what a pool or a proxy's limit lets through, and so the threads the database host runs.
+SESSION_SERIES = "connections["
 # A fingerprint's median and p99 are compared only when it ran this often (a one-off DDL has no noise band).
 SQL_MIN_CALLS = 20
 # A setting's value as host_config writes it may end in a note on this host's RAM ("256 MiB (3.7% of
@@ -136,7 +139,7 @@ def _timeline_facts(timeline: dict[str, Any], kinds: dict[str, str | None]) -> l
             count = int(sum(p[1] or 0 for p in series.get("points") or []))
             facts.append(Fact("events", f"{label} events ({origin})", count, "events", "events", source))
             continue
-        area = "outcome" if name in OUTCOME_SERIES else "activity" if name in ACTIVITY_SERIES else None
+        area = "outcome" if name in OUTCOME_SERIES else "activity" if name in ACTIVITY_SERIES or name.startswith(SESSION_SERIES) else None
         if area is None or origin in STATEMENT_LOG_KINDS:
             continue
         value = _mean(series.get("points") or [])

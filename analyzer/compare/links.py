@@ -61,10 +61,12 @@ SETTING_EFFECTS: dict[str, tuple[str, ...]] = {
     "nic_channels": ("soft %", "NET_RX", "category softirq", "cpu_soft", "interrupts of"),
     # a process' binding moves its memory and the busy time of whole nodes, not of one CPU
     "process_affinity": ("remote memory", "busy % (mean of its CPUs)", "category page-faults-numa"),
+    # a proxy's session limit decides how many sessions reach the database, and so the threads it switches between
+    "proxy_limit": ("connections[", "context switches", "category scheduler"),
 }
 # setting -> the fragment of the effect it acts through, when the capture measures it: the setting explains that
 # difference and it explains the setting's other effects (shared_buffers -> buffer hit ratio -> statement latency, TPS).
-SETTING_MECHANISMS: dict[str, tuple[str, ...]] = {"shared_buffers": ("buffer hit ratio",)}
+SETTING_MECHANISMS: dict[str, tuple[str, ...]] = {"shared_buffers": ("buffer hit ratio",), "proxy_limit": ("connections[",)}
 # setting -> the rules whose findings are about it (their remediation is the setting's).
 SETTING_RULES: dict[str, tuple[str, ...]] = {
     "kernel.numa_balancing": ("numa-balancing-enabled", "cross-numa-memory"),
@@ -77,6 +79,8 @@ SETTING_RULES: dict[str, tuple[str, ...]] = {
     "nic_channels": ("irq-affinity-skew", "softirq-concentration"),
     "process_affinity": ("unbound-processes", "cross-numa-memory"),
     "block": ("io-scheduler-not-none",),  # "block nvme0n1 scheduler"
+    # the faster side ran with fewer sessions: the slow side's own ceiling findings ("raise it") are no remedy for the gap
+    "proxy_limit": ("context-switch-overhead", "connection-pool-oversized"),
 }
 # rule of a finding fired on one side only -> fragments of the effect keys its problem moves.
 FINDING_EFFECTS: dict[str, tuple[str, ...]] = {
@@ -204,7 +208,10 @@ def _attach_findings(differences: list[Difference]) -> None:
         if target is None and rule in EVENT_FINDING_RULES and events:
             target = events[0]
         if target is None:
-            target = next((s for s in settings if rule in setting_entry(SETTING_RULES, s.key)), None)
+            about = [s for s in settings if rule in setting_entry(SETTING_RULES, s.key)]
+            # the setting of the finding's own subject first: connection-ceiling/tidb_front-frontend -> "... tidb_front frontend ..."
+            named = [s for s in about if finding.subject and finding.subject.replace("-", " ") in s.key]
+            target = (named or about or [None])[0]
         if target is not None:
             target.related_findings.extend(i for i in finding.related_findings if i not in target.related_findings)
             finding.caused_by.append(target.ref)
