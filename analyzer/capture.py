@@ -1,4 +1,5 @@
-"""Safe reading of a capture: archive, directory or single file -> members in memory, bounded.
+"""Safe reading of a capture: archive, directory or single file -> members in memory, bounded (a big plain
+file of the system is left on disk, read when parsed: ``dbdiag.file_bytes``).
 
 A capture is whatever someone collected on a sick server: usually a ``.tar.gz``, sometimes a
 ``.zip``, a directory, or a lone ``slow.log(.gz)``. Captures are untrusted input, so:

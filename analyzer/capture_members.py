@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import BinaryIO, Callable, Iterator
 
 from dbdiag.capture_codecs import DATA_ERRORS, codec_of, data_error_reason, open_decompressed, zstd_available
+from dbdiag.file_bytes import FileBytes
 from dbdiag.patterns import lazy_compile
 
 KiB = 1024
@@ -58,6 +59,9 @@ class Limits:
     max_ratio: float = 250.0
     files_bytes: int | None = None
     memory_bound: bool = False  # the byte caps are the memory budget of ``for_files`` (words the skips)
+    # A plain (uncompressed) file of the system this long or longer is not read here: its member is a
+    # ``FileBytes`` that parsers read in pieces (``dbdiag.file_bytes``).
+    stream_file_bytes: int = 256 * 1024 * 1024
 
     def for_files(self) -> Limits:
         """The limits of a file given as it is or of a directory's files: one byte budget, the memory's."""
@@ -88,7 +92,7 @@ class Member:
     not data lost)."""
 
     path: str
-    data: bytes | None
+    data: bytes | FileBytes | None  # FileBytes: a big plain file, read when parsed
     size: int
     skipped: str | None
     compression: str | None
@@ -243,7 +247,7 @@ def member_of(entry: Entry, inventory: Inventory) -> Member | None:
         return Member(path, None, entry.size, total_cap_reason(limits), None, lost=True)
     budget_bytes = min(limits.max_member_bytes, inventory.bytes_left())
     try:
-        data, codec = read_entry(entry, budget_bytes, limits.max_ratio)
+        data, codec = read_entry(entry, budget_bytes, limits.max_ratio, limits.stream_file_bytes)
     except Rejected as rejected:
         reason = rejected.reason
         if rejected.too_large:
@@ -258,8 +262,9 @@ def member_of(entry: Entry, inventory: Inventory) -> Member | None:
     return Member(path, data, len(data), None, codec)
 
 
-def read_entry(entry: Entry, budget_bytes: int, max_ratio: float) -> tuple[bytes, str | None]:
-    """Open the entry and read it through, decompressing .gz/.bz2/.xz/.zst members found by magic."""
+def read_entry(entry: Entry, budget_bytes: int, max_ratio: float, stream_bytes: int | None = None) -> tuple[bytes | FileBytes, str | None]:
+    """Open the entry and read it through, decompressing .gz/.bz2/.xz/.zst members found by magic; a plain
+    file of the system of ``stream_bytes`` or more is left to be read when parsed (``FileBytes``)."""
     stream = entry.open()
     try:
         codec = codec_of(_peek(stream, 6))
@@ -267,6 +272,10 @@ def read_entry(entry: Entry, budget_bytes: int, max_ratio: float) -> tuple[bytes
             raise Rejected("zstd-compressed member; install the 'zstandard' package to read it", codec, lost=False)
         reader = open_decompressed(codec, stream) if codec else stream
         ratio_base = entry.stored_size if (codec or entry.stored_compressed) else None
+        if stream_bytes is not None and ratio_base is None and entry.size >= stream_bytes and _is_os_file(reader):
+            if entry.size > budget_bytes:
+                raise Rejected("too large", codec, too_large=True)
+            return FileBytes.of_descriptor(reader.fileno(), entry.size, entry.name), codec
         try:
             return _read_bounded(reader, budget_bytes, ratio_base, max_ratio, codec, entry.size), codec
         except DATA_ERRORS as exc:

@@ -23,6 +23,7 @@ from dbdiag.derive import Derived, derive_all
 from dbdiag.derive.sql import SqlOptions
 from dbdiag.detect import detect
 from dbdiag.engine import run_rules
+from dbdiag.file_bytes import FileBytes
 from dbdiag.findings import RuleOutcome
 from dbdiag.memory import release_freed_memory
 from dbdiag.parsers import PARSERS, manifest
@@ -99,9 +100,9 @@ class Analysis:
         return reasons
 
 
-def decode(data: bytes) -> str:
+def decode(data: bytes | FileBytes) -> str:
     """UTF-8 that cannot fail; CRLF becomes LF (lone CR stays: it may sit inside SQL literals)."""
-    return decode_text(data)
+    return decode_text(data.read_all() if isinstance(data, FileBytes) else data)
 
 
 UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
@@ -450,6 +451,8 @@ def _parse_all(detected: list[Detected], context: Context, progress: Progress) -
             told.append(done_bytes)
             progress.advance(done_bytes)
 
+        if isinstance(member.data, FileBytes) and not spec.reads_file_bytes:
+            member = replace(member, data=member.data.read_all())  # this parser reads a member whole
         if spec.parse_bytes_owned is not None:
             box, path = [member.data or b""], member.path
             del member  # the bytes are in ``box`` only: the parser lets them go once it has read them

@@ -7,13 +7,13 @@ Run by hand (not in CI). Record a busy machine, write the perf script text, fetc
     git clone https://github.com/brendangregg/FlameGraph /tmp/bench/FlameGraph
     python benchmarks/bench_perf_fold.py /tmp/bench/big.txt --stackcollapse /tmp/bench/FlameGraph/stackcollapse-perf.pl
 
-Each tool runs as its own child process: dbdiag maps the file (mmap: the bytes are read from the
-page cache as the parser touches them, with no copy) and hands the bytes to the ``perf-script``
-parser (``SPEC.parse_bytes``, the same call the pipeline makes with a member's bytes; it reads
-them as the pipeline's UTF-8 decoding would); ``perl stackcollapse-perf.pl FILE`` folds it.
+Each tool runs as its own child process: dbdiag hands the file to the ``perf-script`` parser as the
+pipeline does with a big plain file (``SPEC.parse_bytes`` of a ``FileBytes``: each piece read with
+``pread`` when the C kernel gets to it, never the whole file in memory; read as the pipeline's UTF-8
+decoding would); ``perl stackcollapse-perf.pl FILE`` folds it.
 dbdiag's child also prints the time of ``SPEC.parse_bytes`` alone (``parse_only_s``: without the
-interpreter start, imports and mapping the file; reading the mapped pages happens inside it),
-shown as a second dbdiag line, the wall and CPU time of its imports, of the mapping, and whether
+interpreter start, imports and opening the file; reading the pieces happens inside it),
+shown as a second dbdiag line, the wall and CPU time of its imports, of the opening, and whether
 the C kernel (``dbdiag._perf_fold``) was there. Wall time,
 CPU time (user + sys, all threads) and the child's peak RSS come from ``wait4``; MB/s is file size
 over wall time. With ``--repeat`` the tools alternate and each run is printed on stderr; the table
@@ -39,16 +39,16 @@ from pathlib import Path
 DBDIAG_FOLD = """
 import time
 started, cpu_started = time.perf_counter(), time.process_time()
-import mmap
 import os
 import sys
+from dbdiag.file_bytes import FileBytes
 from dbdiag.parsers.base import ParseContext
 from dbdiag.native import perf_fold
 from dbdiag.parsers.perf_script import SPEC
 imported, cpu_imported = time.perf_counter(), time.process_time()
-with open(sys.argv[1], "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-    read, cpu_read = time.perf_counter(), time.process_time()  # mapped: the pages are read as parse_bytes touches them
-    result = SPEC.parse_bytes(data, ParseContext(source=os.path.basename(sys.argv[1])))
+data = FileBytes.open(sys.argv[1], os.path.getsize(sys.argv[1]))
+read, cpu_read = time.perf_counter(), time.process_time()  # opened: the pieces are read as parse_bytes gets to them
+result = SPEC.parse_bytes(data, ParseContext(source=os.path.basename(sys.argv[1])))
 parse_s, parse_cpu_s = time.perf_counter() - read, time.process_time() - cpu_read
 stacks = result.tables["perf_stack"]
 weight = int(stacks.select(stacks["period"].fill_null(stacks["samples"]).sum()).item())
@@ -56,7 +56,7 @@ kernel = perf_fold.kernel() is not None
 print(f"samples={result.records} stacks={stacks.height} weight={weight}"
       f" parse_only_s={parse_s:.2f} parse_only_cpu_s={parse_cpu_s:.2f}"
       f" import_s={imported - started:.2f} import_cpu_s={cpu_imported - cpu_started:.2f}"
-      f" map_s={read - imported:.3f} kernel={kernel}")
+      f" open_s={read - imported:.3f} kernel={kernel}")
 """
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from dbdiag.file_bytes import FileBytes
 from dbdiag.native.perf_fold_polars import SPELLED_SCHEMA, frame_names, key_fields
 
 
@@ -52,20 +53,25 @@ class TextPiece:
 
 @dataclass(frozen=True)
 class BytesPiece:
-    """``data[start:end]``, a piece of a member's bytes without carriage returns."""
+    """``data[start:end]``, a piece of a member's bytes without carriage returns (or of a ``FileBytes``)."""
 
-    data: bytes
+    data: bytes | FileBytes
     start: int
     end: int
 
     def kernel_input(self) -> tuple[bytes, int, int]:
         # The kernel refuses any byte that is not ASCII: decoding would not change the others.
-        return self.data, self.start, self.end
+        if not isinstance(self.data, FileBytes):
+            return self.data, self.start, self.end
+        piece = self.data[self.start : self.end]  # a FileBytes: this piece only, read now (in the kernel's thread)
+        return piece, 0, len(piece)
 
     def text(self) -> str:
         return decoded(self.data[self.start : self.end])
 
     def first_line(self) -> int:
+        if isinstance(self.data, FileBytes):  # counts on from the piece before
+            return self.data.newlines_before(self.start) + 1
         # A window at a time: an mmap has no count().
         starts = range(0, self.start, CHUNK_CHARS)
         return sum(self.data[at : min(at + CHUNK_CHARS, self.start)].count(b"\n") for at in starts) + 1

@@ -104,3 +104,6 @@ class ParserSpec:
     # members to it together, so that thousands of them cost one parse's fixed cost, not one each.
     # The contexts share one zone and reference time.
     parse_batch: Callable[[list[tuple[bytes, ParseContext]]], list[ParseResult | ParseError]] | None = None
+    # Whether ``parse_bytes`` also takes a ``dbdiag.file_bytes.FileBytes`` (a big plain file read on demand:
+    # len, slices, find) and reads it in pieces; for other parsers the pipeline reads such a file whole first.
+    reads_file_bytes: bool = False

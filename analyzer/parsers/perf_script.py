@@ -84,6 +84,7 @@ from dataclasses import replace
 import polars as pl
 
 from dbdiag.native.lazy import np
+from dbdiag.file_bytes import FileBytes
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.kit.warning_caps import MAX_WARNINGS
 from dbdiag.patterns import lazy_compile
@@ -120,8 +121,9 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     return parse_chunked(text, ctx, CHUNK_CHARS)
 
 
-def parse_bytes(data: bytes, ctx: ParseContext) -> ParseResult:
-    """``parse`` of a member's raw bytes (``bytes`` or an ``mmap``), read as ``dbdiag.pipeline.decode`` reads them."""
+def parse_bytes(data: bytes | FileBytes, ctx: ParseContext) -> ParseResult:
+    """``parse`` of a member's raw bytes (``bytes``, or a big file read a piece at a time: ``FileBytes``), read as
+    ``dbdiag.pipeline.decode`` reads them."""
     return parse_bytes_chunked(data, ctx, CHUNK_CHARS)
 
 
@@ -171,7 +173,8 @@ def parse_bytes_chunked(data: bytes, ctx: ParseContext, chunk_bytes: int) -> Par
     decoded. With one, the whole member is decoded first (CRLF becomes LF), as the pipeline does.
     """
     if data.find(b"\r") >= 0:
-        text = str(data, "utf-8", "backslashreplace").replace("\r\n", "\n")
+        whole = data.read_all() if isinstance(data, FileBytes) else data
+        text = str(whole, "utf-8", "backslashreplace").replace("\r\n", "\n")
         return parse_chunked(text, ctx, chunk_bytes)
     pieces = [BytesPiece(data, start, end) for start, end in chunks(data, chunk_bytes)]
     return _one(_parse_pieces(pieces, [0] * len(pieces), [decoded(data[: _comment_block_end(data)])], [ctx.source]))
@@ -407,4 +410,5 @@ SPEC = ParserSpec(
     parse=parse,
     parse_bytes=parse_bytes,
     parse_batch=parse_batch,
+    reads_file_bytes=True,
 )
