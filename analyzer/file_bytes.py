@@ -21,6 +21,7 @@ what is left (its last piece ends early).
 
 from __future__ import annotations
 
+import io
 import os
 import weakref
 
@@ -107,4 +108,8 @@ class FileBytes:
 
     def read_all(self) -> bytes:
         """The whole file as bytes (for a parser that reads a member whole)."""
-        return self._read(0, self._size)
+        # A buffered read fills one bytes object of the size asked, whatever one read call returns (Linux
+        # stops each at 2 GiB): no second copy, as joining preads would make.
+        with io.open(os.dup(self._fd), "rb", closefd=True) as file:
+            file.seek(0)
+            return file.read(self._size)
