@@ -5,6 +5,7 @@ from __future__ import annotations
 from dbdiag.rules.app import connection_ceiling, connection_pool_oversized, rate_limit_advice, tail_latency_spikes
 from dbdiag.rules.base import Rule
 from dbdiag.rules.cpu import context_switch_overhead, irq_affinity_skew, lock_contention, softirq_concentration
+from dbdiag.rules.disk import disk_latency_high
 from dbdiag.rules.config import (
     buffer_pool_exceeds_numa_node,
     buffer_pool_undersized,
@@ -36,6 +37,7 @@ RULES: tuple[Rule, ...] = (
     unbound_processes.RULE,
     transparent_hugepages_enabled.RULE,
     numa_balancing_enabled.RULE,
+    disk_latency_high.RULE,
     io_scheduler_not_none.RULE,
     buffer_pool_exceeds_numa_node.RULE,
     buffer_pool_undersized.RULE,

@@ -76,6 +76,9 @@ HOSTILE_TESTS = {
     "haproxy-cfg": "tests/parsers/test_haproxy_cfg.py::test_not_a_configuration",
     "jmeter-jtl-csv": "tests/parsers/test_jmeter.py::test_binary_input_refused",
     "jmeter-jtl-xml": "tests/parsers/test_jmeter.py::test_doctype_refused_by_both_readers",
+    "iostat-text": "tests/parsers/test_iostat.py::test_hostile_iostat_and_mounts_inputs_raise_parse_error_only",
+    "iostat-json": "tests/parsers/test_iostat.py::test_hostile_iostat_and_mounts_inputs_raise_parse_error_only",
+    "proc-mounts": "tests/parsers/test_iostat.py::test_hostile_iostat_and_mounts_inputs_raise_parse_error_only",
 }
 # Kinds with no hostile test of their own (the generic pathological texts of test_detect_linear.py
 # and the fuzzer reach every kind), and why. A test added removes the line.

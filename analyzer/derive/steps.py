@@ -12,6 +12,7 @@ import polars as pl
 from dbdiag import tables as t
 from dbdiag.derive import changes as changes_module
 from dbdiag.derive import database_memory as database_memory_module
+from dbdiag.derive import disks as disks_module
 from dbdiag.derive import cpu as cpu_module
 from dbdiag.derive import cpu_profile as cpu_profile_module
 from dbdiag.derive import engine_version as engine_version_module
@@ -119,6 +120,10 @@ def vmstat_numa(view: View, options: DeriveOptions) -> dict[str, Any]:
 
 def proc_stat(view: View, options: DeriveOptions) -> dict[str, Any]:
     return {t.PROC_STAT_METRIC: proc_stat_module.proc_stat_rates(dict(view))}
+
+
+def disks(view: View, options: DeriveOptions) -> dict[str, Any]:
+    return {t.DISKS_METRIC: disks_module.disk_summary(dict(view))}
 
 
 def pg_stat_database(view: View, options: DeriveOptions) -> dict[str, Any]:

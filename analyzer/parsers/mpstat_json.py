@@ -63,6 +63,8 @@ def detect(head: str, name: str) -> float:
         return 0.0
     if '"statistics"' in head and any(k in head for k in MPSTAT_KEYS + ('"cpu-load-all"',)):
         return 0.9
+    if '"disk_device"' in head:  # iostat -o JSON: the same banner, disks instead of CPUs
+        return 0.0
     return 0.6
 
 

@@ -31,6 +31,41 @@ CPU_UTIL_SCHEMA = {
     "source": pl.String,
 }
 
+# iostat -x (text or JSON): one row per report and device; the rates and times of the interval that ends at ts.
+DISK_IO = "disk_io"
+DISK_IO_SCHEMA = {
+    "sample": pl.Int32,  # 0, 1, ...: the report's place in the member (iostat's first report without -y is since boot)
+    "ts": UTC_TIME,  # the report's time (iostat -t), else null
+    "device": pl.String,  # "nvme0n1", "sda", "dm-0" (or its name with -N), "loop0"
+    "r_per_s": pl.Float64,  # reads completed per second
+    "w_per_s": pl.Float64,
+    "d_per_s": pl.Float64,  # discards (sysstat 12)
+    "f_per_s": pl.Float64,  # flushes (sysstat 12.3+)
+    "read_kb_per_s": pl.Float64,  # kB/s whatever the header's unit (rkB/s, rMB/s, rsec/s)
+    "write_kb_per_s": pl.Float64,
+    "r_await_ms": pl.Float64,  # mean time of a read, queue included
+    "w_await_ms": pl.Float64,
+    "d_await_ms": pl.Float64,
+    "f_await_ms": pl.Float64,
+    "await_ms": pl.Float64,  # sysstat <= 11: all requests together; null in sysstat 12 (derive weights r and w)
+    "queue_size": pl.Float64,  # aqu-sz (avgqu-sz): requests in flight on average
+    "util_pct": pl.Float64,  # %util: the share of the interval with a request in flight
+    "svctm_ms": pl.Float64,  # sysstat <= 11 only (not a service time on parallel devices)
+    "source": pl.String,
+    "line": pl.Int64,  # the device's line in the member (file:line); JSON: null
+}
+
+# /proc/mounts (or ``mount`` output): which device holds which directory.
+MOUNT = "mount"
+MOUNT_SCHEMA = {
+    "device": pl.String,  # as mounted: "/dev/nvme0n1p2", "/dev/mapper/vg-data", "tmpfs"
+    "mountpoint": pl.String,  # octal escapes (\040 for a space) decoded
+    "fstype": pl.String,
+    "options": pl.String,
+    "source": pl.String,
+    "line": pl.Int64,
+}
+
 # mpstat -N: per NUMA node utilisation, same percent columns with ``node`` instead of ``cpu``.
 NODE_UTIL = "node_util"
 NODE_UTIL_SCHEMA = {
@@ -517,6 +552,8 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     SOFTIRQ_RATE: SOFTIRQ_RATE_SCHEMA,
     IRQ_RATE: IRQ_RATE_SCHEMA,
     SOFTIRQ_COUNT: SOFTIRQ_COUNT_SCHEMA,
+    DISK_IO: DISK_IO_SCHEMA,
+    MOUNT: MOUNT_SCHEMA,
     IRQ_COUNT: IRQ_COUNT_SCHEMA,
     TOPOLOGY: TOPOLOGY_SCHEMA,
     NUMA_NODE: NUMA_NODE_SCHEMA,

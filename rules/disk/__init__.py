@@ -1,0 +1,1 @@
+"""Rules about block devices: their latency and saturation under the database."""
