@@ -126,6 +126,17 @@ def _buffer_cache_view(stats: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**stats, "rows": rows} if rows else None
 
 
+def _disks_view(disks: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """metrics.disks for the report: devices that did any work, busiest first, with what each holds in words."""
+    rows = []
+    for disk in disks or []:
+        if not disk.get("reports"):
+            continue
+        holds = [m["mountpoint"] for m in disk.get("mounts") or []] + [f"{f['setting']} {f['path']}" for f in disk.get("database_files") or []]
+        rows.append({**disk, "holds": holds})
+    return rows or None
+
+
 def build_view(document: dict[str, Any]) -> dict[str, Any]:
     """What the templates see: the document plus chart geometry and grouped rule outcomes."""
     findings = [{**f, "chart_views": [chart_geometry(c) for c in f["charts"]]} for f in document["findings"]]
@@ -149,6 +160,7 @@ def build_view(document: dict[str, Any]) -> dict[str, Any]:
         "cpu_profile": _cpu_profile_view(document["metrics"].get("cpu_profile")),
         "numa": _numa_view(document["metrics"].get("numa_remote")),
         "buffer_cache": _buffer_cache_view(document["metrics"].get("pg_stat_database")),
+        "disks": _disks_view(document["metrics"].get("disks")),
         "where_time_went": where_time_went(document["metrics"].get("time_accounting"), document["metrics"].get("sql_summary")),
         "idle_gaps": _idle_gaps_view(document["metrics"].get("idle_gaps")),
         "timeline": timeline_view(document["metrics"].get("timeline")),

@@ -62,6 +62,8 @@ LINKS = (
     Link("lock-wait", "full-table-scan"),
     Link("lock-wait", "dominant-statement"),
     Link("full-table-scan", "dominant-statement"),
+    # COMMIT holding the DB time because the log volume is slow: the volume is the cause
+    Link("disk-latency-high", "dominant-statement"),
     # where the rest of the users' time went: the ceiling, the softirqs, the connection churn
     Link("connection-ceiling", "bottleneck-outside-database", any_object=True),
     Link("softirq-concentration", "bottleneck-outside-database", any_object=True),

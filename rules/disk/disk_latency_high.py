@@ -117,7 +117,8 @@ def _finding(inp: RuleInput, disk: dict[str, Any], limit: float, saturated: bool
     return Finding(
         rule=RULE_ID, scope=Scope.HOST, severity=Severity.CRITICAL if critical else Severity.WARNING,
         title=title, subject=device, impact=impact, evidence=tuple(evidence),
-        remediation=_remediation(inp, disk, files), sources=sources, objects=(f"device {device}",),
+        remediation=_remediation(inp, disk, files), sources=sources,
+        objects=(f"device {device}", *([f"fingerprint {commit['fp_id']}"] if commit else [])),
     )
 
 
@@ -128,7 +129,7 @@ def _commit_share(inp: RuleInput) -> dict[str, Any] | None:
     if not rows or total <= 0:
         return None
     top = max(rows, key=lambda r: r.get("total_time_s") or 0.0)
-    return {"fingerprint": top["fingerprint"], "calls": top["calls"], "share": round((top.get("total_time_s") or 0.0) / total, 4),
+    return {"fingerprint": top["fingerprint"], "fp_id": top.get("fp_id"), "calls": top["calls"], "share": round((top.get("total_time_s") or 0.0) / total, 4),
             "p50_ms": (top.get("p50_s") or 0.0) * 1000, "source": (top.get("worst_sample") or {}).get("where") or ""}
 
 
