@@ -130,8 +130,8 @@ def _disks_view(disks: list[dict[str, Any]] | None) -> list[dict[str, Any]] | No
     """metrics.disks for the report: devices that did any work, busiest first, with what each holds in words."""
     rows = []
     for disk in disks or []:
-        if not disk.get("reports"):
-            continue
+        if not disk.get("iops"):
+            continue  # a device that did nothing in the capture
         holds = [m["mountpoint"] for m in disk.get("mounts") or []] + [f"{f['setting']} {f['path']}" for f in disk.get("database_files") or []]
         rows.append({**disk, "holds": holds})
     return rows or None

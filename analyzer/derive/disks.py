@@ -29,6 +29,7 @@ from typing import Any
 import polars as pl
 
 from dbdiag import tables as t
+from dbdiag.derive.snapshots import ordered_snapshots
 from dbdiag.host_values import Value, device_kind
 from dbdiag.patterns import lazy_compile
 from dbdiag.vocabulary.disks import BUSY_IOPS, SATURATED_UTIL_PCT
@@ -42,9 +43,13 @@ FILE_DIR_SETTINGS = ("innodb_log_group_home_dir", "innodb_data_home_dir", "innod
 def disk_summary(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]] | None:
     """The ``disks`` metric (module docstring), busiest device first; None without iostat reports."""
     io = tables.get(t.DISK_IO)
-    if io is None or io.height == 0:
+    if io is not None and io.height:
+        io = io.filter(~((pl.col("sample") == 0) & (pl.col("sample").max().over("source") >= 2))).with_columns(pl.lit(True).alias("iostat"))
+    counted = diskstat_reports(tables.get(t.DISK_COUNT))
+    parts = [frame for frame in (io, counted) if frame is not None and frame.height]
+    if not parts:
         return None
-    io = io.filter(~((pl.col("sample") == 0) & (pl.col("sample").max().over("source") >= 2)))
+    io = pl.concat(parts, how="diagonal_relaxed")
     iops = pl.sum_horizontal(pl.col("r_per_s").fill_null(0.0), pl.col("w_per_s").fill_null(0.0), pl.col("d_per_s").fill_null(0.0))
     weighted = pl.sum_horizontal(
         pl.col("r_per_s").fill_null(0.0) * pl.col("r_await_ms").fill_null(0.0),
@@ -64,9 +69,9 @@ def disk_summary(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]] | None
         pl.col("util_pct").mean().alias("util_pct"), pl.col("util_pct").max().alias("util_max_pct"),
         (pl.col("util_pct") >= SATURATED_UTIL_PCT).mean().alias("saturated_share"), pl.col("queue_size").mean().alias("queue_size"),
         pl.col("ts").min().alias("first_ts"), pl.col("ts").max().alias("last_ts"), pl.col("line").min().alias("line"),
-        pl.col("ts").is_not_null().sum().alias("timed"),
+        pl.col("ts").is_not_null().sum().alias("timed"), pl.col("iostat").any().alias("iostat"),
     )
-    per = per.sort("device", "busy_reports", "timed", "reports", "source", descending=[False, True, True, True, False])
+    per = per.sort("device", "iostat", "busy_reports", "timed", "reports", "source", descending=[False, True, True, True, True, False])
     chosen = per.unique("device", keep="first", maintain_order=True)
     rotational = _rotational(tables.get(t.HOST_SETTING))
     mounts = _mounts(tables.get(t.MOUNT))
@@ -79,7 +84,8 @@ def disk_summary(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]] | None
         log = _log_path(files)
         source = f"{row['source']}:{row['line']}" if row["line"] is not None else row["source"]
         out.append({
-            **{k: _rounded(v) for k, v in row.items() if k not in ("source", "line", "timed")},
+            **{k: _rounded(v) for k, v in row.items() if k not in ("source", "line", "timed", "iostat")},
+            "measured_by": "iostat" if row["iostat"] else "/proc/diskstats",
             "kind": device_kind(device, rotational.get(device)),
             "rotational": rotational[device].value if device in rotational else None,
             "virtual": bool(VIRTUAL_DEVICE_RE.match(device)),
@@ -90,6 +96,36 @@ def disk_summary(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]] | None
             "also_in": sorted(set(per.filter(pl.col("device") == device)["source"]) - {row["source"]}),
         })
     return out
+
+
+def diskstat_reports(counts: pl.DataFrame | None) -> pl.DataFrame | None:
+    """``/proc/diskstats`` snapshots as iostat's reports: one row per device and pair of consecutive snapshots (in
+    ``snapshots.ordered_snapshots``' order), with iostat's formulas: awaits are the milliseconds spent over the
+    requests completed, per-second rates, %util (io_ms) and aqu-sz (weighted_io_ms) over the seconds between the two
+    snapshots' time lines; a pair without both times is left out."""
+    if counts is None or counts.height == 0:
+        return None
+    seq = ordered_snapshots(counts).sort("device", "seq")
+    files = " -> ".join(dict.fromkeys(seq.sort("seq")["source"].to_list()))
+    grown = {name: pl.col(name) - pl.col(name).shift(1).over("device") for name in (
+        "reads", "read_sectors", "read_ms", "writes", "write_sectors", "write_ms", "io_ms", "weighted_io_ms", "discards", "discard_ms",
+        "flushes", "flush_ms")}
+    seconds = (pl.col("ts") - pl.col("ts").shift(1).over("device")).dt.total_microseconds() / 1e6
+    deltas = seq.with_columns(**grown, seconds=seconds).filter(pl.col("seq") != pl.col("seq").min().over("device"))
+    # a reboot or a wrapped counter between two snapshots; a pair without both times (no rate, no %util) says too little
+    deltas = deltas.filter((pl.min_horizontal(*(pl.col(name).fill_null(0) for name in grown)) >= 0) & (pl.col("seconds") > 0))
+    per_s = pl.col("seconds")
+    return t.conform(t.DISK_IO, deltas.select(
+        pl.col("seq").alias("sample"), "ts", "device",
+        (pl.col("reads") / per_s).alias("r_per_s"), (pl.col("writes") / per_s).alias("w_per_s"),
+        (pl.col("discards") / per_s).alias("d_per_s"), (pl.col("flushes") / per_s).alias("f_per_s"),
+        (pl.col("read_sectors") * 0.5 / per_s).alias("read_kb_per_s"), (pl.col("write_sectors") * 0.5 / per_s).alias("write_kb_per_s"),
+        *(pl.when(pl.col(count) > 0).then(pl.col(ms) / pl.col(count)).alias(name) for count, ms, name in (
+            ("reads", "read_ms", "r_await_ms"), ("writes", "write_ms", "w_await_ms"), ("discards", "discard_ms", "d_await_ms"),
+            ("flushes", "flush_ms", "f_await_ms"))),
+        (pl.col("weighted_io_ms") / (per_s * 1000)).alias("queue_size"), (pl.col("io_ms") / (per_s * 10)).alias("util_pct"),
+        pl.lit(files).alias("source"), pl.col("line"),
+    )).with_columns(pl.lit(False).alias("iostat"))
 
 
 def _weighted(value: str, weight: str, busy: pl.Expr) -> pl.Expr:

@@ -18,6 +18,7 @@ MODULES = (
     "iostat_text",
     "iostat_json",
     "proc_mounts",
+    "proc_diskstats",
     "sadf",
     "proc_softirqs",
     "proc_interrupts",

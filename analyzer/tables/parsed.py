@@ -55,6 +55,29 @@ DISK_IO_SCHEMA = {
     "line": pl.Int64,  # the device's line in the member (file:line); JSON: null
 }
 
+# /proc/diskstats snapshots: each device's cumulative I/O counters since boot (Documentation/admin-guide/iostats.rst).
+DISK_COUNT = "disk_count"
+DISK_COUNT_SCHEMA = {
+    "snapshot": pl.Int32,  # 0, 1, ... in the member, in order (a TS/date line or a repeated device starts one)
+    "ts": UTC_TIME,  # the time line written before the snapshot, else null
+    "device": pl.String,
+    "reads": pl.Int64,  # reads completed
+    "read_sectors": pl.Int64,  # 512-byte sectors read
+    "read_ms": pl.Int64,  # milliseconds spent by all reads
+    "writes": pl.Int64,
+    "write_sectors": pl.Int64,
+    "write_ms": pl.Int64,
+    "in_flight": pl.Int64,  # I/Os in progress when read (not cumulative)
+    "io_ms": pl.Int64,  # milliseconds with at least one I/O in flight (%util's base)
+    "weighted_io_ms": pl.Int64,  # sum of each I/O's time in flight (aqu-sz's base)
+    "discards": pl.Int64,  # kernel 4.18+, else null
+    "discard_ms": pl.Int64,
+    "flushes": pl.Int64,  # kernel 5.5+, else null
+    "flush_ms": pl.Int64,
+    "source": pl.String,
+    "line": pl.Int64,
+}
+
 # /proc/mounts (or ``mount`` output): which device holds which directory.
 MOUNT = "mount"
 MOUNT_SCHEMA = {
@@ -554,6 +577,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     SOFTIRQ_COUNT: SOFTIRQ_COUNT_SCHEMA,
     DISK_IO: DISK_IO_SCHEMA,
     MOUNT: MOUNT_SCHEMA,
+    DISK_COUNT: DISK_COUNT_SCHEMA,
     IRQ_COUNT: IRQ_COUNT_SCHEMA,
     TOPOLOGY: TOPOLOGY_SCHEMA,
     NUMA_NODE: NUMA_NODE_SCHEMA,

@@ -185,7 +185,7 @@ RULE = Rule(
     id=RULE_ID,
     title="Disk requests wait too long (slow or saturated volume)",
     area="disk",
-    requires=((t.DISK_IO,),),
+    requires=((t.DISK_IO, t.DISK_COUNT),),
     check=check,
     doc=__doc__ or "",
 )

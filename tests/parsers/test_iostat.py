@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import polars as pl
 import pytest
 
-from dbdiag.parsers import iostat_json, iostat_text, proc_mounts
+from dbdiag.parsers import iostat_json, iostat_text, proc_diskstats, proc_mounts
 from dbdiag.parsers.base import ParseContext, ParseError
 from tests.conftest import REPO
 
@@ -90,7 +91,7 @@ def test_mount_output_and_escaped_mountpoints():
 
 def test_hostile_iostat_and_mounts_inputs_raise_parse_error_only():
     junk = "".join(chr(c) for c in range(1, 256)) * 50
-    for parser in (iostat_text, iostat_json, proc_mounts):
+    for parser in (iostat_text, iostat_json, proc_mounts, proc_diskstats):
         assert parser.SPEC.detect(junk[:8192], "iostat.txt") < 0.5
         with pytest.raises(ParseError):
             parser.parse(junk, ParseContext("x"))
@@ -105,3 +106,22 @@ def test_hostile_iostat_and_mounts_inputs_raise_parse_error_only():
     hostile_json = '{"sysstat": {"hosts": [{"date": "99/99/99", "statistics": [{"timestamp": "xx", "disk": [{"disk_device": "sda", "r/s": "1", "util": 1e308}, 5]}]}]}}'
     rows = iostat_json.parse(hostile_json, ParseContext("x")).tables["disk_io"]
     assert rows.height == 1 and rows["ts"][0] is None
+
+
+def test_diskstats_snapshots_become_iostat_reports_with_iostat_formulas():
+    from dbdiag.derive.disks import diskstat_reports
+
+    text = (DISK / "2026_12_06_22_40_00-diskstats").read_text()
+    counts = proc_diskstats.parse(text, ParseContext("os/diskstats", tz="UTC")).tables["disk_count"]
+    assert counts["snapshot"].n_unique() == 8 and counts["ts"].null_count() == 0
+    reports = diskstat_reports(counts).filter(pl.col("device") == "vda").sort("sample")
+    assert reports.height == 7  # consecutive pairs
+    first, second = (counts.filter((pl.col("device") == "vda") & (pl.col("snapshot") == n)).row(0, named=True) for n in (0, 1))
+    seconds = (second["ts"] - first["ts"]).total_seconds()
+    row = reports.row(0, named=True)
+    assert row["w_per_s"] == pytest.approx((second["writes"] - first["writes"]) / seconds)
+    assert row["w_await_ms"] == pytest.approx((second["write_ms"] - first["write_ms"]) / (second["writes"] - first["writes"]))
+    assert row["util_pct"] == pytest.approx((second["io_ms"] - first["io_ms"]) / seconds / 10)
+    # a snapshot without its time line, and a counter that went back (a reboot): no report from them
+    shuffled = counts.with_columns(pl.when(pl.col("snapshot") == 3).then(None).otherwise(pl.col("ts")).alias("ts"))
+    assert diskstat_reports(shuffled).filter(pl.col("device") == "vda").height == 5
