@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 
 import polars as pl
 
-from dbdiag import tables as t
+from dbdiag import collectors, tables as t
 from dbdiag.capture import Capture, Limits, Member, read_capture
 from dbdiag.derive import Derived, derive_all
 from dbdiag.derive.sql import SqlOptions
@@ -401,6 +401,8 @@ def _detect_all(members: list[Member], parsers: tuple[ParserSpec, ...]) -> tuple
         if detection.spec is None:
             if detection.reason and detection.reason != "not recognised":
                 record.notes.append(detection.reason)
+            elif (known := collectors.describe(member.path)) is not None:
+                record.notes.append(known)  # a collector's file dbdiag does not parse: say what it is
             continue
         record.kind = detection.spec.kind
         detected.append((member, detection.spec, record))

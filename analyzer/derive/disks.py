@@ -16,7 +16,8 @@ sample of what it gives, for a throttled volume under MariaDB (fixtures/disk)::
 A report is *busy* when the device completed at least BUSY_IOPS requests per second in it: the latency of
 an idle device is a handful of requests and says nothing. Latencies are weighted by requests (the mean
 time a request waited), percentiles are over the busy reports' means. iostat without ``-y`` prints the
-average since boot first: a member's first report is left out when it has three or more. When the same
+average since boot first: a member's first report is left out when it has two or more (with ``-y`` that
+drops one real report of many; without it, the first would mix days of history into the capture's). When the same
 device comes from several members (``iostat -x`` text and JSON of one run), the member with the most
 busy reports speaks for it.
 """
@@ -44,7 +45,7 @@ def disk_summary(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]] | None
     """The ``disks`` metric (module docstring), busiest device first; None without iostat reports."""
     io = tables.get(t.DISK_IO)
     if io is not None and io.height:
-        io = io.filter(~((pl.col("sample") == 0) & (pl.col("sample").max().over("source") >= 2))).with_columns(pl.lit(True).alias("iostat"))
+        io = io.filter(~((pl.col("sample") == 0) & (pl.col("sample").max().over("source") >= 1))).with_columns(pl.lit(True).alias("iostat"))
     counted = diskstat_reports(tables.get(t.DISK_COUNT))
     parts = [frame for frame in (io, counted) if frame is not None and frame.height]
     if not parts:

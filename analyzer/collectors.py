@@ -1,0 +1,69 @@
+"""What the collectors' own files are, by name, for the members no parser reads: the inventory then says
+what each one is and that dbdiag does not judge it yet, instead of a bare "not recognised".
+
+pt-stalk names its files ``<prefix>-<what>`` (the prefix a time, ``2026_12_06_22_37_02``), one per command of
+its collection loop (percona-toolkit 3.2's ``pt-stalk``, its ``collect`` functions). A sample::
+
+    >>> describe("capture/2026_12_06_22_37_02-top")
+    "pt-stalk's top -bn<run time> (processes by CPU): not read by dbdiag yet"
+    >>> describe("capture/2026_12_06_22_37_02-trigger")
+    "pt-stalk's own record of why it collected: not analysis input"
+    >>> describe("db/slow.log") is None
+    True
+"""
+
+from __future__ import annotations
+
+from dbdiag.patterns import lazy_compile
+
+PT_STALK_NAME_RE = lazy_compile(r"(?:^|/)\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}-([a-z][a-z0-9_-]*?)(?:\d+)?$")
+
+# pt-stalk's files dbdiag does not parse: what the command was and what it holds.
+PT_STALK_NOT_READ = {
+    "df": "df -k snapshots (file-system usage)",
+    "top": "top -bn<run time> (processes by CPU)",
+    "ps": "ps -eaF (every process)",
+    "ps-locks-transactions": "performance_schema locks and transactions",
+    "meminfo": "/proc/meminfo snapshots (memory)",
+    "vmstat": "vmstat <interval> <count> (run queue, memory, swap, I/O, CPU)",
+    "vmstat-overall": "vmstat over the whole run",
+    "netstat": "netstat -antp snapshots (sockets)",
+    "netstat_s": "netstat -s snapshots (network protocol counters)",
+    "slabinfo": "/proc/slabinfo (kernel object caches)",
+    "processlist": "SHOW FULL PROCESSLIST snapshots",
+    "innodbstatus": "SHOW ENGINE INNODB STATUS",
+    "transactions": "information_schema.innodb_trx and lock waits",
+    "opentables": "SHOW OPEN TABLES",
+    "slave-status": "SHOW SLAVE STATUS",
+    "mutex-status": "SHOW ENGINE INNODB MUTEX",
+    "lsof": "lsof of mysqld (open files)",
+    "pmap": "pmap -x of mysqld (memory map)",
+    "numastat": "numastat -m (per-node memory)",
+    "sysctl": "sysctl -a",
+    "dmesg": "dmesg (kernel log)",
+    "mysqladmin": "mysqladmin extended-status -i1 (status counters each second)",
+    "lock-waits": "InnoDB lock waits",
+    "tablespaces": "InnoDB tablespaces",
+    "log_error": "the server's error log copy",
+}
+# pt-stalk's files about its own run.
+PT_STALK_OWN = {
+    "trigger": "pt-stalk's own record of why it collected",
+    "disk-space": "pt-stalk's own free-space check of its destination (df)",
+    "output": "pt-stalk's own log of the collection",
+    "hostname": "the host's name (pt-stalk's file)",
+    "iostat-overall": None,  # read (iostat), kept here so a failed parse is not named twice
+}
+
+
+def describe(path: str) -> str | None:
+    """What a member no parser reads is, when a collector's file name says (module docstring); else None."""
+    match = PT_STALK_NAME_RE.search(path)
+    if match is None:
+        return None
+    what = match.group(1)
+    if what in PT_STALK_OWN:
+        own = PT_STALK_OWN[what]
+        return f"{own}: not analysis input" if own else None
+    command = PT_STALK_NOT_READ.get(what)
+    return f"pt-stalk's {command}: not read by dbdiag yet" if command else None
