@@ -20,7 +20,7 @@ PARSERS_DIR = Path(__file__).resolve().parents[2] / "analyzer" / "parsers"
 
 # Parsers of one format family, and the helpers only they share.
 FAMILIES = {
-    "sysstat": {"mpstat_text", "mpstat_json", "sadf", "_sysstat"},
+    "sysstat": {"mpstat_text", "mpstat_json", "sadf", "_sysstat", "iostat_text", "iostat_json", "_iostat"},
     "numa": {"numastat", "sys_node", "numactl"},
     "tidb_slow": {"tidb_slowlog", "tidb_cluster_slow_query", "tidb_dashboard", "_tidb_fields", "_tidb_plans"},
     "perf": {"perf_script", "perf_report", "perf_top"},
