@@ -6,6 +6,7 @@ from dbdiag.rules.app import connection_ceiling, connection_pool_oversized, rate
 from dbdiag.rules.base import Rule
 from dbdiag.rules.cpu import context_switch_overhead, irq_affinity_skew, lock_contention, softirq_concentration
 from dbdiag.rules.disk import disk_latency_high
+from dbdiag.rules.memory import memory_pressure
 from dbdiag.rules.config import (
     buffer_pool_exceeds_numa_node,
     buffer_pool_undersized,
@@ -38,6 +39,7 @@ RULES: tuple[Rule, ...] = (
     transparent_hugepages_enabled.RULE,
     numa_balancing_enabled.RULE,
     disk_latency_high.RULE,
+    memory_pressure.RULE,
     io_scheduler_not_none.RULE,
     buffer_pool_exceeds_numa_node.RULE,
     buffer_pool_undersized.RULE,

@@ -43,6 +43,7 @@ REPO_CAPTURES = (
     *sorted((FIXTURES / "lockwait").glob("*.tar.gz")), *sorted((FIXTURES / "pgbench-haproxy-connect").glob("*.tar.gz")),
     *sorted((FIXTURES / "perf").glob("*.tar.xz")), *sorted(path for path in (FIXTURES / "edges").iterdir() if path.is_dir()),
     *sorted((FIXTURES / "compare").glob("*.tar.gz")), *sorted((FIXTURES / "disk").glob("*.tar.gz")),
+    *sorted((FIXTURES / "memory").glob("*.tar.gz")), *sorted((FIXTURES / "ptstalk").glob("*.tar.gz")),
 )
 CORPUS_CAPTURES = corpus_names("captures")
 SERVER_OF_ENGINE = {"mariadb": "mariadb", "mysql": "mariadb", "percona": "mariadb", "postgresql": "postgres"}

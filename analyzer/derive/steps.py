@@ -13,6 +13,7 @@ from dbdiag import tables as t
 from dbdiag.derive import changes as changes_module
 from dbdiag.derive import database_memory as database_memory_module
 from dbdiag.derive import disks as disks_module
+from dbdiag.derive import memory_pressure as memory_pressure_module
 from dbdiag.derive import cpu as cpu_module
 from dbdiag.derive import cpu_profile as cpu_profile_module
 from dbdiag.derive import engine_version as engine_version_module
@@ -124,6 +125,10 @@ def proc_stat(view: View, options: DeriveOptions) -> dict[str, Any]:
 
 def disks(view: View, options: DeriveOptions) -> dict[str, Any]:
     return {t.DISKS_METRIC: disks_module.disk_summary(dict(view))}
+
+
+def memory_pressure(view: View, options: DeriveOptions) -> dict[str, Any]:
+    return {t.MEMORY_PRESSURE_METRIC: memory_pressure_module.memory_pressure(dict(view))}
 
 
 def pg_stat_database(view: View, options: DeriveOptions) -> dict[str, Any]:

@@ -19,6 +19,8 @@ MODULES = (
     "iostat_json",
     "proc_mounts",
     "proc_diskstats",
+    "vmstat",
+    "proc_pressure",
     "sadf",
     "proc_softirqs",
     "proc_interrupts",

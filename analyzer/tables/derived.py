@@ -172,7 +172,7 @@ SHOWN_AS = {FINGERPRINTED_STATEMENT: STATEMENT, WORKING_STATEMENT: STATEMENT, PU
 # Derived metrics (JSON-ready values; ``metrics`` in the report, in this order).
 METRICS = (
     HOST_METRIC := "host", CPU_METRIC := "cpu", INTERRUPTS_METRIC := "interrupts", CPU_PROFILE_METRIC := "cpu_profile", VMSTAT_NUMA_METRIC := "vmstat_numa",
-    PROC_STAT_METRIC := "proc_stat", DISKS_METRIC := "disks",
+    PROC_STAT_METRIC := "proc_stat", DISKS_METRIC := "disks", MEMORY_PRESSURE_METRIC := "memory_pressure",
     PG_STAT_DATABASE_METRIC := "pg_stat_database",
     HOST_CONFIG_METRIC := "host_config", TIME_ACCOUNTING_METRIC := "time_accounting", IDLE_GAPS_METRIC := "idle_gaps",
     TIMELINE_METRIC := "timeline", SQL_PROFILE_METRIC := "sql_profile", SQL_SUMMARY_METRIC := "sql_summary",

@@ -78,6 +78,47 @@ DISK_COUNT_SCHEMA = {
     "line": pl.Int64,
 }
 
+# vmstat (procps) reports: one row per line; memory in KiB (vmstat's default unit), rates per second.
+VMSTAT_SAMPLE = "vmstat_sample"
+VMSTAT_SAMPLE_SCHEMA = {
+    "sample": pl.Int32,  # 0, 1, ... per header block; vmstat's first line is the average since boot
+    "ts": UTC_TIME,  # the -t column, else null
+    "runnable": pl.Int64,  # r: tasks running or waiting for a CPU
+    "blocked": pl.Int64,  # b: tasks in uninterruptible sleep (I/O)
+    "swap_used_kb": pl.Int64,
+    "free_kb": pl.Int64,
+    "buffers_kb": pl.Int64,
+    "cache_kb": pl.Int64,
+    "swap_in_kb_per_s": pl.Int64,  # si
+    "swap_out_kb_per_s": pl.Int64,  # so
+    "blocks_in_per_s": pl.Int64,  # bi
+    "blocks_out_per_s": pl.Int64,  # bo
+    "interrupts_per_s": pl.Int64,
+    "context_switches_per_s": pl.Int64,
+    "user_pct": pl.Int64,
+    "system_pct": pl.Int64,
+    "idle_pct": pl.Int64,
+    "iowait_pct": pl.Int64,
+    "steal_pct": pl.Int64,
+    "source": pl.String,
+    "line": pl.Int64,
+}
+
+# /proc/pressure/{cpu,memory,io} (PSI) snapshots: the share of time tasks stalled on the resource.
+PRESSURE = "pressure"
+PRESSURE_SCHEMA = {
+    "snapshot": pl.Int32,
+    "ts": UTC_TIME,  # the time line before the snapshot, else null
+    "resource": pl.String,  # "cpu", "memory", "io" (from a "/proc/pressure/memory:" prefix or the file's name), else null
+    "kind": pl.String,  # "some" (at least one task stalled) or "full" (all non-idle tasks stalled)
+    "avg10_pct": pl.Float64,  # the kernel's running averages over 10, 60 and 300 s
+    "avg60_pct": pl.Float64,
+    "avg300_pct": pl.Float64,
+    "total_us": pl.Int64,  # stall time since boot, microseconds (deltas give the capture's share)
+    "source": pl.String,
+    "line": pl.Int64,
+}
+
 # /proc/mounts (or ``mount`` output): which device holds which directory.
 MOUNT = "mount"
 MOUNT_SCHEMA = {
@@ -577,6 +618,8 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     SOFTIRQ_COUNT: SOFTIRQ_COUNT_SCHEMA,
     DISK_IO: DISK_IO_SCHEMA,
     MOUNT: MOUNT_SCHEMA,
+    PRESSURE: PRESSURE_SCHEMA,
+    VMSTAT_SAMPLE: VMSTAT_SAMPLE_SCHEMA,
     DISK_COUNT: DISK_COUNT_SCHEMA,
     IRQ_COUNT: IRQ_COUNT_SCHEMA,
     TOPOLOGY: TOPOLOGY_SCHEMA,

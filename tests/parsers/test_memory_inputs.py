@@ -1,0 +1,57 @@
+"""vmstat (procps) and /proc/pressure (PSI) parsers: what the goldens of the real outputs made here
+(``tests/parsers/cases/vmstat.cases``, ``proc-pressure.cases``) do not show."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from dbdiag.parsers import proc_pressure, vmstat
+from dbdiag.parsers.base import ParseContext, ParseError
+from tests.conftest import REPO
+
+MEMORY = REPO / "fixtures" / "memory"
+
+
+def test_vmstat_wide_with_times_reads_every_column_in_its_unit():
+    result = vmstat.parse((MEMORY / "vmstat-w-t.txt").read_text(), ParseContext("os/vmstat.txt", tz="Asia/Tokyo"))
+    rows = result.tables["vmstat_sample"]
+    assert result.records == rows.height == 20 and result.notes == []  # the header says UTC: --tz does not apply
+    first = rows.row(0, named=True)
+    assert first["ts"].tzinfo is not None and rows["ts"].is_sorted()
+    assert rows["swap_in_kb_per_s"].max() > 1000 and rows["swap_used_kb"].max() > 0  # the cgroup-limited run swaps
+    assert {"runnable", "context_switches_per_s", "idle_pct"} <= {c for c in rows.columns if rows[c].null_count() == 0}
+
+
+def test_vmstat_repeated_headers_and_a_local_time_column():
+    text = ("procs -----------memory---------- ---swap-- -----io---- -system-- ------cpu----- -----timestamp-----\n"
+            " r  b   swpd   free   buff  cache   si   so    bi    bo   in   cs us sy id wa st                 CET\n"
+            " 1  0      0 100 10 1000    0    0     1     2   30   40  1  2 97  0  0 2026-12-06 10:00:00\n"
+            "procs -----------memory---------- ---swap-- -----io---- -system-- ------cpu----- -----timestamp-----\n"
+            " r  b   swpd   free   buff  cache   si   so    bi    bo   in   cs us sy id wa st                 CET\n"
+            " 2  1      8 90 10 1000    4    8     1     2   30   40  1  2 97  0  0 2026-12-06 10:00:01\n"
+            " x  y\n")
+    result = vmstat.parse(text, ParseContext("os/vmstat", tz="Europe/Paris"))
+    rows = result.tables["vmstat_sample"]
+    assert rows["sample"].to_list() == [0, 1] and rows["swap_out_kb_per_s"].to_list() == [0, 8]
+    assert rows["ts"][0] == datetime(2026, 12, 6, 9, 0, tzinfo=timezone.utc)  # CET read through --tz
+    assert [w.line for w in result.warnings] == [7] and result.notes == ["times have no zone; read as Europe/Paris (--tz)"]
+
+
+def test_pressure_lines_with_and_without_their_file_prefix():
+    grep = proc_pressure.parse((MEMORY / "pressure-grep.txt").read_text(), ParseContext("os/pressure.txt")).tables["pressure"]
+    assert sorted(set(grep["resource"])) == ["cpu", "io", "memory"] and grep["snapshot"].n_unique() == 1
+    bare = proc_pressure.parse("some avg10=1.00 avg60=0.50 avg300=0.10 total=42\n", ParseContext("os/psi.txt"))
+    assert bare.tables["pressure"]["resource"].to_list() == [None] and "not judged" in bare.notes[-1]
+
+
+def test_hostile_memory_inputs_raise_parse_error_only():
+    junk = "".join(chr(c) for c in range(1, 256)) * 50
+    for parser in (vmstat, proc_pressure):
+        assert parser.SPEC.detect(junk[:8192], "vmstat.txt") < 0.5
+        with pytest.raises(ParseError):
+            parser.parse(junk, ParseContext("x"))
+    huge = " r b swpd free buff cache si so bi bo in cs us sy id wa st\n" + " ".join(["9" * 40] * 17) + "\n"
+    result = vmstat.parse(huge, ParseContext("x"))
+    assert result.tables["vmstat_sample"]["runnable"].to_list() == [None] and len(result.warnings) == 17
