@@ -7,6 +7,13 @@ JSON keys alike) and the ``disk_io`` column each fills, with the factor to its u
 
 from __future__ import annotations
 
+import polars as pl
+
+from dbdiag.parsers.base import ParseContext, ParseResult, ParseWarning
+from dbdiag.parsers.kit.times import zone_note
+from dbdiag.parsers.kit.warning_caps import cap_warnings
+from dbdiag.tables import DISK_IO, conform
+
 # header name or JSON key -> (disk_io column, factor to its unit)
 DISK_COLUMNS: dict[str, tuple[str, float]] = {
     "r/s": ("r_per_s", 1.0),
@@ -32,3 +39,11 @@ DISK_COLUMNS: dict[str, tuple[str, float]] = {
 }
 # Columns whose presence says a table is iostat's extended statistics (-x).
 EXTENDED_MARKS = ("r_await", "w_await", "await", "aqu-sz", "avgqu-sz", "%util", "util")
+
+
+def disk_io_result(rows: list[dict[str, object]], ctx: ParseContext, tz: str, reports: int, warnings: list[ParseWarning],
+                   zoned: bool) -> ParseResult:
+    """The ``disk_io`` table of the rows read (each a dict of its columns), the member's path as ``source``."""
+    frame = pl.DataFrame(rows, infer_schema_length=None).with_columns(pl.lit(ctx.source).alias("source"))
+    notes = [zone_note(tz)] if zoned else []
+    return ParseResult(tables={DISK_IO: conform(DISK_IO, frame)}, records=reports, warnings=cap_warnings(warnings), notes=notes)

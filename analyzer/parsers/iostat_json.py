@@ -19,16 +19,13 @@ from __future__ import annotations
 
 import math
 
-import polars as pl
 
 from dbdiag.parsers._sysstat import parse_sysstat_date
-from dbdiag.parsers._iostat import DISK_COLUMNS
+from dbdiag.parsers._iostat import DISK_COLUMNS, disk_io_result
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
 from dbdiag.parsers.iostat_text import report_time
 from dbdiag.parsers.kit import json_text
-from dbdiag.parsers.kit.times import check_tz, zone_note
-from dbdiag.parsers.kit.warning_caps import cap_warnings
-from dbdiag.tables import DISK_IO, conform
+from dbdiag.parsers.kit.times import check_tz
 
 
 def parse(text: str, ctx: ParseContext) -> ParseResult:
@@ -67,9 +64,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
                 rows.append(row)
     if not rows:
         raise ParseError("iostat JSON without any disk statistics (run it with -x and -d or without -c)")
-    frame = pl.DataFrame(rows, infer_schema_length=None).with_columns(pl.lit(ctx.source).alias("source"))
-    notes = [zone_note(tz)] if zoned else []
-    return ParseResult(tables={DISK_IO: conform(DISK_IO, frame)}, records=sample + 1, warnings=cap_warnings(warnings), notes=notes)
+    return disk_io_result(rows, ctx, tz, sample + 1, warnings, zoned)
 
 
 def detect(head: str, name: str) -> float:

@@ -29,15 +29,12 @@ import math
 import re
 from datetime import datetime, timezone
 
-import polars as pl
 
-from dbdiag.parsers._iostat import DISK_COLUMNS, EXTENDED_MARKS
+from dbdiag.parsers._iostat import DISK_COLUMNS, EXTENDED_MARKS, disk_io_result
 from dbdiag.parsers._sysstat import parse_sysstat_date
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.kit.times import check_tz, parse_time_line, zone_note, zone_or_utc
-from dbdiag.parsers.kit.warning_caps import cap_warnings
+from dbdiag.parsers.kit.times import check_tz, parse_time_line, zone_or_utc
 from dbdiag.patterns import lazy_compile
-from dbdiag.tables import DISK_IO, conform
 
 _BANNER_RE = lazy_compile(r"^Linux\s+\S+\s+\([^)]*\)\s+(\S+)")
 # iostat -t: the locale's date and time (%x %X), or ISO with S_TIME_FORMAT=ISO
@@ -96,9 +93,7 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         rows.append(row)
     if not rows:
         raise ParseError("no iostat -x device rows (a 'Device ... r_await/await ... %util' header and its lines) found")
-    frame = pl.DataFrame(rows, infer_schema_length=None).with_columns(pl.lit(ctx.source).alias("source"))
-    notes = [zone_note(tz)] if zoned else []
-    return ParseResult(tables={DISK_IO: conform(DISK_IO, frame)}, records=sample + 1, warnings=cap_warnings(warnings), notes=notes)
+    return disk_io_result(rows, ctx, tz, sample + 1, warnings, zoned)
 
 
 def report_time(line: str, banner_date, tz: str) -> tuple[datetime, bool] | None:

@@ -20,7 +20,8 @@ from __future__ import annotations
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.kit.times import check_tz, parse_time_line, zone_note
+from dbdiag.parsers.kit.timed_snapshots import SnapshotClock
+from dbdiag.parsers.kit.times import check_tz, zone_note
 from dbdiag.parsers.kit.warning_caps import cap_warnings
 from dbdiag.patterns import lazy_compile
 from dbdiag.tables import DISK_COUNT, conform
@@ -35,27 +36,17 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     tz, tz_warning = check_tz(ctx.tz)
     warnings: list[ParseWarning] = [tz_warning] if tz_warning else []
     rows: list[dict[str, object]] = []
-    snapshot, zoned, seen = -1, False, set()
-    when, timed_next = None, False  # the last time line, and whether it comes before the next row
+    clock = SnapshotClock(tz)
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         match = _ROW_RE.match(line)
         if match is None:
-            stamp = parse_time_line(line, tz)
-            if stamp is None:
+            if not clock.time_line(line):
                 warnings.append(ParseWarning(number, f"not a /proc/diskstats line: {line.strip()[:60]!r}"))
-                continue
-            when, applied = stamp
-            zoned, timed_next = zoned or applied, True
             continue
-        device = match.group(3)
-        if timed_next or device in seen or snapshot < 0:
-            if not timed_next:
-                when = None  # a snapshot without a time line of its own
-            snapshot, seen, timed_next = snapshot + 1, set(), False
-        seen.add(device)
-        row: dict[str, object] = {"snapshot": snapshot, "ts": when, "device": device, "line": number}
+        snapshot, when = clock.place(match.group(3))
+        row: dict[str, object] = {"snapshot": snapshot, "ts": when, "device": match.group(3), "line": number}
         for name, value in zip(FIELDS, match.group(4).split()):
             if name is not None:
                 row[name] = int(value)
@@ -63,8 +54,8 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     if not rows:
         raise ParseError("no /proc/diskstats lines (major minor device and 11 to 20 counters) found")
     frame = pl.DataFrame(rows, infer_schema_length=None).with_columns(pl.lit(ctx.source).alias("source"))
-    notes = [zone_note(tz)] if zoned else []
-    return ParseResult(tables={DISK_COUNT: conform(DISK_COUNT, frame)}, records=snapshot + 1, warnings=cap_warnings(warnings), notes=notes)
+    notes = [zone_note(tz)] if clock.zoned else []
+    return ParseResult(tables={DISK_COUNT: conform(DISK_COUNT, frame)}, records=clock.snapshot + 1, warnings=cap_warnings(warnings), notes=notes)
 
 
 def detect(head: str, name: str) -> float:

@@ -19,7 +19,8 @@ from __future__ import annotations
 import polars as pl
 
 from dbdiag.parsers.base import ParseContext, ParseError, ParseResult, ParserSpec, ParseWarning
-from dbdiag.parsers.kit.times import check_tz, parse_time_line, zone_note
+from dbdiag.parsers.kit.timed_snapshots import SnapshotClock
+from dbdiag.parsers.kit.times import check_tz, zone_note
 from dbdiag.parsers.kit.warning_caps import cap_warnings
 from dbdiag.patterns import lazy_compile
 from dbdiag.tables import PRESSURE, conform
@@ -35,35 +36,27 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
     warnings: list[ParseWarning] = [tz_warning] if tz_warning else []
     named = next((r for r in RESOURCES if r in ctx.source.rsplit("/", 1)[-1].lower()), None)
     rows: list[dict[str, object]] = []
-    snapshot, seen, when, zoned, timed_next = -1, set(), None, False, False
+    clock = SnapshotClock(tz)
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         match = _LINE_RE.match(line.strip())
         if match is None:
-            stamp = parse_time_line(line, tz)
-            if stamp is None:
+            if not clock.time_line(line):
                 warnings.append(ParseWarning(number, f"not a pressure line: {line.strip()[:60]!r}"))
-                continue
-            when, applied = stamp
-            zoned, timed_next = zoned or applied, True
             continue
         resource, kind = match.group(1) or named, match.group(2)
-        if timed_next or (resource, kind) in seen or snapshot < 0:
-            if not timed_next:
-                when = None
-            snapshot, seen, timed_next = snapshot + 1, set(), False
-        seen.add((resource, kind))
+        snapshot, when = clock.place((resource, kind))
         rows.append({"snapshot": snapshot, "ts": when, "resource": resource, "kind": kind, "avg10_pct": float(match.group(3)),
                      "avg60_pct": float(match.group(4)), "avg300_pct": float(match.group(5)), "total_us": int(match.group(6)),
                      "line": number})
     if not rows:
         raise ParseError("no pressure lines (some avg10=... avg60=... avg300=... total=...) found")
     frame = pl.DataFrame(rows, infer_schema_length=None).with_columns(pl.lit(ctx.source).alias("source"))
-    notes = [zone_note(tz)] if zoned else []
+    notes = [zone_note(tz)] if clock.zoned else []
     if any(row["resource"] is None for row in rows):
         notes.append("the resource (cpu, memory, io) is neither on the lines nor in the file's name: not judged")
-    return ParseResult(tables={PRESSURE: conform(PRESSURE, frame)}, records=snapshot + 1, warnings=cap_warnings(warnings), notes=notes)
+    return ParseResult(tables={PRESSURE: conform(PRESSURE, frame)}, records=clock.snapshot + 1, warnings=cap_warnings(warnings), notes=notes)
 
 
 def detect(head: str, name: str) -> float:
