@@ -33,7 +33,7 @@ DATABASE_RULES = frozenset({
 })
 HOST_RULES = frozenset({
     "softirq-concentration", "irq-affinity-skew", "context-switch-overhead", "lock-contention", "cross-numa-memory",
-    "unbound-processes",
+    "unbound-processes", "disk-latency-high", "memory-pressure",
 })
 
 
