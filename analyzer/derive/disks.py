@@ -1,7 +1,8 @@
 """iostat's per-device reports -> the ``disks`` metric: each device's load, latency and utilisation over the
 capture, its kind, and the database files it holds.
 
-Reads ``disk_io`` (parsers/iostat_text.py, iostat_json.py), ``host_setting`` (``block`` rows: each device's
+Reads ``disk_io`` (parsers/iostat_text.py, iostat_json.py), ``disk_count`` (/proc/diskstats snapshots, read as
+iostat reports by ``diskstat_reports``), ``host_setting`` (``block`` rows: each device's
 ``queue/rotational``), ``mount`` (/proc/mounts) and ``db_setting`` (where the database keeps its files). A
 sample of what it gives, for a throttled volume under MariaDB (fixtures/disk)::
 
@@ -18,8 +19,8 @@ an idle device is a handful of requests and says nothing. Latencies are weighted
 time a request waited), percentiles are over the busy reports' means. iostat without ``-y`` prints the
 average since boot first: a member's first report is left out when it has two or more (with ``-y`` that
 drops one real report of many; without it, the first would mix days of history into the capture's). When the same
-device comes from several members (``iostat -x`` text and JSON of one run), the member with the most
-busy reports speaks for it.
+device comes from several members (``iostat -x`` text and JSON of one run, or iostat and /proc/diskstats),
+iostat speaks before diskstats, then the member with the most busy reports, then the one with times.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ FILE_DIR_SETTINGS = ("innodb_log_group_home_dir", "innodb_data_home_dir", "innod
 
 
 def disk_summary(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]] | None:
-    """The ``disks`` metric (module docstring), busiest device first; None without iostat reports."""
+    """The ``disks`` metric (module docstring), busiest device first; None without iostat or diskstats reports."""
     io = tables.get(t.DISK_IO)
     if io is not None and io.height:
         io = io.filter(~((pl.col("sample") == 0) & (pl.col("sample").max().over("source") >= 1))).with_columns(pl.lit(True).alias("iostat"))
