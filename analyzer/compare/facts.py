@@ -77,7 +77,7 @@ def facts_of(document: dict[str, Any]) -> list[Fact]:
     facts: list[Fact] = []
     facts += _load_facts(metrics.get("load_runs") or [])
     facts += _timeline_facts(metrics.get("timeline") or {}, kinds)
-    facts += _run_summary_facts(metrics.get("load_runs") or [], {f.source for f in facts if f.area == "outcome"})
+    facts += _run_summary_facts(metrics.get("load_runs") or [])
     facts += _time_accounting_facts(metrics.get("time_accounting") or {})
     facts += _sql_summary_facts(metrics.get("sql_summary") or {}, metrics.get("idle_gaps") or {}, _span_s(metrics),
                                 _whole_statement_log(metrics.get("timeline") or {}))
@@ -164,18 +164,17 @@ def _load_facts(runs: list[dict[str, Any]]) -> list[Fact]:
     return facts
 
 
-def _run_summary_facts(runs: list[dict[str, Any]], on_timeline: set[str | None]) -> list[Fact]:
-    """A load test's own summary (TPS, average latency) for the runs the timeline could not place (pgbench prints
-    progress lines without a clock; placed only against a statement log of every statement).
+def _run_summary_facts(runs: list[dict[str, Any]]) -> list[Fact]:
+    """A load test's own summary (TPS, average latency) of every run: the number both sides have whatever else
+    they hold (pgbench prints progress lines without a clock, sysbench's are placed on the timeline only against a
+    statement log of every statement: one side's timeline and the other's summary would not compare).
 
     >>> [(f.key, f.value) for f in _run_summary_facts([{"tool": "pgbench", "tps": 2331.8, "latency_avg_ms": 13.7,
-    ...     "source": "app/pgbench.txt"}], set())]
+    ...     "source": "app/pgbench.txt"}])]
     [('tps (pgbench summary)', 2331.8), ('latency_avg (pgbench summary)', 13.7)]
     """
     facts = []
     for run in runs:
-        if run.get("source") in on_timeline:
-            continue
         label = f"{run.get('tool')} summary"
         if run.get("tps") is not None:
             facts.append(Fact("outcome", f"tps ({label})", run["tps"], "1/s", "rate", run.get("source")))

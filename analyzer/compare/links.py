@@ -90,6 +90,9 @@ FINDING_EFFECTS: dict[str, tuple[str, ...]] = {
     "numa-balancing-enabled": NUMA_BALANCING_EFFECTS,
     "context-switch-overhead": ("category scheduler", "context switches"),
     "transparent-hugepages-enabled": ("category page-faults-numa", "kernel (% of busy CPU)"),
+    # a slow log volume makes every commit wait for its write; memory swapped out makes any statement wait
+    "disk-latency-high": COMMIT_TIME_EFFECTS,
+    "memory-pressure": SQL_TIME_EFFECTS,
 }
 HOST_EFFECTS: dict[str, tuple[str, ...]] = {
     "numa_nodes": ("remote memory",),

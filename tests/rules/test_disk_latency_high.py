@@ -87,3 +87,23 @@ def test_the_same_volume_unthrottled_fires_nothing():
 def test_the_rule_documents_its_sections():
     sections = split_doc_sections(disk_latency_high.RULE.doc)
     assert all(sections.get(name) for name in DOC_SECTIONS)
+
+
+@pytest.mark.parametrize("order", ["healthy first", "throttled first"])
+def test_compare_names_the_slow_volume_as_why_throughput_fell(order):
+    from dbdiag.pipeline import Options
+    from dbdiag.report import build_document
+    from tests.compare_fixtures import compared
+
+    healthy, throttled = (build_document(analyze(path, Options())) for path in (HEALTHY, THROTTLED))
+    baseline, capture = (healthy, throttled) if order == "healthy first" else (throttled, healthy)
+    verdict = compared(baseline, capture)["verdict"]
+    slow = "capture" if order == "healthy first" else "baseline"
+    assert verdict["slow_side"] == slow
+    # both sides' sysbench summaries: the throttled run's TPS is a few percent of the other's
+    assert verdict["outcome"]["key"].startswith("tps (sysbench")
+    assert verdict["outcome"][slow] < 0.05 * verdict["outcome"]["capture" if slow == "baseline" else "baseline"]
+    first = verdict["explained"][0]
+    assert first["key"] == "disk-latency-high/loop0"
+    assert "sql:commit | DB time per second" in first["effects"]
+    assert any("innodb_flush_log_at_trx_commit" in r["text"] for r in first["remediation"])
