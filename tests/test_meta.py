@@ -82,6 +82,7 @@ HOSTILE_TESTS = {
     "proc-diskstats": "tests/parsers/test_iostat.py::test_hostile_iostat_and_mounts_inputs_raise_parse_error_only",
     "vmstat": "tests/parsers/test_memory_inputs.py::test_hostile_memory_inputs_raise_parse_error_only",
     "proc-pressure": "tests/parsers/test_memory_inputs.py::test_hostile_memory_inputs_raise_parse_error_only",
+    "proc-meminfo": "tests/parsers/test_memory_inputs.py::test_hostile_memory_inputs_raise_parse_error_only",
 }
 # Kinds with no hostile test of their own (the generic pathological texts of test_detect_linear.py
 # and the fuzzer reach every kind), and why. A test added removes the line.

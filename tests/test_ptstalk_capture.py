@@ -14,7 +14,8 @@ CAPTURE = REPO / "fixtures" / "ptstalk" / "mariadb-ptstalk.tar.gz"
 # what pt-stalk writes that dbdiag parses today, by the file's suffix
 READ = {"iostat": "iostat-text", "iostat-overall": "iostat-text", "diskstats": "proc-diskstats", "mpstat": "mpstat-text",
         "mpstat-overall": "mpstat-text", "interrupts": "proc-interrupts", "procstat": "proc-stat", "procvmstat": "proc-vmstat",
-        "sysctl": "sysctl", "variables": "mysql-variables", "mysqladmin": "mysql-variables"}  # mysqladmin ext: status rows
+        "sysctl": "sysctl", "variables": "mysql-variables", "mysqladmin": "mysql-variables",  # mysqladmin ext: status rows
+        "vmstat": "vmstat", "vmstat-overall": "vmstat", "meminfo": "proc-meminfo"}
 
 
 @pytest.fixture(scope="module")

@@ -72,7 +72,7 @@ DERIVATIONS: tuple[Derivation, ...] = (
     Derivation("proc_stat", (t.PROC_STAT_COUNT,), (t.PROC_STAT_METRIC,), steps.proc_stat),
     Derivation("pg_stat_database", (t.PG_STAT_DATABASE,), (t.PG_STAT_DATABASE_METRIC,), steps.pg_stat_database),
     Derivation("disks", (t.DISK_IO, t.DISK_COUNT, t.HOST_SETTING, t.MOUNT, t.DB_SETTING), (t.DISKS_METRIC,), steps.disks),
-    Derivation("memory_pressure", (t.VMSTAT_COUNT, t.PRESSURE, t.VMSTAT_SAMPLE), (t.MEMORY_PRESSURE_METRIC,), steps.memory_pressure),
+    Derivation("memory_pressure", (t.VMSTAT_COUNT, t.PRESSURE, t.MEMINFO_COUNT, t.VMSTAT_SAMPLE), (t.MEMORY_PRESSURE_METRIC,), steps.memory_pressure),
     Derivation("host_config", (t.HOST_FACT, t.HOST_SETTING, t.DB_SETTING, t.NUMA_NODE, t.NUMA_COUNTER, t.STATEMENT), (t.HOST_CONFIG_METRIC,), steps.host_config),
     Derivation("host_config_values", (t.HOST_SETTING, t.STATEMENT, t.DB_SETTING, t.PERF_STACK, t.PERF_SYMBOL),
                (t.HOST_CONFIG_VALUE, t.DATABASE_EVIDENCE, t.BLOCK_DEVICE, t.DATABASE_AFFINITY),

@@ -2,8 +2,8 @@
 direct reclaim, OOM kills, the share of time tasks stalled on memory, and what ``vmstat 1`` saw.
 
 Reads ``vmstat_count`` (/proc/vmstat snapshots: the first and the last, ``snapshots.first_and_last``),
-``pressure`` (/proc/pressure/memory snapshots) and ``vmstat_sample`` (``vmstat 1``; its first line, the
-average since boot, left out). A sample, MariaDB whose cgroup holds 100 MiB of its 768 MiB buffer pool
+``pressure`` (/proc/pressure/memory snapshots), ``meminfo_count`` (/proc/meminfo: MemTotal, the lowest
+MemAvailable, swap used) and ``vmstat_sample`` (``vmstat 1``; its first line, the average since boot, left out). A sample, MariaDB whose cgroup holds 100 MiB of its 768 MiB buffer pool
 (fixtures/memory)::
 
     vmstat_count  pswpin 42558 -> 66800, pswpout 85029 -> 109365 over 20.1 s
@@ -58,6 +58,11 @@ def memory_pressure(tables: dict[str, pl.DataFrame]) -> dict[str, Any] | None:
         psi_sources = psi.pop("psi_sources")
         out.update(psi)
         out["sources"] += [s for s in psi_sources if s not in out["sources"]]
+    meminfo = _meminfo(tables.get(t.MEMINFO_COUNT))
+    if meminfo:
+        meminfo_sources = meminfo.pop("meminfo_sources")
+        out.update(meminfo)
+        out["sources"] += [s for s in meminfo_sources if s not in out["sources"]]
     vmstat = _vmstat(tables.get(t.VMSTAT_SAMPLE))
     if vmstat:
         out["vmstat"] = vmstat
@@ -83,6 +88,29 @@ def _psi(pressure: pl.DataFrame | None) -> dict[str, Any] | None:
     if not out:
         return None
     out["psi_sources"] = sorted(set(memory["source"].to_list()), key=source_order_key)
+    return out
+
+
+def _meminfo(counts: pl.DataFrame | None) -> dict[str, Any] | None:
+    """MemTotal, the lowest MemAvailable (and its share of MemTotal) and the most swap used over the snapshots."""
+    if counts is None or counts.height == 0:
+        return None
+    fields = counts.group_by("counter").agg(pl.col("value").min().alias("low"), pl.col("value").max().alias("high"))
+    low, high = dict(fields.select("counter", "low").rows()), dict(fields.select("counter", "high").rows())
+    out: dict[str, Any] = {}
+    if high.get("MemTotal"):
+        out["mem_total_kb"] = high["MemTotal"]
+        if "MemAvailable" in low:
+            out["mem_available_kb_min"] = low["MemAvailable"]
+            out["mem_available_min_pct"] = round(low["MemAvailable"] / high["MemTotal"] * 100, 2)
+    if high.get("SwapTotal"):
+        out["swap_total_kb"] = high["SwapTotal"]
+        used = counts.filter(pl.col("counter").is_in(["SwapTotal", "SwapFree"])).pivot("counter", index=["source", "snapshot"], values="value")
+        if {"SwapTotal", "SwapFree"} <= set(used.columns):
+            out["swap_used_kb_max"] = int((used["SwapTotal"] - used["SwapFree"]).max())
+    if not out:
+        return None
+    out["meminfo_sources"] = sorted(set(counts["source"].to_list()), key=source_order_key)
     return out
 
 

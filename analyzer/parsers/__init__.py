@@ -21,6 +21,7 @@ MODULES = (
     "proc_diskstats",
     "vmstat",
     "proc_pressure",
+    "proc_meminfo",
     "sadf",
     "proc_softirqs",
     "proc_interrupts",

@@ -119,6 +119,16 @@ PRESSURE_SCHEMA = {
     "line": pl.Int64,
 }
 
+# /proc/meminfo snapshots: every field in kB as the kernel prints it (HugePages_* are counts).
+MEMINFO_COUNT = "meminfo_count"
+MEMINFO_COUNT_SCHEMA = {
+    "snapshot": pl.Int32,
+    "ts": UTC_TIME,
+    "counter": pl.String,  # MemTotal, MemAvailable, SwapTotal, SwapFree, Dirty, ...
+    "value": pl.Int64,
+    "source": pl.String,
+}
+
 # /proc/mounts (or ``mount`` output): which device holds which directory.
 MOUNT = "mount"
 MOUNT_SCHEMA = {
@@ -618,6 +628,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     SOFTIRQ_COUNT: SOFTIRQ_COUNT_SCHEMA,
     DISK_IO: DISK_IO_SCHEMA,
     MOUNT: MOUNT_SCHEMA,
+    MEMINFO_COUNT: MEMINFO_COUNT_SCHEMA,
     PRESSURE: PRESSURE_SCHEMA,
     VMSTAT_SAMPLE: VMSTAT_SAMPLE_SCHEMA,
     DISK_COUNT: DISK_COUNT_SCHEMA,

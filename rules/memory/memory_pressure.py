@@ -5,7 +5,8 @@ What it detects:
     time lines; ``vmstat 1`` beside them): pages swapped in at SWAP_IN_MIN_KB_PER_S = 256 KiB/s or more, or
     tasks stalled on memory (PSI ``some``) PSI_SOME_MIN_PCT = 10% of the time or more, or tasks that had to
     reclaim memory themselves before allocating (``allocstall_*``) ALLOCATION_STALLS_MIN_PER_S = 10 times a
-    second or more. Critical when the stall share reaches PSI_SOME_CRITICAL_PCT = 25% or the swap-in
+    second or more, or /proc/meminfo's MemAvailable below MEM_AVAILABLE_MIN_PCT = 5% of MemTotal in a snapshot
+    (the OOM killer is near). Critical when the stall share reaches PSI_SOME_CRITICAL_PCT = 25% or the swap-in
     SWAP_IN_CRITICAL_KB_PER_S = 51,200 KiB/s (50 MiB/s).
 
 Why it matters:
@@ -45,6 +46,7 @@ RULE_ID = "memory-pressure"
 SWAP_IN_MIN_KB_PER_S = 256.0
 PSI_SOME_MIN_PCT = 10.0
 ALLOCATION_STALLS_MIN_PER_S = 10.0
+MEM_AVAILABLE_MIN_PCT = 5.0
 PSI_SOME_CRITICAL_PCT = 25.0
 SWAP_IN_CRITICAL_KB_PER_S = 51_200.0
 
@@ -55,7 +57,8 @@ def check(inp: RuleInput) -> Verdict:
     if swap_in is None and (memory.get("vmstat") or {}).get("samples"):
         swap_in = memory["vmstat"]["swap_in_kb_per_s_mean"]
     psi, stalls = memory.get("psi_some_pct"), memory.get("allocation_stalls_per_s")
-    if swap_in is None and psi is None and stalls is None:
+    available = memory.get("mem_available_min_pct")
+    if swap_in is None and psi is None and stalls is None and available is None:
         raise Skip("no rate of swapping or memory stalls: needs /proc/vmstat and /proc/pressure/memory before and after "
                    "(each after a date/TS line), or vmstat 1")
     reasons = []
@@ -65,8 +68,11 @@ def check(inp: RuleInput) -> Verdict:
         reasons.append(f"tasks stalled on memory {psi:.1f}% of the time")
     if stalls is not None and stalls >= ALLOCATION_STALLS_MIN_PER_S:
         reasons.append(f"{stalls:,.0f} direct-reclaim stalls/s")
+    if available is not None and available < MEM_AVAILABLE_MIN_PCT:
+        reasons.append(f"MemAvailable down to {available:.1f}% of MemTotal")
     measured = (f"swap-in {_num(swap_in)} KiB/s (limit {SWAP_IN_MIN_KB_PER_S:g}), memory stalls {_num(psi)}% "
-                f"(limit {PSI_SOME_MIN_PCT:g}%), allocation stalls {_num(stalls)}/s (limit {ALLOCATION_STALLS_MIN_PER_S:g})")
+                f"(limit {PSI_SOME_MIN_PCT:g}%), allocation stalls {_num(stalls)}/s (limit {ALLOCATION_STALLS_MIN_PER_S:g}), "
+                f"MemAvailable low {_num(available)}% (limit {MEM_AVAILABLE_MIN_PCT:g}%)")
     if not reasons:
         return Verdict(findings=[], measured=measured)
     critical = (psi or 0.0) >= PSI_SOME_CRITICAL_PCT or (swap_in or 0.0) >= SWAP_IN_CRITICAL_KB_PER_S
@@ -84,6 +90,8 @@ def _finding(inp: RuleInput, memory: dict[str, Any], reasons: list[str], swap_in
         ("major page faults (pgmajfault)", "major_faults_per_s", "/s"), ("direct-reclaim stalls (allocstall_*)", "allocation_stalls_per_s", "/s"),
         ("pages scanned by direct reclaim (pgscan_direct)", "direct_scan_pages_per_s", "/s"), ("OOM kills (oom_kill)", "oom_kills", "in the capture"),
         ("tasks stalled on memory, some (PSI)", "psi_some_pct", "% of the time"), ("all tasks stalled, full (PSI)", "psi_full_pct", "% of the time"),
+        ("MemAvailable, lowest (meminfo)", "mem_available_kb_min", "kB"), ("MemTotal (meminfo)", "mem_total_kb", "kB"),
+        ("swap used, most (meminfo)", "swap_used_kb_max", "kB"),
     ) if memory.get(key) is not None]
     evidence = [Evidence(title=f"Memory counters over the capture ({seconds:.1f} s)" if seconds else "Memory counters over the capture",
                          columns=("measure", "value", "unit"), rows=tuple(rows))]
@@ -94,10 +102,11 @@ def _finding(inp: RuleInput, memory: dict[str, Any], reasons: list[str], swap_in
             ("so (KiB/s swapped out)", vmstat["swap_out_kb_per_s_mean"], vmstat["swap_out_kb_per_s_max"]),
             ("swpd (KiB of swap used)", "", vmstat["swap_used_kb_max"]), ("free (KiB), lowest", "", vmstat["free_kb_min"]),
         )))
+    free_kb = memory.get("mem_available_kb_min") if memory.get("mem_available_kb_min") is not None else (vmstat or {}).get("free_kb_min")
     free_note = ""
-    if vmstat and vmstat.get("free_kb_min", 0) > 1024 * 1024:
-        free_note = (f"; the host still had {vmstat['free_kb_min'] / 1024 / 1024:.1f} GiB free, so a cgroup or container limit "
-                     "is what is full")
+    if free_kb is not None and free_kb > 1024 * 1024 and (memory.get("mem_available_min_pct") or 100.0) >= MEM_AVAILABLE_MIN_PCT:
+        what = "available" if memory.get("mem_available_kb_min") is not None else "free"
+        free_note = f"; the host still had {free_kb / 1024 / 1024:.1f} GiB {what}, so a cgroup or container limit is what is full"
     return Finding(
         rule=RULE_ID, scope=Scope.HOST, severity=Severity.CRITICAL if critical else Severity.WARNING,
         title=f"The host is short of memory: {', '.join(reasons)}{free_note}",
@@ -132,7 +141,7 @@ RULE = Rule(
     id=RULE_ID,
     title="Host short of memory (swapping, memory stalls)",
     area="memory",
-    requires=((t.VMSTAT_COUNT, t.PRESSURE, t.VMSTAT_SAMPLE),),
+    requires=((t.VMSTAT_COUNT, t.PRESSURE, t.MEMINFO_COUNT, t.VMSTAT_SAMPLE),),
     check=check,
     doc=__doc__ or "",
 )

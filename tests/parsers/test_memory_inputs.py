@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from dbdiag.parsers import proc_pressure, vmstat
+from dbdiag.parsers import proc_meminfo, proc_pressure, vmstat
 from dbdiag.parsers.base import ParseContext, ParseError
 from tests.conftest import REPO
 
@@ -48,10 +48,18 @@ def test_pressure_lines_with_and_without_their_file_prefix():
 
 def test_hostile_memory_inputs_raise_parse_error_only():
     junk = "".join(chr(c) for c in range(1, 256)) * 50
-    for parser in (vmstat, proc_pressure):
+    for parser in (vmstat, proc_pressure, proc_meminfo):
         assert parser.SPEC.detect(junk[:8192], "vmstat.txt") < 0.5
         with pytest.raises(ParseError):
             parser.parse(junk, ParseContext("x"))
     huge = " r b swpd free buff cache si so bi bo in cs us sy id wa st\n" + " ".join(["9" * 40] * 17) + "\n"
     result = vmstat.parse(huge, ParseContext("x"))
     assert result.tables["vmstat_sample"]["runnable"].to_list() == [None] and len(result.warnings) == 17
+
+
+def test_meminfo_snapshots_in_one_file_with_time_lines():
+    one = (MEMORY / "meminfo.after").read_text()
+    result = proc_meminfo.parse(one + one.replace("MemAvailable:", "MemAvailable: ", 1), ParseContext("os/meminfo"))
+    counts = result.tables["meminfo_count"]
+    assert result.records == 2 and counts["ts"].null_count() == 0
+    assert counts.filter(counts["counter"] == "HugePages_Total")["value"].to_list() == [0, 0]  # a count, no kB
