@@ -393,6 +393,10 @@ def _detect_all(members: list[Member], parsers: tuple[ParserSpec, ...]) -> tuple
         inputs.append(record)
         if member.skipped or member.data is None:
             continue
+        own = collectors.own_file(member.path)
+        if own is not None:
+            record.notes.append(own)  # a collector's record of its own run: no parser is asked
+            continue
         data, note = utf16_as_utf8(member.data)
         if note:
             member = replace(member, data=data)
