@@ -24,6 +24,8 @@ with ``[label]`` when it is one of several (``tps[Login]``, ``connections[fe_mys
   that lacks the short statements (a slow log with a threshold, by
   :func:`~dbdiag.derive.time_db_side.log_completeness`) gives ``logged_qps`` and
   ``logged_latency_*`` instead: the statements it holds, not the load.
+- ``disk_await[dev]`` (ms) and ``disk_util[dev]`` (%) from iostat -x -t: each device's request time (reads and
+  writes weighted by their requests) and %util, iostat's first report of a member left out;
 - ``connections[...]`` (sessions): HAProxy ``scur`` per frontend (the largest in the window,
   summed over snapshots' frontends of that proxy) with its ``slim`` as ``session_limit[...]``;
   gauges of :data:`CONNECTION_GAUGES` (summed over series at each scrape, largest in the window).
@@ -192,6 +194,12 @@ def _timed_inputs(tables: dict[str, pl.DataFrame], accounting: dict[str, Any] | 
         if sizes.height > 1:
             notes.append(f"CPU from {chosen}; {', '.join(sizes['source'][1:].to_list())} not used (same CPUs, one source is enough)")
         add("cpu-util", _at_interval_start(cpu.filter(pl.col("source") == chosen)))
+    disks = tables.get(t.DISK_IO)
+    if disks is not None and disks.height:
+        # iostat's first report of a member (since boot when it has more) is left out, as in metrics.disks
+        reports = disks.filter(pl.col("ts").is_not_null() & ~((pl.col("sample") == 0) & (pl.col("sample").max().over("source") >= 1)))
+        if reports.height:
+            add("disk-io", _at_interval_start(reports))
     events = tables.get(t.EVENT)
     if events is not None and events.height:
         add("events", events.filter(pl.col("kind").is_in(MARKER_KINDS)))
@@ -312,12 +320,15 @@ def _series_entries(table: pl.DataFrame, frames: list[pl.DataFrame]) -> list[dic
     order = {name: i for i, name in enumerate(["tps", "qps", "latency_avg", "latency_p50", "latency_p95_reported", "latency_p99_reported", "latency_p99",
                                                  "latency_p999", "latency_p9999", "logged_qps", "logged_latency_p50", "logged_latency_p99",
                                                  "logged_latency_p999", "logged_latency_p9999", "connections", "session_limit",
-                                                 "cpu_busy_mean", "cpu_busy_max", "cpu_soft_mean", "cpu_soft_max", "event"])}
+                                                 "cpu_busy_mean", "cpu_busy_max", "cpu_soft_mean", "cpu_soft_max", "disk_await", "disk_util",
+                                                 "event"])}
     entries.sort(key=lambda e: (order.get(e["measure"], 99), e["source"], e["label"] or ""))
     return entries
 
 
 def _note(measure: str) -> str | None:
+    if measure == "disk_await":
+        return "iostat's r_await and w_await weighted by their requests per window"
     if measure.startswith("logged_"):
         return "statements in the log only (a slow log lacks those under its threshold): " + (_note(measure.removeprefix("logged_")) or "per second")
     if measure in QUANTILES:

@@ -93,6 +93,8 @@ def series_frames(inputs: dict[str, pl.DataFrame], width_us: int, window_s: floa
         out += _proxy(inputs["proxy-stat"], window)
     if "cpu-util" in inputs:
         out += _cpu(inputs["cpu-util"], window)
+    if "disk-io" in inputs:
+        out += _disks(inputs["disk-io"], window)
     if "events" in inputs:
         events = inputs["events"].with_columns(window)
         out.append(events.group_by("window_start", "kind", "source").agg(pl.len().alias("samples")).select(
@@ -261,6 +263,26 @@ def _proxy(frontends: pl.DataFrame, window: pl.Expr) -> list[pl.DataFrame]:
         grouped.filter(pl.col("slim").is_not_null() & (pl.col("slim") > 0)).select(
             "window_start", pl.format("session_limit[{}]", "proxy").alias("series"), pl.col("slim").cast(pl.Float64).alias("value"),
             pl.lit("sessions").alias("unit"), "source", "samples"),
+    ]
+
+
+def _disks(reports: pl.DataFrame, window: pl.Expr) -> list[pl.DataFrame]:
+    """Per window and device that did I/O: ``disk_await[dev]`` (ms, each report's reads and writes weighted by their
+    requests) and ``disk_util[dev]`` (%util, the reports' mean); one member per device (iostat text and JSON of one
+    run would count twice): the one with the most reports."""
+    r, w = pl.col("r_per_s").fill_null(0.0), pl.col("w_per_s").fill_null(0.0)
+    frame = reports.with_columns(window, (r + w).alias("iops"), (r * pl.col("r_await_ms").fill_null(0.0) + w * pl.col("w_await_ms").fill_null(0.0)).alias("wait"))
+    busy = frame.group_by("device", "source").agg(pl.col("iops").sum(), pl.len().alias("n")).filter(pl.col("iops") > 0)
+    chosen = busy.sort("device", "n", "source", descending=[False, True, False]).unique("device", keep="first", maintain_order=True)
+    frame = frame.join(chosen.select("device", "source"), on=["device", "source"])
+    grouped = frame.group_by("window_start", "device", "source").agg(
+        pl.when(pl.col("iops").sum() > 0).then(pl.col("wait").sum() / pl.col("iops").sum()).alias("await"),
+        pl.col("util_pct").mean().clip(upper_bound=100.0).alias("util"), pl.len().alias("samples"),  # 100.2: iostat's rounding
+    ).sort("device", "window_start")
+    return [
+        grouped.select("window_start", pl.format(f"{name}[{{}}]", "device").alias("series"), pl.col(column).alias("value"),
+                       pl.lit(unit).alias("unit"), "source", "samples")
+        for name, column, unit in (("disk_await", "await", "ms"), ("disk_util", "util", "%"))
     ]
 
 

@@ -107,3 +107,13 @@ def test_compare_names_the_slow_volume_as_why_throughput_fell(order):
     assert first["key"] == "disk-latency-high/loop0"
     assert "sql:commit | DB time per second" in first["effects"]
     assert any("innodb_flush_log_at_trx_commit" in r["text"] for r in first["remediation"])
+
+
+def test_the_timeline_shows_each_busy_device_over_time(throttled):
+    series = {s["series"]: s for s in throttled.derived.metrics["timeline"]["series"]}
+    await_loop0, util_loop0 = series["disk_await[loop0]"], series["disk_util[loop0]"]
+    assert (await_loop0["unit"], util_loop0["unit"]) == ("ms", "%")
+    values = [value for _, value in await_loop0["points"] if value is not None]
+    assert len(values) >= 5 and min(values) > 15 and max(values) < 30  # every window of the run, as in the finding
+    assert all(0 <= value <= 100 for _, value in util_loop0["points"])
+    assert max(value for _, value in series["disk_await[vda]"]["points"]) < 1
