@@ -100,14 +100,15 @@ def _meminfo(counts: pl.DataFrame | None) -> dict[str, Any] | None:
     out: dict[str, Any] = {}
     if high.get("MemTotal"):
         out["mem_total_kb"] = high["MemTotal"]
-        if "MemAvailable" in low:
+        if low.get("MemAvailable") is not None:
             out["mem_available_kb_min"] = low["MemAvailable"]
             out["mem_available_min_pct"] = round(low["MemAvailable"] / high["MemTotal"] * 100, 2)
     if high.get("SwapTotal"):
         out["swap_total_kb"] = high["SwapTotal"]
         used = counts.filter(pl.col("counter").is_in(["SwapTotal", "SwapFree"])).pivot("counter", index=["source", "snapshot"], values="value")
-        if {"SwapTotal", "SwapFree"} <= set(used.columns):
-            out["swap_used_kb_max"] = int((used["SwapTotal"] - used["SwapFree"]).max())
+        swap_used = (used["SwapTotal"] - used["SwapFree"]).max() if {"SwapTotal", "SwapFree"} <= set(used.columns) else None
+        if swap_used is not None:
+            out["swap_used_kb_max"] = int(swap_used)
     if not out:
         return None
     out["meminfo_sources"] = sorted(set(counts["source"].to_list()), key=source_order_key)
@@ -120,10 +121,14 @@ def _vmstat(samples: pl.DataFrame | None) -> dict[str, Any] | None:
     rows = samples.filter(pl.int_range(pl.len()).over("source") > 0)  # each member's first line: since boot
     if rows.height == 0:
         return None
+    def mean(column: str) -> float | None:
+        value = rows[column].mean()
+        return None if value is None else round(value, 1)
+
     return {
         "samples": rows.height,
-        "swap_in_kb_per_s_mean": round(rows["swap_in_kb_per_s"].mean(), 1), "swap_in_kb_per_s_max": rows["swap_in_kb_per_s"].max(),
-        "swap_out_kb_per_s_mean": round(rows["swap_out_kb_per_s"].mean(), 1), "swap_out_kb_per_s_max": rows["swap_out_kb_per_s"].max(),
+        "swap_in_kb_per_s_mean": mean("swap_in_kb_per_s"), "swap_in_kb_per_s_max": rows["swap_in_kb_per_s"].max(),
+        "swap_out_kb_per_s_mean": mean("swap_out_kb_per_s"), "swap_out_kb_per_s_max": rows["swap_out_kb_per_s"].max(),
         "swap_used_kb_max": rows["swap_used_kb"].max(), "free_kb_min": rows["free_kb"].min(), "blocked_max": rows["blocked"].max(),
         "sources": list(dict.fromkeys(rows["source"].to_list())),
     }

@@ -26,6 +26,7 @@ from dbdiag.parsers.kit.warning_caps import cap_warnings
 from dbdiag.patterns import lazy_compile
 from dbdiag.tables import DISK_COUNT, conform
 
+MAX_DIGITS = 18  # an Int64 holds every 18-digit number; the kernel's counters are 64-bit unsigned
 _ROW_RE = lazy_compile(r"^\s*(\d+)\s+(\d+)\s+([A-Za-z]\S*)((?:\s+\d+){11,20})\s*$")
 # the values after the name, in the kernel's order: columns kept (None: read but not kept)
 FIELDS = ("reads", None, "read_sectors", "read_ms", "writes", None, "write_sectors", "write_ms", "in_flight", "io_ms",
@@ -48,8 +49,12 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
         snapshot, when = clock.place(match.group(3))
         row: dict[str, object] = {"snapshot": snapshot, "ts": when, "device": match.group(3), "line": number}
         for name, value in zip(FIELDS, match.group(4).split()):
-            if name is not None:
-                row[name] = int(value)
+            if name is None:
+                continue
+            if len(value) > MAX_DIGITS:
+                warnings.append(ParseWarning(number, f"{match.group(3)} {name}: {value[:24]} is past any counter: left empty"))
+                continue
+            row[name] = int(value)
         rows.append(row)
     if not rows:
         raise ParseError("no /proc/diskstats lines (major minor device and 11 to 20 counters) found")

@@ -29,6 +29,7 @@ _LINE_RE = lazy_compile(
     r"^(?:(?:/proc/pressure/)?(cpu|memory|io):)?(some|full) avg10=(\d+\.\d+) avg60=(\d+\.\d+) avg300=(\d+\.\d+) total=(\d+)\s*$"
 )
 RESOURCES = ("memory", "cpu", "io")
+MAX_DIGITS = 18  # an Int64 holds every 18-digit number
 
 
 def parse(text: str, ctx: ParseContext) -> ParseResult:
@@ -46,6 +47,9 @@ def parse(text: str, ctx: ParseContext) -> ParseResult:
                 warnings.append(ParseWarning(number, f"not a pressure line: {line.strip()[:60]!r}"))
             continue
         resource, kind = match.group(1) or named, match.group(2)
+        if len(match.group(6)) > MAX_DIGITS:
+            warnings.append(ParseWarning(number, f"total={match.group(6)[:24]} is past any counter: line skipped"))
+            continue
         snapshot, when = clock.place((resource, kind))
         rows.append({"snapshot": snapshot, "ts": when, "resource": resource, "kind": kind, "avg10_pct": float(match.group(3)),
                      "avg60_pct": float(match.group(4)), "avg300_pct": float(match.group(5)), "total_us": int(match.group(6)),

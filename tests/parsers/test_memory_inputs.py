@@ -63,3 +63,20 @@ def test_meminfo_snapshots_in_one_file_with_time_lines():
     counts = result.tables["meminfo_count"]
     assert result.records == 2 and counts["ts"].null_count() == 0
     assert counts.filter(counts["counter"] == "HugePages_Total")["value"].to_list() == [0, 0]  # a count, no kB
+
+
+def test_counters_past_int64_are_left_empty_with_a_warning_and_derive_still_runs():
+    from dbdiag.derive.memory_pressure import memory_pressure
+    from dbdiag.parsers import proc_diskstats
+
+    psi = proc_pressure.parse("some avg10=0.00 avg60=0.00 avg300=0.00 total=99999999999999999999\n"
+                              "full avg10=0.00 avg60=0.00 avg300=0.00 total=5\n", ParseContext("os/pressure-memory"))
+    assert psi.tables["pressure"]["kind"].to_list() == ["full"] and "past any counter" in psi.warnings[0].reason
+    disk = proc_diskstats.parse("   8 0 sda " + " ".join(["18446744073709551616"] + ["1"] * 16) + "\n", ParseContext("os/diskstats"))
+    assert disk.tables["disk_count"]["reads"].to_list() == [None] and disk.tables["disk_count"]["writes"].to_list() == [1]
+    meminfo = proc_meminfo.parse("MemTotal: 99999999999999999999 kB\nMemFree: 10 kB\nMemAvailable: 10 kB\n", ParseContext("os/meminfo"))
+    swap = vmstat.parse(" r b swpd free buff cache si so bi bo in cs us sy id wa st\n" + " ".join(["9" * 40] * 17) + "\n"
+                        + " ".join(["9" * 40] * 17) + "\n", ParseContext("os/vmstat"))
+    tables = {**meminfo.tables, **swap.tables, **psi.tables}
+    summary = memory_pressure(tables)
+    assert "mem_total_kb" not in summary and summary["vmstat"]["swap_in_kb_per_s_mean"] is None
