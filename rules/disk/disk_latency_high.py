@@ -82,7 +82,7 @@ def _finding(inp: RuleInput, disk: dict[str, Any], limit: float, saturated: bool
     critical = bool(files) and (saturated or disk["await_ms"] >= CRITICAL_FACTOR * limit)
     what = f"{device} ({_kind_words(disk)})"
     held = f", which holds {_files_text(files)}," if files else ""
-    state = f"saturated (busy {disk['saturated_share'] * 100:.0f}% of the time)" if saturated else f"slow for its kind (limit {limit:g} ms)"
+    state = f"saturated (%util {disk.get('util_pct') or 0:.0f}% on average)" if saturated else f"slow for its kind (limit {limit:g} ms)"
     title = (f"{what}{held} is {state}: requests wait {disk['await_ms']:.1f} ms on average (p95 {disk['await_p95_ms']:.1f} ms) "
              f"at {disk['iops']:.0f} requests/s")
     impact: dict[str, Any] = {
@@ -101,7 +101,7 @@ def _finding(inp: RuleInput, disk: dict[str, Any], limit: float, saturated: bool
             ("await mean / p50 / p95 / max, ms", f"{disk['await_ms']:.2f} / {disk['await_p50_ms']:.2f} / {disk['await_p95_ms']:.2f} / {disk['await_max_ms']:.2f}"),
             ("read await, write await, ms", f"{_ms(disk.get('read_await_ms'))}, {_ms(disk.get('write_await_ms'))}"),
             ("%util mean / max", f"{disk.get('util_pct') or 0:.1f} / {disk.get('util_max_pct') or 0:.1f}"),
-            ("reports with %util >= 90", f"{(disk.get('saturated_share') or 0) * 100:.0f}%"),
+            (f"reports with %util >= {SATURATED_UTIL_PCT:g}", f"{(disk.get('saturated_share') or 0) * 100:.0f}%"),
             ("requests in flight (aqu-sz)", f"{disk.get('queue_size') or 0:.2f}"),
             ("kind", f"{_kind_words(disk)}; limit {limit:g} ms"),
         )),
