@@ -60,7 +60,7 @@ def check(inp: RuleInput) -> Verdict:
     available = memory.get("mem_available_min_pct")
     if swap_in is None and psi is None and stalls is None and available is None:
         raise Skip("no rate of swapping or memory stalls: needs /proc/vmstat and /proc/pressure/memory before and after "
-                   "(each after a date/TS line), or vmstat 1")
+                   "(each after a date/TS line), vmstat 1, or /proc/meminfo")
     reasons = []
     if swap_in is not None and swap_in >= SWAP_IN_MIN_KB_PER_S:
         reasons.append(f"{swap_in:,.0f} KiB/s swapped in")
