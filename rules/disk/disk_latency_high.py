@@ -1,7 +1,8 @@
 """A block device whose requests wait far longer than its kind delivers, or that is saturated.
 
 What it detects:
-    A device in ``iostat -x`` reports (text or JSON) whose mean request time (``await``: queue and
+    A device in ``iostat -x`` reports (text or JSON; else /proc/diskstats snapshots with their time lines, read
+    as iostat would) whose mean request time (``await``: queue and
     service, weighted by requests over its busy reports) is above AWAIT_LIMIT_MS of its kind, with the
     median busy report above it too (a steady state, not one spike); or a device saturated: busy
     (%util >= SATURATED_UTIL_PCT = 90) in at least SATURATED_SHARE = 50% of the reports while its requests wait at least
