@@ -330,6 +330,8 @@ TIMELINE_PANELS = (
     ("Softirq time (%soft)", "%", ("cpu_soft_mean", "cpu_soft_max"), False, 1.0),
     ("Disk request time (await)", "ms", ("disk_await",), True, None),  # a saturated volume 100x the others: log
     ("Disk %util", "%", ("disk_util",), False, 10.0),
+    ("Swapping (vmstat si, so)", "KiB/s", ("swap_in", "swap_out"), False, 10.0),
+    ("Runnable tasks (vmstat r)", "tasks", ("runnable",), False, None),
 )
 
 
@@ -339,7 +341,8 @@ TIMELINE_SERIES_PER_PANEL = 6
 SERIES_NAMES = {
     "cpu_busy_mean": "mean over CPUs", "cpu_busy_max": "busiest CPU", "cpu_soft_mean": "mean over CPUs", "cpu_soft_max": "busiest CPU",
     "latency_p99_reported": "p99 as reported", "latency_p95_reported": "p95 as reported", "latency_avg": "average",
-    "session_limit": "limit", "logged_qps": "statements logged", "disk_await": "await", "disk_util": "%util",
+    "session_limit": "limit", "logged_qps": "statements logged", "disk_await": "await", "disk_util": "%util", "swap_in": "swapped in (si)",
+    "swap_out": "swapped out (so)", "runnable": "runnable (r)",
 }
 
 

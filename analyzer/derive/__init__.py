@@ -86,7 +86,7 @@ DERIVATIONS: tuple[Derivation, ...] = (
     Derivation(
         "timeline",
         (t.CPU_UTIL, t.EVENT, t.LOAD_INTERVAL, t.LOAD_SAMPLE, t.LOAD_STATEMENT_LATENCY, t.METRIC_SAMPLE, t.PROXY_STAT, t.STATEMENT,
-         t.TIME_ACCOUNTING_METRIC, t.CHANGE, t.DISK_IO),
+         t.TIME_ACCOUNTING_METRIC, t.CHANGE, t.DISK_IO, t.VMSTAT_SAMPLE),
         (t.TIMELINE, t.TIMELINE_METRIC),
         steps.timeline,
     ),

@@ -26,6 +26,8 @@ with ``[label]`` when it is one of several (``tps[Login]``, ``connections[fe_mys
   ``logged_latency_*`` instead: the statements it holds, not the load.
 - ``disk_await[dev]`` (ms) and ``disk_util[dev]`` (%) from iostat -x -t: each device's request time (reads and
   writes weighted by their requests) and %util, iostat's first report of a member left out;
+- ``swap_in``/``swap_out`` (KiB/s) and ``runnable`` (tasks) from vmstat -t: si, so and r per window (their mean),
+  vmstat's first line of a member left out;
 - ``connections[...]`` (sessions): HAProxy ``scur`` per frontend (the largest in the window,
   summed over snapshots' frontends of that proxy) with its ``slim`` as ``session_limit[...]``;
   gauges of :data:`CONNECTION_GAUGES` (summed over series at each scrape, largest in the window).
@@ -200,6 +202,12 @@ def _timed_inputs(tables: dict[str, pl.DataFrame], accounting: dict[str, Any] | 
         reports = disks.filter(pl.col("ts").is_not_null() & ~((pl.col("sample") == 0) & (pl.col("sample").max().over("source") >= 1)))
         if reports.height:
             add("disk-io", _at_interval_start(reports))
+    vmstat = tables.get(t.VMSTAT_SAMPLE)
+    if vmstat is not None and vmstat.height:
+        # vmstat's first line of a member is the average since boot: left out, as in metrics.memory_pressure
+        lines = vmstat.filter((pl.int_range(pl.len()).over("source") > 0) & pl.col("ts").is_not_null())
+        if lines.height:
+            add("vmstat", _at_interval_start(lines))
     events = tables.get(t.EVENT)
     if events is not None and events.height:
         add("events", events.filter(pl.col("kind").is_in(MARKER_KINDS)))
@@ -321,7 +329,7 @@ def _series_entries(table: pl.DataFrame, frames: list[pl.DataFrame]) -> list[dic
                                                  "latency_p999", "latency_p9999", "logged_qps", "logged_latency_p50", "logged_latency_p99",
                                                  "logged_latency_p999", "logged_latency_p9999", "connections", "session_limit",
                                                  "cpu_busy_mean", "cpu_busy_max", "cpu_soft_mean", "cpu_soft_max", "disk_await", "disk_util",
-                                                 "event"])}
+                                                 "swap_in", "swap_out", "runnable", "event"])}
     entries.sort(key=lambda e: (order.get(e["measure"], 99), e["source"], e["label"] or ""))
     return entries
 

@@ -95,6 +95,8 @@ def series_frames(inputs: dict[str, pl.DataFrame], width_us: int, window_s: floa
         out += _cpu(inputs["cpu-util"], window)
     if "disk-io" in inputs:
         out += _disks(inputs["disk-io"], window)
+    if "vmstat" in inputs:
+        out += _vmstat(inputs["vmstat"], window)
     if "events" in inputs:
         events = inputs["events"].with_columns(window)
         out.append(events.group_by("window_start", "kind", "source").agg(pl.len().alias("samples")).select(
@@ -283,6 +285,19 @@ def _disks(reports: pl.DataFrame, window: pl.Expr) -> list[pl.DataFrame]:
         grouped.select("window_start", pl.format(f"{name}[{{}}]", "device").alias("series"), pl.col(column).alias("value"),
                        pl.lit(unit).alias("unit"), "source", "samples")
         for name, column, unit in (("disk_await", "await", "ms"), ("disk_util", "util", "%"))
+    ]
+
+
+def _vmstat(lines: pl.DataFrame, window: pl.Expr) -> list[pl.DataFrame]:
+    """Per window: ``swap_in``/``swap_out`` (KiB/s, vmstat's si and so) and ``runnable`` (r), each the lines' mean."""
+    grouped = lines.with_columns(window).group_by("window_start", "source").agg(
+        pl.col("swap_in_kb_per_s").mean().alias("swap_in"), pl.col("swap_out_kb_per_s").mean().alias("swap_out"),
+        pl.col("runnable").mean().alias("runnable"), pl.len().alias("samples"),
+    ).sort("source", "window_start")
+    return [
+        grouped.select("window_start", pl.lit(name).alias("series"), pl.col(name).cast(pl.Float64).alias("value"), pl.lit(unit).alias("unit"),
+                       "source", "samples")
+        for name, unit in (("swap_in", "KiB/s"), ("swap_out", "KiB/s"), ("runnable", "tasks"))
     ]
 
 

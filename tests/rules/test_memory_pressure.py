@@ -49,3 +49,13 @@ def test_the_limited_server_swaps_and_the_finding_says_how_fast():
 def test_the_same_run_without_the_limit_passes():
     outcome = _outcome(analyze(MEMORY / "mariadb-memory-unlimited.tar.gz"), "memory-pressure")
     assert outcome.status is Status.PASSED and "swap-in 0.0 KiB/s" in outcome.measured
+
+
+def test_the_timeline_shows_the_swapping_vmstat_saw():
+    analysis = analyze(MEMORY / "mariadb-memory-limited.tar.gz")
+    series = {s["series"]: s for s in analysis.derived.metrics["timeline"]["series"]}
+    swap_in = [value for _, value in series["swap_in"]["points"] if value is not None]
+    vmstat = analysis.derived.metrics["memory_pressure"]["vmstat"]
+    assert series["swap_in"]["unit"] == "KiB/s" and len(swap_in) == vmstat["samples"]  # one-second windows, one line each
+    assert max(swap_in) == vmstat["swap_in_kb_per_s_max"] and min(swap_in) > 0
+    assert series["runnable"]["unit"] == "tasks"
