@@ -11,7 +11,7 @@ its collection loop (percona-toolkit 3.2's ``pt-stalk``, its ``collect`` functio
 
     >>> describe("capture/2026_12_06_22_37_02-top")
     "pt-stalk's top -bn<run time> (processes by CPU): not read by dbdiag yet"
-    >>> describe("capture/2026_12_06_22_37_02-trigger")
+    >>> own_file("capture/2026_12_06_22_37_02-trigger")
     "pt-stalk's own record of why it collected: not analysis input"
     >>> describe("db/slow.log") is None
     True
@@ -54,7 +54,6 @@ PT_STALK_OWN = {
     "disk-space": "pt-stalk's own free-space check of its destination (df)",
     "output": "pt-stalk's own log of the collection",
     "hostname": "the host's name (pt-stalk's file)",
-    "iostat-overall": None,  # read (iostat), kept here so a failed parse is not named twice
 }
 
 
@@ -77,7 +76,7 @@ def own_file(path: str) -> str | None:
     if own is not None and (SOS_TOP_RE.match(path) or path.startswith(own.group(1))):
         return f"sos report's own {own.group(1)} file: not analysis input"
     match = PT_STALK_NAME_RE.search(path)
-    if match is not None and PT_STALK_OWN.get(match.group(1)):
+    if match is not None and match.group(1) in PT_STALK_OWN:
         return f"{PT_STALK_OWN[match.group(1)]}: not analysis input"
     return None
 
@@ -99,9 +98,5 @@ def describe(path: str) -> str | None:
     match = PT_STALK_NAME_RE.search(path)
     if match is None:
         return None
-    what = match.group(1)
-    if what in PT_STALK_OWN:
-        own = PT_STALK_OWN[what]
-        return f"{own}: not analysis input" if own else None
-    command = PT_STALK_NOT_READ.get(what)
-    return f"pt-stalk's {command}: not read by dbdiag yet" if command else None
+    written_by = PT_STALK_NOT_READ.get(match.group(1))
+    return f"pt-stalk's {written_by}: not read by dbdiag yet" if written_by else None

@@ -46,7 +46,7 @@ def disk_summary(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]] | None
     """The ``disks`` metric (module docstring), busiest device first; None without iostat or diskstats reports."""
     io = tables.get(t.DISK_IO)
     if io is not None and io.height:
-        io = io.filter(~((pl.col("sample") == 0) & (pl.col("sample").max().over("source") >= 1))).with_columns(pl.lit(True).alias("iostat"))
+        io = iostat_reports(io).with_columns(pl.lit(True).alias("iostat"))
     counted = diskstat_reports(tables.get(t.DISK_COUNT))
     parts = [frame for frame in (io, counted) if frame is not None and frame.height]
     if not parts:
@@ -98,6 +98,11 @@ def disk_summary(tables: dict[str, pl.DataFrame]) -> list[dict[str, Any]] | None
             "also_in": sorted(set(per.filter(pl.col("device") == device)["source"]) - {row["source"]}),
         })
     return out
+
+
+def iostat_reports(io: pl.DataFrame) -> pl.DataFrame:
+    """``disk_io`` without each member's first report when it has more (without ``-y``, the average since boot)."""
+    return io.filter(~((pl.col("sample") == 0) & (pl.col("sample").max().over("source") >= 1)))
 
 
 def diskstat_reports(counts: pl.DataFrame | None) -> pl.DataFrame | None:

@@ -115,10 +115,15 @@ def _meminfo(counts: pl.DataFrame | None) -> dict[str, Any] | None:
     return out
 
 
+def vmstat_lines(samples: pl.DataFrame) -> pl.DataFrame:
+    """``vmstat_sample`` without each member's first line (vmstat's average since boot)."""
+    return samples.filter(pl.int_range(pl.len()).over("source") > 0)
+
+
 def _vmstat(samples: pl.DataFrame | None) -> dict[str, Any] | None:
     if samples is None or samples.height == 0:
         return None
-    rows = samples.filter(pl.int_range(pl.len()).over("source") > 0)  # each member's first line: since boot
+    rows = vmstat_lines(samples)
     if rows.height == 0:
         return None
     def mean(column: str) -> float | None:

@@ -69,7 +69,9 @@ from typing import Any
 import polars as pl
 
 from dbdiag import tables as t
+from dbdiag.derive.disks import iostat_reports
 from dbdiag.derive.idle_gaps import resolution_us
+from dbdiag.derive.memory_pressure import vmstat_lines
 from dbdiag.derive.sql import is_sleep
 from dbdiag.derive.timeline_series import (
     CONNECTION_GAUGES, LATENCY_HISTOGRAMS, QUANTILE_MIN_SAMPLES, QUANTILES, RATE_COUNTERS, TIMELINE_SCHEMA, interval_starts,
@@ -198,14 +200,12 @@ def _timed_inputs(tables: dict[str, pl.DataFrame], accounting: dict[str, Any] | 
         add("cpu-util", _at_interval_start(cpu.filter(pl.col("source") == chosen)))
     disks = tables.get(t.DISK_IO)
     if disks is not None and disks.height:
-        # iostat's first report of a member (since boot when it has more) is left out, as in metrics.disks
-        reports = disks.filter(pl.col("ts").is_not_null() & ~((pl.col("sample") == 0) & (pl.col("sample").max().over("source") >= 1)))
+        reports = iostat_reports(disks).filter(pl.col("ts").is_not_null())  # the reports metrics.disks reads
         if reports.height:
             add("disk-io", _at_interval_start(reports))
     vmstat = tables.get(t.VMSTAT_SAMPLE)
     if vmstat is not None and vmstat.height:
-        # vmstat's first line of a member is the average since boot: left out, as in metrics.memory_pressure
-        lines = vmstat.filter((pl.int_range(pl.len()).over("source") > 0) & pl.col("ts").is_not_null())
+        lines = vmstat_lines(vmstat).filter(pl.col("ts").is_not_null())  # the lines metrics.memory_pressure reads
         if lines.height:
             add("vmstat", _at_interval_start(lines))
     events = tables.get(t.EVENT)
