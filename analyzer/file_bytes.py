@@ -106,6 +106,10 @@ class FileBytes:
         self._newlines = (offset, known)
         return known
 
+    def __bytes__(self) -> bytes:
+        """``bytes(data)`` is the whole file, as for a member read up front (``bytes(b)`` of a ``bytes`` is ``b``)."""
+        return self.read_all()
+
     def read_all(self) -> bytes:
         """The whole file as bytes (for a parser that reads a member whole)."""
         # A buffered read fills one bytes object of the size asked, whatever one read call returns (Linux

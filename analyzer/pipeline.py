@@ -102,7 +102,7 @@ class Analysis:
 
 def decode(data: bytes | FileBytes) -> str:
     """UTF-8 that cannot fail; CRLF becomes LF (lone CR stays: it may sit inside SQL literals)."""
-    return decode_text(data.read_all() if isinstance(data, FileBytes) else data)
+    return decode_text(bytes(data))  # a FileBytes read whole here; bytes stay the same object
 
 
 UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
@@ -458,7 +458,7 @@ def _parse_all(detected: list[Detected], context: Context, progress: Progress) -
             progress.advance(done_bytes)
 
         if isinstance(member.data, FileBytes) and not spec.reads_file_bytes:
-            member = replace(member, data=member.data.read_all())  # this parser reads a member whole
+            member = replace(member, data=bytes(member.data))  # this parser reads a member whole
         if spec.parse_bytes_owned is not None:
             box, path = [member.data or b""], member.path
             del member  # the bytes are in ``box`` only: the parser lets them go once it has read them

@@ -38,7 +38,7 @@ def test_slices_find_and_line_counts_answer_as_bytes_do(tmp_path, small_windows)
     path = tmp_path / "f.txt"
     path.write_bytes(content)
     data = FileBytes.open(str(path), len(content))
-    assert len(data) == len(content) and data.read_all() == content
+    assert len(data) == len(content) and data.read_all() == content and bytes(data) == content
     for start, stop in ((0, 10), (5, 400), (len(content) - 3, len(content) + 50), (30, 20)):
         assert data[start:stop] == content[start:stop]
     for sub in (b"\n\n", b"line 37\n", b"absent", b"9\n\nline"):

@@ -173,8 +173,7 @@ def parse_bytes_chunked(data: bytes, ctx: ParseContext, chunk_bytes: int) -> Par
     decoded. With one, the whole member is decoded first (CRLF becomes LF), as the pipeline does.
     """
     if data.find(b"\r") >= 0:
-        whole = data.read_all() if isinstance(data, FileBytes) else data
-        text = str(whole, "utf-8", "backslashreplace").replace("\r\n", "\n")
+        text = str(bytes(data), "utf-8", "backslashreplace").replace("\r\n", "\n")
         return parse_chunked(text, ctx, chunk_bytes)
     pieces = [BytesPiece(data, start, end) for start, end in chunks(data, chunk_bytes)]
     return _one(_parse_pieces(pieces, [0] * len(pieces), [decoded(data[: _comment_block_end(data)])], [ctx.source]))
